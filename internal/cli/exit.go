@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Exit codes of lazaret's own failures. A command run in the sandbox
+// returns its own exit code instead (see exitError).
+const (
+	exitOK       = 0
+	exitFailure  = 1
+	exitUsage    = 2
+	exitSetup    = 3 // environment not ready: podman, runsc, image, user
+	exitConfig   = 4 // configuration file invalid
+	exitSecurity = 5 // a security check refused the operation
+	exitCanceled = 130
+)
+
+// usageError is a bad flag or argument.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// exitError carries an exit code that must be returned as is, such as the
+// exit code of the command run in the sandbox. It prints nothing.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// hintError attaches an exit code and a hint to an error.
+type hintError struct {
+	err  error
+	code int
+	hint string
+}
+
+func (e *hintError) Error() string { return e.err.Error() }
+func (e *hintError) Unwrap() error { return e.err }
+
+// withHint wraps err so that the user sees hint on a second line and the
+// process exits with code.
+func withHint(err error, code int, hint string) error {
+	if err == nil {
+		return nil
+	}
+	return &hintError{err: err, code: code, hint: hint}
+}
+
+// exitCode is the single place where an error becomes a message on stderr
+// and a process exit code.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return exitOK
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if errors.Is(err, context.Canceled) {
+		return exitCanceled
+	}
+	code, hint := exitFailure, ""
+	var he *hintError
+	var ue usageError
+	switch {
+	case errors.As(err, &he):
+		code, hint = he.code, he.hint
+	case errors.As(err, &ue):
+		code, hint = exitUsage, "run `lazaret --help` for usage"
+	default:
+		code, hint = classify(err)
+	}
+	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	fmt.Fprintf(stderr, "lazaret: %s\n", msg)
+	if hint != "" {
+		fmt.Fprintf(stderr, "hint: %s\n", hint)
+	}
+	return code
+}

@@ -1,0 +1,82 @@
+// Package cli is lazaret's command tree: one file per verb, an options
+// struct and a run function each, and the single place (exit.go) where
+// errors become messages and exit codes.
+package cli
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// IO is the set of streams a command uses, injectable for tests.
+type IO struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+}
+
+// globalOptions are the flags every command shares.
+type globalOptions struct {
+	io         IO
+	configPath string
+	verbose    bool
+	allowRoot  bool
+	log        *slog.Logger
+}
+
+// Main runs lazaret with args (args[0] is the program name) and returns
+// the process exit code.
+func Main(args []string) int {
+	return run(args, IO{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+}
+
+func run(args []string, streams IO) int {
+	// A context cancelled by SIGINT/SIGTERM is a clean exit, not an error.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	g := &globalOptions{io: streams}
+	root := newRootCmd(g)
+	root.SetArgs(args[1:])
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
+	err := root.ExecuteContext(ctx)
+	return exitCode(err, streams.ErrOut)
+}
+
+func newRootCmd(g *globalOptions) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "lazaret",
+		Short: "Run untrusted coding agents in rootless gVisor sandboxes",
+		Long: `Lazaret runs AI coding agents inside rootless Podman containers under gVisor
+(runsc): no host network or namespaces, an egress allowlist, persistent tools,
+real git on an agent branch, and human-approved host escalation.`,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			level := slog.LevelWarn
+			if g.verbose {
+				level = slog.LevelDebug
+			}
+			g.log = slog.New(slog.NewTextHandler(g.io.ErrOut, &slog.HandlerOptions{Level: level}))
+			return nil
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.configPath, "config", "", "configuration file (default $XDG_CONFIG_HOME/lazaret/config.toml)")
+	pf.BoolVarP(&g.verbose, "verbose", "v", false, "debug logs on stderr")
+	pf.BoolVar(&g.allowRoot, "allow-root", false, "allow running as root (not rootless; not recommended)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+
+	root.AddCommand(
+		newVersionCmd(g),
+	)
+	return root
+}

@@ -1,0 +1,68 @@
+// Package config loads and validates lazaret's TOML configuration: strict
+// decoding, ~ and {token} expansion, and host path safety.
+package config
+
+import "net/netip"
+
+// DefaultProfileName is the built-in profile that exists without any
+// configuration file.
+const DefaultProfileName = "default"
+
+// DefaultImage is the locally built image of the default profile
+// (`lazaret image build`).
+const DefaultImage = "localhost/lazaret-default:latest"
+
+// Config is a loaded, validated configuration. Host paths in it are
+// expanded and canonical, except those that contain per-domain tokens
+// (volume hosts), which are expanded by Profile.ResolveVolumes.
+type Config struct {
+	// File is the path the configuration was read from; empty when only
+	// built-in defaults are in use.
+	File       string
+	DataRoot   string
+	Network    Network
+	Escalation Escalation
+	Profiles   map[string]*Profile
+	// Warnings are non-fatal findings (for example an unpinned image).
+	Warnings []string
+}
+
+// Network is the global [network] section, merged into every profile.
+type Network struct {
+	AllowEgress  []netip.Prefix
+	AllowDomains []string
+}
+
+// Escalation is the [escalation] section.
+type Escalation struct {
+	Enabled   bool
+	SocketDir string
+	// AutoApprove holds each auto_approve entry parsed into its argv.
+	AutoApprove [][]string
+}
+
+// Profile is one [profiles.<name>] section (or the built-in default).
+type Profile struct {
+	Name           string
+	Image          string
+	PersistentDirs []string
+	// AllowEgress and AllowDomains are the profile's own entries merged
+	// with the global [network] ones.
+	AllowEgress  []netip.Prefix
+	AllowDomains []string
+	// Env maps variable names to their resolved values (env:VAR already
+	// read from the host environment).
+	Env     map[string]string
+	Volumes []Volume
+	// GitMode is "branch" or "direct"; empty means branch in a git
+	// repository and direct elsewhere.
+	GitMode string
+}
+
+// Volume is a custom bind mount as written in the file; Host may contain
+// tokens until ResolveVolumes expands it.
+type Volume struct {
+	Host      string
+	Container string
+	Mode      string
+}

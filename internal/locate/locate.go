@@ -1,0 +1,87 @@
+// Package locate finds lazaret's companion programs (runsc, the runtime shim,
+// the escalation client, the sidecar binary) from where lazaret itself is
+// installed, so `make install PREFIX=…` needs no further configuration.
+//
+// Layout, for an install prefix P (and for the repository's bin/ directory):
+//
+//	P/bin/lazaret, P/bin/lazaret-runsc → lazaret, P/bin/lazaret-escalate, P/bin/lazaret-netd
+//	P/lib/lazaret/runsc   (the pinned, statically built gVisor runsc)
+package locate
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// Names of the companions.
+const (
+	Runsc    = "runsc"
+	Shim     = "lazaret-runsc"
+	Escalate = "lazaret-escalate"
+	Netd     = "lazaret-netd"
+)
+
+// ErrNotFound is returned when a companion cannot be found.
+var ErrNotFound = errors.New("not found")
+
+// envOverride names the variable that overrides the lookup of each
+// companion, for tests and unusual installs.
+var envOverride = map[string]string{
+	Runsc:    "LAZARET_RUNSC",
+	Shim:     "LAZARET_SHIM",
+	Escalate: "LAZARET_ESCALATE",
+	Netd:     "LAZARET_NETD",
+}
+
+// Find returns the absolute path of companion name. It looks, in order, at
+// its LAZARET_* variable, beside the running executable, in
+// <exe dir>/../lib/lazaret, in /usr/local/lib/lazaret and ~/.local/lib/lazaret
+// (runsc only), then on PATH.
+func Find(name string) (string, error) {
+	if v := os.Getenv(envOverride[name]); v != "" {
+		return checkExec(v)
+	}
+	var candidates []string
+	if exe, err := os.Executable(); err == nil {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		dir := filepath.Dir(exe)
+		candidates = append(candidates, filepath.Join(dir, name), filepath.Join(dir, "..", "lib", "lazaret", name))
+	}
+	if name == Runsc {
+		candidates = append(candidates, "/usr/local/lib/lazaret/runsc")
+		if home, err := os.UserHomeDir(); err == nil {
+			candidates = append(candidates, filepath.Join(home, ".local", "lib", "lazaret", "runsc"))
+		}
+	}
+	for _, c := range candidates {
+		if p, err := checkExec(c); err == nil {
+			return p, nil
+		}
+	}
+	if name != Runsc { // a runsc on PATH is most likely Debian's, which is too old
+		if p, err := exec.LookPath(name); err == nil {
+			return filepath.Abs(p)
+		}
+	}
+	return "", fmt.Errorf("%s: %w (looked beside lazaret, in ../lib/lazaret and on PATH; set %s)", name, ErrNotFound, envOverride[name])
+}
+
+func checkExec(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", err
+	}
+	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("%s: not an executable file", abs)
+	}
+	return abs, nil
+}

@@ -1,0 +1,154 @@
+// Package podman is the only package that runs podman. It builds argument
+// vectors, decodes `--format json` output into typed values and maps podman's
+// exit codes (125, 126, 127) to typed errors.
+package podman
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// Exit codes podman uses for its own failures, as opposed to the
+// container command's.
+const (
+	ExitPodmanError   = 125 // podman itself failed
+	ExitCannotInvoke  = 126 // the contained command cannot be invoked
+	ExitCommandNotFnd = 127 // the contained command was not found
+)
+
+// Sentinel errors that an *Error unwraps to, by exit code.
+var (
+	ErrPodman          = errors.New("podman failed")
+	ErrCannotInvoke    = errors.New("command cannot be invoked in the container")
+	ErrCommandNotFound = errors.New("command not found in the container")
+	ErrNoSuchContainer = errors.New("no such container")
+	ErrNoSuchImage     = errors.New("no such image")
+	ErrNotInstalled    = errors.New("podman is not installed")
+)
+
+// Error is a failed podman invocation.
+type Error struct {
+	Args     []string
+	ExitCode int
+	Stderr   string
+}
+
+func (e *Error) Error() string {
+	msg := strings.TrimSpace(e.Stderr)
+	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+		msg = strings.TrimSpace(msg[i+1:])
+	}
+	verb := ""
+	if len(e.Args) > 0 {
+		verb = e.Args[0]
+	}
+	if msg == "" {
+		return fmt.Sprintf("podman %s: exit status %d", verb, e.ExitCode)
+	}
+	return fmt.Sprintf("podman %s: %s", verb, msg)
+}
+
+// Unwrap maps the exit code and well-known messages to sentinel errors.
+func (e *Error) Unwrap() []error {
+	var errs []error
+	switch e.ExitCode {
+	case ExitPodmanError:
+		errs = append(errs, ErrPodman)
+	case ExitCannotInvoke:
+		errs = append(errs, ErrCannotInvoke)
+	case ExitCommandNotFnd:
+		errs = append(errs, ErrCommandNotFound)
+	}
+	low := strings.ToLower(e.Stderr)
+	if strings.Contains(low, "no such container") || strings.Contains(low, "no container with name or id") {
+		errs = append(errs, ErrNoSuchContainer)
+	}
+	if strings.Contains(low, "image not known") || strings.Contains(low, "no such image") {
+		errs = append(errs, ErrNoSuchImage)
+	}
+	return errs
+}
+
+// Client runs podman. The zero value runs "podman" from PATH with the
+// process environment.
+type Client struct {
+	// Bin is the podman executable; "podman" when empty.
+	Bin string
+	// Runtime, when set, is passed as --runtime to commands that create
+	// containers (the lazaret-runsc shim).
+	Runtime string
+	// Env replaces the environment of podman when non-nil.
+	Env []string
+	Log *slog.Logger
+}
+
+func (c *Client) bin() string {
+	if c.Bin != "" {
+		return c.Bin
+	}
+	return "podman"
+}
+
+func (c *Client) logger() *slog.Logger {
+	if c.Log != nil {
+		return c.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Command returns an *exec.Cmd for podman with args; for callers that must
+// wire their own streams (attach, exec with a PTY). No descriptors other
+// than the ones the caller sets are inherited (exec.Cmd never passes extra
+// descriptors unless ExtraFiles is set).
+func (c *Client) Command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, c.bin(), args...)
+	if c.Env != nil {
+		cmd.Env = c.Env
+	}
+	c.logger().Debug("podman", "args", args)
+	return cmd
+}
+
+// Output runs podman with args and returns its stdout. A non-zero exit is
+// an *Error carrying stderr.
+func (c *Client) Output(ctx context.Context, args ...string) ([]byte, error) {
+	return c.OutputStdin(ctx, nil, args...)
+}
+
+// OutputStdin is Output with stdin connected to r.
+func (c *Client) OutputStdin(ctx context.Context, r io.Reader, args ...string) ([]byte, error) {
+	cmd := c.Command(ctx, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin = r
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	return stdout.Bytes(), c.wrap(args, err, stderr.String())
+}
+
+// Run runs podman with args, discarding stdout.
+func (c *Client) Run(ctx context.Context, args ...string) error {
+	_, err := c.Output(ctx, args...)
+	return err
+}
+
+func (c *Client) wrap(args []string, err error, stderr string) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return &Error{Args: args, ExitCode: ee.ExitCode(), Stderr: stderr}
+	}
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w (%s)", ErrNotInstalled, c.bin())
+	}
+	return fmt.Errorf("podman %s: %w", strings.Join(args, " "), err)
+}

@@ -1,0 +1,15 @@
+// Package version holds the build's version strings and the pinned
+// versions of the outside components lazaret was built and tested with.
+package version
+
+// Version is set at link time (-ldflags "-X ...version.Version=...").
+var Version = "dev"
+
+// RunscVersion is the gVisor module pseudo-version scripts/setup builds
+// statically. runsc itself prints VERSION_MISSING, so this pin is how the
+// build is identified.
+const RunscVersion = "v0.0.0-20260905035102-160fafc42237"
+
+// APIVersion is the control-socket protocol version spoken between the CLI
+// and the Session Coordinator. Bump it on any incompatible wire change.
+const APIVersion = 1
