@@ -102,7 +102,9 @@ func NewCA(validity time.Duration, now func() time.Time) (*CA, error) {
 }
 
 // CertPEM is the CA certificate in PEM form.
-func (c *CA) CertPEM() []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.der}) }
+func (c *CA) CertPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.der})
+}
 
 // Pool is a certificate pool holding this CA only.
 func (c *CA) Pool() *x509.CertPool {
