@@ -1,0 +1,113 @@
+// Package sidecar is the host side of the Network Sidecar: it builds the
+// lazaret-netd image, starts the sidecar container that owns a sandbox's
+// network namespace, and talks to lazaret-netd over its control socket.
+package sidecar
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/version"
+)
+
+// ImageName is the repository of the sidecar image in local storage.
+const ImageName = "localhost/lazaret-netd"
+
+// ImageRef is the tag of the sidecar image for this build of lazaret, so a
+// new lazaret never runs an older lazaret-netd (the control protocol and
+// rule layout travel together).
+func ImageRef() string { return ImageName + ":" + version.Version }
+
+// containerfile builds an image that holds nothing but the static binary:
+// no shell, no libc, nothing for an attacker who reached the sidecar to use.
+const containerfile = `FROM scratch
+COPY lazaret-netd /lazaret-netd
+LABEL org.opencontainers.image.title="lazaret-netd" lazaret.version=%q
+USER 0:0
+ENTRYPOINT ["/lazaret-netd"]
+`
+
+// ErrNotStatic is returned when the netd binary is dynamically linked: it
+// could not run in a FROM scratch image.
+var ErrNotStatic = errors.New("not a statically linked executable")
+
+// BuildImage builds the sidecar image tag (ImageRef() when empty) from the
+// lazaret-netd binary at netdBinary, FROM scratch and without network
+// access. It is what `lazaret image build` and scripts/setup call.
+func BuildImage(ctx context.Context, pc *podman.Client, netdBinary, tag string) error {
+	if tag == "" {
+		tag = ImageRef()
+	}
+	if err := checkStatic(netdBinary); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "lazaret-netd-build-")
+	if err != nil {
+		return fmt.Errorf("build context: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	if err := copyFile(netdBinary, filepath.Join(dir, "lazaret-netd")); err != nil {
+		return fmt.Errorf("build context: %w", err)
+	}
+	cf := filepath.Join(dir, "Containerfile")
+	if err := os.WriteFile(cf, fmt.Appendf(nil, containerfile, version.Version), 0o644); err != nil {
+		return fmt.Errorf("build context: %w", err)
+	}
+	// --network none: the build must never need a registry or the network;
+	// FROM scratch has nothing to pull.
+	if err := pc.Run(ctx, "build", "--network", "none", "--pull=never", "--layers=false",
+		"--tag", tag, "--file", cf, dir); err != nil {
+		return fmt.Errorf("build sidecar image %s: %w", tag, err)
+	}
+	return nil
+}
+
+// ImageExists reports whether the sidecar image tag is in local storage.
+func ImageExists(ctx context.Context, pc *podman.Client, tag string) (bool, error) {
+	err := pc.Run(ctx, "image", "exists", tag)
+	if err == nil {
+		return true, nil
+	}
+	var pe *podman.Error
+	if errors.As(err, &pe) && pe.ExitCode == 1 {
+		return false, nil
+	}
+	return false, err
+}
+
+func checkStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("lazaret-netd binary %s: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			return fmt.Errorf("lazaret-netd binary %s: %w (build it with CGO_ENABLED=0)", path, ErrNotStatic)
+		}
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
