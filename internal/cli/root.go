@@ -77,6 +77,8 @@ real git on an agent branch, and human-approved host escalation.`,
 
 	root.AddCommand(
 		newVersionCmd(g),
+		newImageCmd(g),
+		newDoctorCmd(g),
 	)
 	return root
 }

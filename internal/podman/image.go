@@ -1,0 +1,92 @@
+package podman
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ImageInfo is the part of `podman image inspect` lazaret uses.
+type ImageInfo struct {
+	ID     string            `json:"Id"`
+	Digest string            `json:"Digest"`
+	Labels map[string]string `json:"Labels"`
+	Size   int64             `json:"Size"`
+}
+
+// ImageExists reports whether ref is in local storage.
+func (c *Client) ImageExists(ctx context.Context, ref string) (bool, error) {
+	err := c.Run(ctx, "image", "exists", ref)
+	var pe *Error
+	if errors.As(err, &pe) && pe.ExitCode == 1 {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// InspectImage returns the local image ref. A missing image is an error
+// wrapping ErrNoSuchImage.
+func (c *Client) InspectImage(ctx context.Context, ref string) (*ImageInfo, error) {
+	out, err := c.Output(ctx, "image", "inspect", "--format", "json", ref)
+	if err != nil {
+		return nil, err
+	}
+	return decodeImageInspect(out, ref)
+}
+
+func decodeImageInspect(out []byte, ref string) (*ImageInfo, error) {
+	var infos []ImageInfo
+	if err := json.Unmarshal(out, &infos); err != nil {
+		return nil, fmt.Errorf("podman image inspect %s: decoding: %w", ref, err)
+	}
+	if len(infos) != 1 {
+		return nil, fmt.Errorf("podman image inspect %s: %d results: %w", ref, len(infos), ErrNoSuchImage)
+	}
+	return &infos[0], nil
+}
+
+// ImportImage imports a root filesystem tarball as image ref, applying
+// Containerfile instructions in changes (CMD, ENV, LABEL, …).
+func (c *Client) ImportImage(ctx context.Context, tarball, ref string, changes []string) error {
+	args := []string{"import", "--quiet"}
+	for _, ch := range changes {
+		args = append(args, "--change", ch)
+	}
+	args = append(args, tarball, ref)
+	return c.Run(ctx, args...)
+}
+
+// BuildImage builds contextDir's Containerfile as tag without network
+// access, streaming podman's progress to progress.
+func (c *Client) BuildImage(ctx context.Context, contextDir, containerfile, tag string, progress io.Writer) error {
+	args := []string{"build", "--network", "none", "--pull", "never", "-f", containerfile, "-t", tag, contextDir}
+	cmd := c.Command(ctx, args...)
+	cmd.Stdout = progress
+	var stderr limitedBuffer
+	cmd.Stderr = io.MultiWriter(progress, &stderr)
+	return c.wrap(args, cmd.Run(), stderr.String())
+}
+
+// RemoveImage removes ref; a missing image is not an error.
+func (c *Client) RemoveImage(ctx context.Context, ref string) error {
+	err := c.Run(ctx, "image", "rm", "--force", ref)
+	if errors.Is(err, ErrNoSuchImage) {
+		return nil
+	}
+	return err
+}
+
+// limitedBuffer keeps the last 16 KiB written, for error messages.
+type limitedBuffer struct{ b []byte }
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	l.b = append(l.b, p...)
+	if len(l.b) > 16<<10 {
+		l.b = l.b[len(l.b)-16<<10:]
+	}
+	return len(p), nil
+}
+
+func (l *limitedBuffer) String() string { return string(l.b) }
