@@ -57,6 +57,9 @@ type Profile struct {
 	// GitMode is "branch" or "direct"; empty means branch in a git
 	// repository and direct elsewhere.
 	GitMode string
+
+	// guard refuses dangerous volume host paths; set by Load.
+	guard *hostGuard
 }
 
 // Volume is a custom bind mount as written in the file; Host may contain

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+)
+
+// loadedConfigs caches the configuration per invocation, so that commands
+// calling loadConfig more than once print its warnings only once.
+var loadedConfigs sync.Map // *globalOptions → *config.Config
+
+// loadConfig loads the configuration named by --config (default location
+// otherwise) and prints its warnings on stderr, once per invocation.
+// Its errors are *config.Error or config.ErrorList (exit code 4, or 5 for
+// a path-safety violation; see classify).
+func (g *globalOptions) loadConfig() (*config.Config, error) {
+	if c, ok := loadedConfigs.Load(g); ok {
+		return c.(*config.Config), nil
+	}
+	cfg, err := config.Load(g.configPath)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(g.io.ErrOut, "lazaret: warning: %s\n", w)
+	}
+	loadedConfigs.Store(g, cfg)
+	return cfg, nil
+}
+
+// resolveDomain picks the profile (empty means "default") and builds the
+// Domain Anchor of workspace (empty means the current directory), which
+// must be an existing directory. The runtime directory is created (0700,
+// owner-checked); the socket dir comes from the configuration.
+func (g *globalOptions) resolveDomain(cfg *config.Config, profile, workspace string) (*config.Profile, *domain.Anchor, error) {
+	if profile == "" {
+		profile = config.DefaultProfileName
+	}
+	p, err := cfg.Profile(profile)
+	if err != nil {
+		return nil, nil, err
+	}
+	if workspace == "" {
+		if workspace, err = os.Getwd(); err != nil {
+			return nil, nil, fmt.Errorf("current directory: %w", err)
+		}
+	}
+	fi, err := os.Stat(workspace)
+	if err != nil {
+		return nil, nil, usageError{fmt.Errorf("workspace: %w", err)}
+	}
+	if !fi.IsDir() {
+		return nil, nil, usageError{fmt.Errorf("workspace %s: not a directory", workspace)}
+	}
+	runtimeDir, err := domain.RuntimeDir()
+	if err != nil {
+		return nil, nil, withHint(fmt.Errorf("runtime directory: %w", err), exitSetup,
+			"set XDG_RUNTIME_DIR to a directory you own (mode 0700), e.g. /run/user/$(id -u)")
+	}
+	a, err := domain.New(p.Name, workspace, cfg.DataRoot, runtimeDir, cfg.Escalation.SocketDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cfg.CheckWorkspace(a.Workspace); err != nil {
+		return nil, nil, err
+	}
+	if g.log != nil {
+		g.log.Debug("domain resolved", "profile", a.Profile, "workspace", a.Workspace, "hash", a.Hash)
+	}
+	return p, a, nil
+}

@@ -1,0 +1,464 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	toml "github.com/pelletier/go-toml/v2"
+)
+
+// file* types mirror the TOML schema. Pointers tell "absent" from "empty".
+type fileConfig struct {
+	DataRoot   *string                 `toml:"data_root"`
+	Network    fileNetwork             `toml:"network"`
+	Escalation fileEscalation          `toml:"escalation"`
+	Profiles   map[string]*fileProfile `toml:"profiles"`
+}
+
+type fileNetwork struct {
+	AllowEgress  []string `toml:"allow_egress"`
+	AllowDomains []string `toml:"allow_domains"`
+}
+
+type fileEscalation struct {
+	Enabled     *bool    `toml:"enabled"`
+	SocketDir   *string  `toml:"socket_dir"`
+	AutoApprove []string `toml:"auto_approve"`
+}
+
+type fileProfile struct {
+	Image          *string           `toml:"image"`
+	PersistentDirs *[]string         `toml:"persistent_dirs"`
+	AllowEgress    []string          `toml:"allow_egress"`
+	AllowDomains   []string          `toml:"allow_domains"`
+	Env            map[string]string `toml:"env"`
+	Volumes        []fileVolume      `toml:"volumes"`
+	GitMode        *string           `toml:"git_mode"`
+}
+
+type fileVolume struct {
+	Host      string `toml:"host"`
+	Container string `toml:"container"`
+	Mode      string `toml:"mode"`
+}
+
+// DefaultPersistentDirs are the State Anchor directories of a profile that
+// does not set persistent_dirs.
+var DefaultPersistentDirs = []string{"/usr"}
+
+// DefaultPath is $XDG_CONFIG_HOME/lazaret/config.toml, else
+// ~/.config/lazaret/config.toml.
+func DefaultPath() (string, error) {
+	if x := os.Getenv("XDG_CONFIG_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "lazaret", "config.toml"), nil
+	}
+	home, err := homeDir()
+	if err != nil {
+		return "", &Error{Key: "config", Msg: err.Error()}
+	}
+	return filepath.Join(home, ".config", "lazaret", "config.toml"), nil
+}
+
+// defaultDataRoot is $XDG_DATA_HOME/lazaret, else ~/.local/share/lazaret.
+func defaultDataRoot() string {
+	if x := os.Getenv("XDG_DATA_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "lazaret")
+	}
+	return "~/.local/share/lazaret"
+}
+
+// Load reads and validates the configuration at path. An empty path means
+// the default location, where a missing file is fine (built-in defaults);
+// a file named explicitly must exist.
+func Load(path string) (*Config, error) {
+	explicit := path != ""
+	if !explicit {
+		var err error
+		if path, err = DefaultPath(); err != nil {
+			return nil, err
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if !explicit && errors.Is(err, fs.ErrNotExist) {
+			return Parse("", nil)
+		}
+		return nil, &Error{File: path, Msg: "cannot read: " + unwrapPathError(err).Error()}
+	}
+	return Parse(path, data)
+}
+
+// Parse validates the configuration document data, read from file (used in
+// messages only; empty for built-in defaults).
+func Parse(file string, data []byte) (*Config, error) {
+	pos := indexPositions(data)
+	v := &validator{file: file, pos: pos, lookupEnv: os.LookupEnv}
+	for _, p := range pos.nul {
+		v.fail(p, securityErrf("contains a NUL byte"))
+	}
+	if len(v.errs) > 0 {
+		return nil, v.result()
+	}
+	var fc fileConfig
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fc); err != nil {
+		return nil, v.decodeError(err)
+	}
+	cfg := v.build(&fc)
+	if len(v.errs) > 0 {
+		return nil, v.result()
+	}
+	cfg.File = file
+	cfg.Warnings = v.warns
+	return cfg, nil
+}
+
+// validator turns the decoded file into a Config, collecting every
+// problem with its line.
+type validator struct {
+	file      string
+	pos       *positions
+	lookupEnv func(string) (string, bool)
+	errs      ErrorList
+	warns     []string
+}
+
+func (v *validator) fail(p keyPath, err error) {
+	e := &Error{File: v.file, Line: v.pos.lookup(p), Key: p.String(), Msg: err.Error()}
+	var re *ruleError
+	if errors.As(err, &re) {
+		e.IsSecurity = re.security
+	}
+	v.errs = append(v.errs, e)
+}
+
+func (v *validator) warn(p keyPath, msg string) {
+	e := &Error{File: v.file, Line: v.pos.lookup(p), Key: p.String(), Msg: msg}
+	v.warns = append(v.warns, e.Error())
+}
+
+func (v *validator) result() error {
+	sort.SliceStable(v.errs, func(i, j int) bool { return v.errs[i].Line < v.errs[j].Line })
+	if len(v.errs) == 1 {
+		return v.errs[0]
+	}
+	return v.errs
+}
+
+var gotTypeRE = regexp.MustCompile(`cannot (?:decode|store) TOML (\w+(?: \w+)?)`)
+
+// decodeError converts go-toml's errors (syntax, unknown keys, wrong
+// types) into one-line *Errors; Go type names never reach the user.
+func (v *validator) decodeError(err error) error {
+	var sm *toml.StrictMissingError
+	if errors.As(err, &sm) {
+		for i := range sm.Errors {
+			de := &sm.Errors[i]
+			line, _ := de.Position()
+			v.errs = append(v.errs, &Error{File: v.file, Line: line, Key: keyPath(de.Key()).String(), Msg: "unknown key"})
+		}
+		return v.result()
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		line, _ := de.Position()
+		key := keyPath(de.Key())
+		msg := strings.TrimPrefix(de.Error(), "toml: ")
+		if m := gotTypeRE.FindStringSubmatch(msg); m != nil {
+			msg = fmt.Sprintf("wrong type: got %s, want %s", m[1], expectedType(key))
+		} else if strings.Contains(msg, "Go ") || strings.Contains(msg, "struct") {
+			msg = "wrong type: want " + expectedType(key)
+		}
+		v.errs = append(v.errs, &Error{File: v.file, Line: line, Key: key.String(), Msg: msg})
+		return v.result()
+	}
+	v.errs = append(v.errs, &Error{File: v.file, Msg: oneLine(err.Error())})
+	return v.result()
+}
+
+// expectedType names the TOML type the schema wants at key.
+func expectedType(key keyPath) string {
+	if len(key) == 0 {
+		return "a table"
+	}
+	last := key[len(key)-1]
+	if len(key) == 4 && key[0] == "profiles" && key[2] == "env" {
+		return "a string"
+	}
+	switch last {
+	case "data_root", "socket_dir", "image", "git_mode", "host", "container", "mode":
+		return "a string"
+	case "enabled":
+		return "a boolean"
+	case "allow_egress", "allow_domains", "auto_approve", "persistent_dirs":
+		return "an array of strings"
+	case "env":
+		return "a table of strings"
+	case "volumes":
+		return "an array of tables {host, container, mode}"
+	}
+	return "a table"
+}
+
+func (v *validator) build(fc *fileConfig) *Config {
+	cfg := &Config{Profiles: map[string]*Profile{}}
+
+	dr := defaultDataRoot()
+	if fc.DataRoot != nil {
+		dr = *fc.DataRoot
+	}
+	cfg.DataRoot = v.globalPath(keyPath{"data_root"}, dr)
+
+	v.network(fc, cfg)
+
+	cfg.Escalation.Enabled = true
+	if fc.Escalation.Enabled != nil {
+		cfg.Escalation.Enabled = *fc.Escalation.Enabled
+	}
+	sd := RuntimeDirPath()
+	if fc.Escalation.SocketDir != nil {
+		sd = *fc.Escalation.SocketDir
+	}
+	cfg.Escalation.SocketDir = v.globalPath(keyPath{"escalation", "socket_dir"}, sd)
+	for i, s := range fc.Escalation.AutoApprove {
+		argv, err := parseAutoApprove(s)
+		if err != nil {
+			v.fail(keyPath{"escalation", "auto_approve"}.index(i), err)
+			continue
+		}
+		cfg.Escalation.AutoApprove = append(cfg.Escalation.AutoApprove, argv)
+	}
+
+	guard := newHostGuard(cfg.DataRoot)
+	names := make([]string, 0, len(fc.Profiles))
+	for name := range fc.Profiles {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p := v.profile(cfg, guard, name, fc.Profiles[name])
+		if p != nil {
+			cfg.Profiles[name] = p
+		}
+	}
+	if _, ok := fc.Profiles[DefaultProfileName]; !ok {
+		cfg.Profiles[DefaultProfileName] = &Profile{
+			Name:           DefaultProfileName,
+			Image:          DefaultImage,
+			PersistentDirs: slices.Clone(DefaultPersistentDirs),
+			AllowEgress:    slices.Clone(cfg.Network.AllowEgress),
+			AllowDomains:   slices.Clone(cfg.Network.AllowDomains),
+			Env:            map[string]string{},
+			guard:          guard,
+		}
+	}
+	return cfg
+}
+
+// globalPath expands and canonicalizes data_root or socket_dir: no tokens
+// (they are not per-profile), no "..", not the host root or a kernel
+// filesystem.
+func (v *validator) globalPath(key keyPath, s string) string {
+	p, err := expandString(s, func(string) string { return "" })
+	if err == nil && strings.ContainsAny(s, "{}") {
+		err = ruleErrf("tokens are not allowed here")
+	}
+	if err == nil {
+		p, err = canonicalize(p)
+	}
+	if err == nil {
+		err = checkSystemPath(p)
+	}
+	if err != nil {
+		v.fail(key, err)
+		return ""
+	}
+	return p
+}
+
+func (v *validator) network(fc *fileConfig, cfg *Config) {
+	cfg.Network.AllowEgress = v.cidrs(keyPath{"network", "allow_egress"}, fc.Network.AllowEgress, nil)
+	cfg.Network.AllowDomains = v.domains(keyPath{"network", "allow_domains"}, fc.Network.AllowDomains, nil)
+}
+
+// cidrs parses entries and appends them to base, without duplicates.
+func (v *validator) cidrs(key keyPath, entries []string, base []netip.Prefix) []netip.Prefix {
+	out := slices.Clone(base)
+	for i, s := range entries {
+		p, err := parseCIDR(s)
+		if err != nil {
+			v.fail(key.index(i), err)
+			continue
+		}
+		if p.Bits() == 0 {
+			v.warn(key.index(i), fmt.Sprintf("%s allows every %s destination", p, map[bool]string{true: "IPv4", false: "IPv6"}[p.Addr().Is4()]))
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (v *validator) domains(key keyPath, entries []string, base []string) []string {
+	out := slices.Clone(base)
+	for i, s := range entries {
+		if err := checkDomainName(s); err != nil {
+			v.fail(key.index(i), err)
+			continue
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (v *validator) profile(cfg *Config, guard *hostGuard, name string, fp *fileProfile) *Profile {
+	key := keyPath{"profiles", name}
+	if err := ValidProfileName(name); err != nil {
+		v.fail(key, err)
+		return nil
+	}
+	if fp == nil {
+		fp = &fileProfile{}
+	}
+	p := &Profile{Name: name, Env: map[string]string{}, guard: guard}
+
+	switch {
+	case fp.Image != nil:
+		p.Image = *fp.Image
+		pinned, err := checkImage(p.Image)
+		if err != nil {
+			v.fail(key.child("image"), err)
+		} else if !pinned {
+			v.warn(key.child("image"), fmt.Sprintf("image %s is not pinned (no tag, or :latest): pin a tag or an @sha256: digest", quoteValue(p.Image)))
+		}
+	case name == DefaultProfileName:
+		p.Image = DefaultImage
+	default:
+		v.fail(key.child("image"), ruleErrf("missing: every profile except default needs an image"))
+	}
+
+	dirs := DefaultPersistentDirs
+	if fp.PersistentDirs != nil {
+		dirs = *fp.PersistentDirs
+	}
+	pdKey := key.child("persistent_dirs")
+	for i, d := range dirs {
+		if err := checkPersistentDir(d); err != nil {
+			v.fail(pdKey.index(i), err)
+			continue
+		}
+		bad := false
+		for _, prev := range p.PersistentDirs {
+			if err := checkPersistentPair(prev, d); err != nil {
+				v.fail(pdKey.index(i), err)
+				bad = true
+				break
+			}
+		}
+		if !bad {
+			p.PersistentDirs = append(p.PersistentDirs, d)
+		}
+	}
+
+	p.AllowEgress = v.cidrs(key.child("allow_egress"), fp.AllowEgress, cfg.Network.AllowEgress)
+	p.AllowDomains = v.domains(key.child("allow_domains"), fp.AllowDomains, cfg.Network.AllowDomains)
+
+	envNames := make([]string, 0, len(fp.Env))
+	for n := range fp.Env {
+		envNames = append(envNames, n)
+	}
+	sort.Strings(envNames)
+	for _, n := range envNames {
+		ek := key.child("env").child(n)
+		if err := checkEnvName(n); err != nil {
+			v.fail(ek, err)
+			continue
+		}
+		val, err := resolveEnvValue(fp.Env[n], v.lookupEnv)
+		if err != nil {
+			v.fail(ek, err)
+			continue
+		}
+		p.Env[n] = val
+	}
+
+	if fp.GitMode != nil {
+		switch *fp.GitMode {
+		case "branch", "direct":
+			p.GitMode = *fp.GitMode
+		default:
+			v.fail(key.child("git_mode"), ruleErrf("invalid git_mode %s: want \"branch\" or \"direct\"", quoteValue(*fp.GitMode)))
+		}
+	}
+
+	for i, vol := range fp.Volumes {
+		if v.volume(p, key.child("volumes").index(i), vol, cfg.DataRoot) {
+			p.Volumes = append(p.Volumes, Volume{Host: vol.Host, Container: vol.Container, Mode: vol.Mode})
+		}
+	}
+	return p
+}
+
+// volume checks one volume at load time: token syntax, "..", the mode,
+// the container path; and, when the host path does not depend on the
+// domain, its canonical form against the host guard. ResolveVolumes
+// repeats the path checks for the concrete domain.
+func (v *validator) volume(p *Profile, key keyPath, vol fileVolume, dataRoot string) bool {
+	ok := true
+	if vol.Host == "" {
+		v.fail(key.child("host"), ruleErrf("missing"))
+		ok = false
+	} else {
+		// Placeholders stand in for the domain tokens: only syntax and
+		// ".." can be judged without a workspace.
+		t := Tokens{ProfileName: p.Name, DataRoot: dataRoot, DomainHash: "000000000000", WorkspaceDir: "/nonexistent-workspace"}
+		host, err := expandString(vol.Host, t.value)
+		if err == nil && !hasDomainToken(vol.Host) && dataRoot != "" {
+			if host, err = canonicalize(host); err == nil {
+				err = p.guard.checkMountSource(host)
+			}
+		}
+		if err != nil {
+			v.fail(key.child("host"), err)
+			ok = false
+		}
+	}
+	if vol.Container == "" {
+		v.fail(key.child("container"), ruleErrf("missing"))
+		ok = false
+	} else if err := checkContainerPath(vol.Container); err != nil {
+		v.fail(key.child("container"), err)
+		ok = false
+	} else {
+		for _, d := range p.PersistentDirs {
+			if d == vol.Container {
+				v.fail(key.child("container"), ruleErrf("%s is also a persistent_dirs entry", quoteValue(d)))
+				ok = false
+			}
+		}
+		for _, prev := range p.Volumes {
+			if prev.Container == vol.Container {
+				v.fail(key.child("container"), ruleErrf("%s is mounted twice", quoteValue(vol.Container)))
+				ok = false
+			}
+		}
+	}
+	if _, _, err := parseMode(vol.Mode); err != nil {
+		v.fail(key.child("mode"), err)
+		ok = false
+	}
+	return ok
+}

@@ -1,0 +1,108 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// ResolvedVolume is a volume ready for podman: the host path expanded for
+// one domain and canonical.
+type ResolvedVolume struct {
+	Host      string
+	Container string
+	ReadOnly  bool
+	// Options are relabel options ("z" or "Z").
+	Options []string
+}
+
+var hashRE = regexp.MustCompile(`^[0-9a-f]{12}$`)
+
+// ResolveVolumes expands the profile's volume host paths for the domain
+// of t, refuses ".." and dangerous sources (security errors), and returns
+// canonical paths. Host paths that do not exist yet are returned with
+// their longest existing parent canonicalized; the caller creates them.
+func (p *Profile) ResolveVolumes(t Tokens) ([]ResolvedVolume, error) {
+	if err := ValidProfileName(t.ProfileName); err != nil {
+		return nil, fmt.Errorf("resolve volumes: %w", err)
+	}
+	if !hashRE.MatchString(t.DomainHash) || !filepath.IsAbs(t.DataRoot) || !filepath.IsAbs(t.WorkspaceDir) {
+		return nil, fmt.Errorf("resolve volumes: incomplete tokens %+v", t)
+	}
+	guard := p.guard
+	if guard == nil {
+		guard = newHostGuard(t.DataRoot)
+	}
+	out := make([]ResolvedVolume, 0, len(p.Volumes))
+	for i, v := range p.Volumes {
+		key := keyPath{"profiles", p.Name, "volumes"}.index(i).child("host").String()
+		host, err := ExpandPath(v.Host, t)
+		if err == nil {
+			err = guard.checkDomainMountSource(host, t)
+		}
+		if err != nil {
+			return nil, locate(key, err)
+		}
+		ro, opts, err := parseMode(v.Mode)
+		if err != nil {
+			return nil, locate(keyPath{"profiles", p.Name, "volumes"}.index(i).child("mode").String(), err)
+		}
+		out = append(out, ResolvedVolume{Host: host, Container: v.Container, ReadOnly: ro, Options: opts})
+	}
+	return out, nil
+}
+
+// locate turns a rule violation found after loading into an *Error that
+// names its key.
+func locate(key string, err error) error {
+	e := &Error{Key: key, Msg: err.Error()}
+	if re, ok := err.(*ruleError); ok {
+		e.IsSecurity = re.security
+	}
+	return e
+}
+
+// Profile returns the named profile or an error listing the known ones.
+func (c *Config) Profile(name string) (*Profile, error) {
+	if err := ValidProfileName(name); err != nil {
+		return nil, locate("--profile", err)
+	}
+	if p, ok := c.Profiles[name]; ok {
+		return p, nil
+	}
+	where := "the built-in defaults"
+	if c.File != "" {
+		where = c.File
+	}
+	return nil, &Error{Key: "--profile", Msg: fmt.Sprintf("unknown profile %s (defined in %s: %s)", quoteValue(name), where, strings.Join(c.ProfileNames(), ", "))}
+}
+
+// ProfileNames returns the configured profile names, sorted.
+func (c *Config) ProfileNames() []string {
+	names := make([]string, 0, len(c.Profiles))
+	for n := range c.Profiles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// CheckWorkspace refuses a canonical workspace that would hand the sandbox
+// far more than a project: the host root, a kernel filesystem, a directory
+// containing the Storage Root (such as the home directory, with every
+// credential in it), or a path that would inject mount options.
+func (c *Config) CheckWorkspace(ws string) error {
+	err := checkPathChars(ws)
+	if err == nil {
+		err = checkSystemPath(ws)
+	}
+	if err == nil && c.DataRoot != "" && within(c.DataRoot, ws) {
+		err = securityErrf("%s contains lazaret's data_root %s: run lazaret in a project directory", quoteValue(ws), c.DataRoot)
+	}
+	if err != nil {
+		return locate("workspace", err)
+	}
+	return nil
+}
