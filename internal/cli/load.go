@@ -5,6 +5,8 @@ import (
 	"os"
 	"sync"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 )
@@ -42,7 +44,7 @@ func (g *globalOptions) resolveDomain(cfg *config.Config, profile, workspace str
 	}
 	p, err := cfg.Profile(profile)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, withHint(err, exitUsage, "pick a profile listed above, or add [profiles.<name>] to the configuration (`lazaret init` writes an example)")
 	}
 	if workspace == "" {
 		if workspace, err = os.Getwd(); err != nil {
@@ -72,4 +74,13 @@ func (g *globalOptions) resolveDomain(cfg *config.Config, profile, workspace str
 		g.log.Debug("domain resolved", "profile", a.Profile, "workspace", a.Workspace, "hash", a.Hash)
 	}
 	return p, a, nil
+}
+
+// completeProfiles completes a --profile flag with the configured profiles.
+func (g *globalOptions) completeProfiles(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	cfg, err := config.Load(g.configPath)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	return cfg.ProfileNames(), cobra.ShellCompDirectiveNoFileComp
 }

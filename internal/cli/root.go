@@ -77,6 +77,9 @@ real git on an agent branch, and human-approved host escalation.`,
 
 	root.AddCommand(
 		newVersionCmd(g),
+		newInitCmd(g),
+		newConfigCmd(g),
+		newDomainCmd(g),
 		newImageCmd(g),
 		newDoctorCmd(g),
 	)

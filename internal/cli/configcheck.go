@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+)
+
+func newConfigCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Inspect the configuration file",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "check",
+		Short: "Validate the configuration: prints ok, or one line per problem (file:line: key: message)",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runConfigCheck(g) },
+	})
+	return cmd
+}
+
+func runConfigCheck(g *globalOptions) error {
+	cfg, err := g.loadConfig()
+	if errs := config.Errors(err); errs != nil {
+		// Every problem on its own line, not only the first.
+		code, hint := classify(err)
+		for _, e := range errs {
+			fmt.Fprintf(g.io.ErrOut, "lazaret: %s\n", e)
+		}
+		fmt.Fprintf(g.io.ErrOut, "hint: %s\n", hint)
+		return exitError{code}
+	}
+	if err != nil {
+		return err
+	}
+	if cfg.File == "" {
+		path, _ := config.DefaultPath()
+		fmt.Fprintf(g.io.Out, "ok: no configuration file at %s; built-in defaults (profiles: %s)\n", path, strings.Join(cfg.ProfileNames(), ", "))
+		return nil
+	}
+	fmt.Fprintf(g.io.Out, "ok: %s (profiles: %s)\n", cfg.File, strings.Join(cfg.ProfileNames(), ", "))
+	return nil
+}

@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+)
+
+type domainOptions struct {
+	profile string
+	json    bool
+}
+
+func newDomainCmd(g *globalOptions) *cobra.Command {
+	o := &domainOptions{}
+	cmd := &cobra.Command{
+		Use:   "domain",
+		Short: "Print the Domain Anchor of the current directory and every host resource it scopes",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runDomain(g, o) },
+	}
+	cmd.Flags().StringVarP(&o.profile, "profile", "p", config.DefaultProfileName, "profile name")
+	_ = cmd.RegisterFlagCompletionFunc("profile", g.completeProfiles)
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+// domainJSON is the stable JSON form of `lazaret domain --json`; resources
+// is an object so scripts can pick a path by name (keys sorted).
+type domainJSON struct {
+	Profile   string            `json:"profile"`
+	Workspace string            `json:"workspace"`
+	Hash      string            `json:"hash"`
+	Resources map[string]string `json:"resources"`
+}
+
+func runDomain(g *globalOptions, o *domainOptions) error {
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return err
+	}
+	_, a, err := g.resolveDomain(cfg, o.profile, "")
+	if err != nil {
+		return err
+	}
+	if o.json {
+		out := domainJSON{Profile: a.Profile, Workspace: a.Workspace, Hash: a.Hash, Resources: map[string]string{}}
+		for _, r := range a.Resources() {
+			out.Resources[r.Name] = r.Value
+		}
+		enc := json.NewEncoder(g.io.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	w := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "profile\t%s\nworkspace\t%s\nhash\t%s\n", a.Profile, a.Workspace, a.Hash)
+	for _, r := range a.Resources() {
+		fmt.Fprintf(w, "%s\t%s\n", r.Name, r.Value)
+	}
+	return w.Flush()
+}
