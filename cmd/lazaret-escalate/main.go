@@ -1,19 +1,15 @@
 // Command lazaret-escalate is the Escalation Client that runs inside the
-// Agent Sandbox.
+// Agent Sandbox: it asks the coordinator, over mutual TLS on the escalation
+// socket, to run one command on the host, prints the command's output and
+// exits with its exit code (126 when denied).
 package main
 
 import (
-	"fmt"
 	"os"
 
-	"github.com/lazaret-dev/lazaret/internal/version"
+	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
 )
 
 func main() {
-	if len(os.Args) > 1 && (os.Args[1] == "--version" || os.Args[1] == "version") {
-		fmt.Println("lazaret-escalate", version.Version)
-		return
-	}
-	fmt.Fprintln(os.Stderr, "lazaret-escalate: not implemented yet")
-	os.Exit(2)
+	os.Exit(client.Main(os.Args, os.Getenv, os.Stdout, os.Stderr))
 }

@@ -20,4 +20,3 @@ func decodeStrict(data []byte, v any) error {
 	}
 	return nil
 }
-

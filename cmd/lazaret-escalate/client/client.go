@@ -1,0 +1,204 @@
+// Package client is lazaret-escalate's logic, separate from main so tests
+// can run it in-process. It deliberately imports only the standard library
+// and the small wire, session and trust packages.
+package client
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/escalation/wire"
+	"github.com/lazaret-dev/lazaret/internal/session"
+	"github.com/lazaret-dev/lazaret/internal/trust"
+	"github.com/lazaret-dev/lazaret/internal/version"
+)
+
+// Defaults inside the sandbox, overridable for tests.
+const (
+	DefaultSocket = "/run/lazaret/escalate.sock"
+	DefaultTLSDir = "/run/lazaret/tls"
+	EnvSocket     = "LAZARET_ESCALATE_SOCKET"
+	EnvTLSDir     = "LAZARET_TLS_DIR"
+)
+
+// Exit codes of the client itself (a host command's own code passes
+// through unchanged).
+const (
+	ExitDenied  = 126 // denied by the human or the policy
+	ExitUsage   = 2   // bad command line
+	ExitFailure = 125 // could not ask: missing socket, certificate, session, or rejected
+	ExitTimeout = 124 // --timeout elapsed before the command finished
+)
+
+const usage = `usage: lazaret-escalate [--reason TEXT] [--timeout D] -- CMD [ARG...]
+       lazaret-escalate --shell 'CMD STRING' --reason TEXT [--timeout D]
+
+Asks the human at the lazaret terminal to run one command on the host (some
+commands are approved automatically by the auto_approve configuration).
+Prints the command's output and exits with its exit code; 126 when denied.
+`
+
+// Main runs the client and returns the exit code.
+func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lazaret-escalate", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	reason := fs.String("reason", "", "why the command is needed (shown to the human)")
+	shell := fs.String("shell", "", "a command string (never run by a shell; parsed into words)")
+	timeout := fs.Duration("timeout", 0, "give up after this long (waiting for approval included)")
+	showVersion := fs.Bool("version", false, "print the version")
+	if err := fs.Parse(args[1:]); err != nil {
+		fmt.Fprintf(stderr, "lazaret-escalate: %v\n%s", err, usage)
+		return ExitUsage
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "lazaret-escalate", version.Version)
+		return 0
+	}
+	argv := fs.Args()
+	switch {
+	case *shell != "" && len(argv) > 0:
+		fmt.Fprintf(stderr, "lazaret-escalate: give either --shell or a command after --, not both\n%s", usage)
+		return ExitUsage
+	case *shell == "" && len(argv) == 0:
+		fmt.Fprint(stderr, usage)
+		return ExitUsage
+	case *shell != "" && strings.TrimSpace(*reason) == "":
+		fmt.Fprintln(stderr, "lazaret-escalate: --shell needs --reason TEXT")
+		return ExitUsage
+	case len(argv) > 0 && argv[0] == "":
+		fmt.Fprintln(stderr, "lazaret-escalate: empty command name")
+		return ExitUsage
+	}
+
+	ctx := context.Background()
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	code, err := run(ctx, getenv, request{argv: argv, command: *shell, reason: *reason}, stdout, stderr)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			fmt.Fprintf(stderr, "lazaret-escalate: no answer within %v\n", *timeout)
+			return ExitTimeout
+		}
+		fmt.Fprintf(stderr, "lazaret-escalate: %v\n", err)
+		return ExitFailure
+	}
+	return code
+}
+
+type request struct {
+	argv    []string
+	command string
+	reason  string
+}
+
+func orDefault(v, d string) string {
+	if v == "" {
+		return d
+	}
+	return v
+}
+
+func run(ctx context.Context, getenv func(string) string, r request, stdout, stderr io.Writer) (int, error) {
+	del, err := session.FromEnv(getenv)
+	if err != nil {
+		return 0, err
+	}
+	tlsDir := orDefault(getenv(EnvTLSDir), DefaultTLSDir)
+	cfg, leaf, err := trust.ClientConfig(tlsDir)
+	if err != nil {
+		return 0, fmt.Errorf("%w (is escalation enabled for this sandbox? looked in %s)", err, tlsDir)
+	}
+	if len(leaf.URIs) != 1 {
+		return 0, fmt.Errorf("%s/%s: no sandbox identity in the certificate", tlsDir, trust.ClientFile)
+	}
+	profile, _, err := trust.ParseSAN(leaf.URIs[0])
+	if err != nil {
+		return 0, fmt.Errorf("%s/%s: %w", tlsDir, trust.ClientFile, err)
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		cwd = "/"
+	}
+	req := &wire.Request{
+		RequestID: wire.RandomID(), SessionID: del.SessionID, Profile: profile, Cwd: cwd,
+		Argv: r.argv, Command: r.command, Justification: r.reason,
+		Timestamp: time.Now().UnixMilli(), Nonce: wire.RandomID(), Delegation: del.Delegation,
+	}
+	req.Sign(del.Key)
+	line, err := req.Encode()
+	if err != nil {
+		return 0, err
+	}
+	return Exchange(ctx, orDefault(getenv(EnvSocket), DefaultSocket), cfg, line, stdout, stderr)
+}
+
+// Exchange sends one request line over mTLS on the UNIX socket sock and
+// relays the response frames; it returns the exit code to use.
+func Exchange(ctx context.Context, sock string, cfg *tls.Config, line []byte, stdout, stderr io.Writer) (int, error) {
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "unix", sock)
+	if err != nil {
+		return 0, fmt.Errorf("cannot reach the coordinator on %s: %w", sock, err)
+	}
+	defer raw.Close()
+	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
+	defer stop()
+	conn := tls.Client(raw, cfg)
+	if err := conn.HandshakeContext(ctx); err != nil {
+		return 0, fmt.Errorf("TLS handshake with the coordinator: %w", err)
+	}
+	if _, err := conn.Write(line); err != nil {
+		return 0, ctxErr(ctx, fmt.Errorf("sending the request: %w", err))
+	}
+	dec := json.NewDecoder(bufio.NewReader(conn))
+	for {
+		var f wire.Frame
+		if err := dec.Decode(&f); err != nil {
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			if errors.Is(err, io.EOF) {
+				// TLS 1.3 reports a refused client certificate only here.
+				return 0, errors.New("the coordinator closed the connection without an answer (request rejected)")
+			}
+			return 0, fmt.Errorf("reading the answer: %w", err)
+		}
+		switch f.Type {
+		case wire.FrameStdout:
+			_, _ = stdout.Write(f.Data)
+		case wire.FrameStderr:
+			_, _ = stderr.Write(f.Data)
+		case wire.FramePending:
+			fmt.Fprintf(stderr, "lazaret-escalate: %s\n", f.Message)
+		case wire.FrameExit:
+			return f.Code, nil
+		case wire.FrameDenied:
+			fmt.Fprintf(stderr, "lazaret-escalate: %s\n", f.Message)
+			return ExitDenied, nil
+		case wire.FrameError:
+			return 0, errors.New(f.Message)
+		default:
+			return 0, fmt.Errorf("unknown answer frame %q", f.Type)
+		}
+	}
+}
+
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}

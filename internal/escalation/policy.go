@@ -1,0 +1,155 @@
+package escalation
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/lazaret-dev/lazaret/internal/shellwords"
+)
+
+// Policy is the auto-approve engine.
+type Policy struct {
+	// AutoApprove holds the parsed auto_approve entries of the config.
+	AutoApprove [][]string
+	// Path is the PATH the executor gives commands; argv[0] is resolved
+	// through it.
+	Path string
+}
+
+// Verdict is the policy's answer for one command.
+type Verdict struct {
+	// Argv is the command's argument vector; nil when the command string
+	// is not one simple command (it can then only be edited or denied).
+	Argv []string
+	// Executable is the resolved, symlink-free absolute path of argv[0];
+	// empty when it cannot be resolved.
+	Executable string
+	// Auto is true when the command runs without asking.
+	Auto bool
+	// Reason says why a human must decide (empty when Auto).
+	Reason string
+}
+
+// Evaluate decides whether argv (or the command string) may run without a
+// human, for a command that would run in host directory dir:
+//
+//  1. a command string with a shell metacharacter or control character
+//     never auto-approves (argv elements are checked the same way);
+//  2. the string is split into words without any expansion;
+//  3. argv[0] is resolved through PATH and symlinks; a banned executable
+//     (by the name given or the real binary's name) never auto-approves;
+//  4. an auto_approve entry must be an element-wise prefix of argv, and
+//     every argument appended after it must not begin with "-" (argument
+//     injection: --eval, --upload-pack, -c ...).
+func (p *Policy) Evaluate(argv []string, command, dir string) Verdict {
+	var v Verdict
+	meta := false
+	if argv == nil {
+		meta = shellwords.HasMeta(command)
+		words, err := shellwords.Split(command)
+		if err != nil {
+			v.Reason = "not a single simple command: " + err.Error()
+			return v
+		}
+		argv = words
+	}
+	for _, a := range argv {
+		if shellwords.HasMeta(a) {
+			meta = true
+		}
+	}
+	v.Argv = argv
+	exe, err := Resolve(argv[0], dir, p.Path)
+	if err != nil {
+		v.Reason = err.Error()
+		return v
+	}
+	v.Executable = exe
+	switch {
+	case meta:
+		v.Reason = "shell metacharacters or control characters"
+	case shellwords.BannedReason(argv[0]) != "":
+		v.Reason = shellwords.BannedReason(argv[0])
+	case shellwords.BannedReason(exe) != "":
+		v.Reason = fmt.Sprintf("%s resolves to %s: %s", argv[0], exe, shellwords.BannedReason(exe))
+	default:
+		v.Auto, v.Reason = p.match(argv)
+	}
+	return v
+}
+
+func (p *Policy) match(argv []string) (bool, string) {
+	reason := "no auto_approve entry matches"
+	for _, e := range p.AutoApprove {
+		if len(e) == 0 || len(argv) < len(e) || !slices.Equal(argv[:len(e)], e) {
+			continue
+		}
+		// A banned entry can only exist if config validation was bypassed;
+		// enforce it again here.
+		if shellwords.BannedReason(e[0]) != "" {
+			return false, shellwords.BannedReason(e[0])
+		}
+		extra := argv[len(e):]
+		if i := slices.IndexFunc(extra, func(a string) bool { return strings.HasPrefix(a, "-") }); i >= 0 {
+			reason = fmt.Sprintf("argument %q appended after auto_approve entry %q begins with '-'", extra[i], strings.Join(e, " "))
+			continue
+		}
+		return true, ""
+	}
+	return false, reason
+}
+
+// ErrNotExecutable is wrapped when argv[0] does not name an executable.
+var ErrNotExecutable = errors.New("no such executable")
+
+// Resolve returns the real absolute path of the executable argv0 names: a
+// name with a slash is taken relative to dir, a bare name is looked up in
+// the absolute entries of path; symlinks are resolved so the banned-name
+// check and the prompt see the real binary.
+func Resolve(argv0, dir, path string) (string, error) {
+	var candidates []string
+	if strings.Contains(argv0, "/") {
+		p := argv0
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		candidates = []string{p}
+	} else {
+		for _, d := range filepath.SplitList(path) {
+			if filepath.IsAbs(d) {
+				candidates = append(candidates, filepath.Join(d, argv0))
+			}
+		}
+	}
+	for _, c := range candidates {
+		real, err := filepath.EvalSymlinks(c)
+		if err != nil {
+			continue
+		}
+		fi, err := os.Stat(real)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			continue
+		}
+		return real, nil
+	}
+	return "", fmt.Errorf("%w: %q", ErrNotExecutable, argv0)
+}
+
+// SafePath returns path without empty or relative entries: those would
+// resolve commands inside the agent-writable workspace.
+func SafePath(path string) string {
+	var keep []string
+	for _, d := range filepath.SplitList(path) {
+		if filepath.IsAbs(d) {
+			keep = append(keep, d)
+		}
+	}
+	if len(keep) == 0 {
+		return "/usr/local/bin:/usr/bin:/bin"
+	}
+	return strings.Join(keep, string(filepath.ListSeparator))
+}
