@@ -1,0 +1,360 @@
+package netpolicy
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Names in the namespace's ruleset. lazaret-netd owns the whole namespace,
+// so these are fixed.
+const (
+	TableName = "lazaret"
+	ChainName = "output"
+
+	SetAllow4 = "allow4" // merged allow_egress, IPv4 intervals
+	SetAllow6 = "allow6"
+	SetDeny4  = "deny4" // always-denied link-local and metadata, IPv4
+	SetDeny6  = "deny6"
+	SetDNS4   = "dns4" // addresses of allowed names, per-element TTL
+	SetDNS6   = "dns6"
+)
+
+// UpstreamMark is the SO_MARK of lazaret-netd's upstream DNS sockets. Only
+// a process with CAP_NET_ADMIN in the namespace can set a mark, and only
+// netd has it, so the mark tells netd's queries from the agent's.
+const UpstreamMark uint32 = 0x4c5a4e44 // "LZND"
+
+// DenyLogGroup is the nflog group every denied packet is copied to, so
+// netd can count denials per destination.
+const DenyLogGroup uint16 = 4653
+
+// DenyLogSnaplen is how much of a denied packet is copied to netd: enough
+// for the IPv6 header and the ports.
+const DenyLogSnaplen uint32 = 64
+
+// AlwaysDeny are the link-local and cloud metadata addresses that are
+// refused even inside an allowed CIDR: the instance metadata services of
+// AWS, GCP, Azure, OpenStack (169.254.169.254, fd00:ec2::254), Azure's
+// wireserver, Alibaba's and Oracle's metadata addresses, and everything
+// link-local (fe80::/10 unicast; link-local ND is allowed by its own rule).
+var AlwaysDeny = []netip.Prefix{
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("168.63.129.16/32"),
+	netip.MustParsePrefix("100.100.100.200/32"),
+	netip.MustParsePrefix("192.0.0.192/32"),
+	netip.MustParsePrefix("fe80::/10"),
+	netip.MustParsePrefix("fd00:ec2::254/128"),
+	netip.MustParsePrefix("64:ff9b::a9fe:0/112"), // 169.254.0.0/16 through NAT64
+}
+
+// Family restricts a rule or set to one address family.
+type Family uint8
+
+const (
+	AnyFamily Family = iota
+	IPv4
+	IPv6
+)
+
+func (f Family) String() string {
+	switch f {
+	case IPv4:
+		return "ipv4"
+	case IPv6:
+		return "ipv6"
+	}
+	return "any"
+}
+
+// Verdict ends a rule.
+type Verdict string
+
+const (
+	Accept Verdict = "accept"
+	Drop   Verdict = "drop"
+	// Reject answers with ICMP administratively prohibited (a TCP RST for
+	// TCP), so a denied connect fails at once instead of timing out:
+	// `npm install` reports an error rather than hanging.
+	Reject Verdict = "reject"
+)
+
+// Layer-4 protocol numbers used in rules.
+const (
+	ProtoTCP    uint8 = 6
+	ProtoUDP    uint8 = 17
+	ProtoICMPv6 uint8 = 58
+)
+
+// Set is one named set of the table.
+type Set struct {
+	Name   string
+	Family Family
+	// Interval sets hold prefixes; the others hold single addresses.
+	Interval bool
+	// Timeout sets take a per-element timeout (the DNS sets).
+	Timeout bool
+	// Elements are the prefixes the set is created with, merged and
+	// sorted (see Ranges).
+	Elements []netip.Prefix
+}
+
+// Rule is one rule of the output chain. Every non-zero field is a match;
+// all must hold.
+type Rule struct {
+	Comment  string
+	Family   Family
+	OifLo    bool
+	CtState  []string // "established", "related", "invalid"
+	Mark     uint32
+	L4       uint8
+	Dport    uint16
+	ICMPv6ND bool // ICMPv6 types 133–136 with hop limit 255 (neighbour discovery)
+	DaddrSet string
+	Counter  bool
+	LogGroup uint16
+	Verdict  Verdict
+}
+
+// Ruleset is the whole table.
+type Ruleset struct {
+	Table    string
+	Chain    string
+	Priority int
+	Policy   Verdict
+	Sets     []Set
+	Rules    []Rule
+}
+
+// Build returns the ruleset of the active policy p. Order matters and is the
+// security argument:
+//
+//  1. loopback (netd's resolver lives there) and established/related flows
+//     are accepted first, so a policy update never cuts a running transfer;
+//  2. neighbour discovery, without which IPv6 cannot reach a router;
+//  3. netd's marked upstream DNS sockets;
+//  4. deny: metadata/link-local sets, then DNS to anything but netd —
+//     before any allow, so no allowed CIDR re-opens them;
+//  5. allow: configured CIDRs and the addresses of allowed names;
+//  6. everything else is counted, logged to netd and rejected; the chain
+//     policy drop catches what a rule could not (fail closed).
+func Build(p Policy) Ruleset {
+	var allow4, allow6, deny4, deny6 []netip.Prefix
+	for _, c := range p.AllowEgress {
+		if c.Prefix.Addr().Is4() {
+			allow4 = append(allow4, c.Prefix)
+		} else {
+			allow6 = append(allow6, c.Prefix)
+		}
+	}
+	for _, d := range AlwaysDeny {
+		if d.Addr().Is4() {
+			deny4 = append(deny4, d)
+		} else {
+			deny6 = append(deny6, d)
+		}
+	}
+	denied := func(r Rule) Rule {
+		r.Counter, r.LogGroup, r.Verdict = true, DenyLogGroup, Reject
+		return r
+	}
+	return Ruleset{
+		Table:    TableName,
+		Chain:    ChainName,
+		Priority: 0,
+		Policy:   Drop,
+		Sets: []Set{
+			{Name: SetAllow4, Family: IPv4, Interval: true, Elements: MergePrefixes(allow4)},
+			{Name: SetAllow6, Family: IPv6, Interval: true, Elements: MergePrefixes(allow6)},
+			{Name: SetDeny4, Family: IPv4, Interval: true, Elements: MergePrefixes(deny4)},
+			{Name: SetDeny6, Family: IPv6, Interval: true, Elements: MergePrefixes(deny6)},
+			{Name: SetDNS4, Family: IPv4, Timeout: true},
+			{Name: SetDNS6, Family: IPv6, Timeout: true},
+		},
+		Rules: []Rule{
+			{Comment: "loopback", OifLo: true, Verdict: Accept},
+			{Comment: "established", CtState: []string{"established", "related"}, Verdict: Accept},
+			{Comment: "invalid", CtState: []string{"invalid"}, Counter: true, Verdict: Drop},
+			{Comment: "ipv6 neighbour discovery", Family: IPv6, L4: ProtoICMPv6, ICMPv6ND: true, Verdict: Accept},
+			{Comment: "netd upstream dns udp", Mark: UpstreamMark, L4: ProtoUDP, Dport: 53, Verdict: Accept},
+			{Comment: "netd upstream dns tcp", Mark: UpstreamMark, L4: ProtoTCP, Dport: 53, Verdict: Accept},
+			denied(Rule{Comment: "deny metadata ipv4", Family: IPv4, DaddrSet: SetDeny4}),
+			denied(Rule{Comment: "deny metadata ipv6", Family: IPv6, DaddrSet: SetDeny6}),
+			denied(Rule{Comment: "deny other dns udp", L4: ProtoUDP, Dport: 53}),
+			denied(Rule{Comment: "deny other dns tcp", L4: ProtoTCP, Dport: 53}),
+			{Comment: "allow egress ipv4", Family: IPv4, DaddrSet: SetAllow4, Verdict: Accept},
+			{Comment: "allow egress ipv6", Family: IPv6, DaddrSet: SetAllow6, Verdict: Accept},
+			{Comment: "allow resolved ipv4", Family: IPv4, DaddrSet: SetDNS4, Verdict: Accept},
+			{Comment: "allow resolved ipv6", Family: IPv6, DaddrSet: SetDNS6, Verdict: Accept},
+			denied(Rule{Comment: "deny default"}),
+		},
+	}
+}
+
+// AllowSets returns the contents of allow4 and allow6 for the active
+// policy p (what a live update replaces).
+func AllowSets(p Policy) (v4, v6 []netip.Prefix) {
+	rs := Build(p)
+	return rs.Sets[0].Elements, rs.Sets[1].Elements
+}
+
+// Render prints rs in nft's syntax. It is the golden form of the model and
+// what `lazaret net status --rules` shows; it is not fed to nft.
+func (rs Ruleset) Render() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table inet %s {\n", rs.Table)
+	for _, s := range rs.Sets {
+		typ := "ipv4_addr"
+		if s.Family == IPv6 {
+			typ = "ipv6_addr"
+		}
+		fmt.Fprintf(&b, "\tset %s {\n\t\ttype %s\n", s.Name, typ)
+		var flags []string
+		if s.Interval {
+			flags = append(flags, "interval")
+		}
+		if s.Timeout {
+			flags = append(flags, "timeout")
+		}
+		if len(flags) > 0 {
+			fmt.Fprintf(&b, "\t\tflags %s\n", strings.Join(flags, ","))
+		}
+		if len(s.Elements) > 0 {
+			el := make([]string, len(s.Elements))
+			for i, e := range s.Elements {
+				el[i] = e.String()
+			}
+			fmt.Fprintf(&b, "\t\telements = { %s }\n", strings.Join(el, ", "))
+		}
+		b.WriteString("\t}\n")
+	}
+	fmt.Fprintf(&b, "\tchain %s {\n\t\ttype filter hook output priority %d; policy %s;\n", rs.Chain, rs.Priority, rs.Policy)
+	for _, r := range rs.Rules {
+		fmt.Fprintf(&b, "\t\t%s\n", r.Render())
+	}
+	b.WriteString("\t}\n}\n")
+	return b.String()
+}
+
+// Render prints one rule in nft's syntax.
+func (r Rule) Render() string {
+	var parts []string
+	if r.Family != AnyFamily && r.DaddrSet == "" && !r.ICMPv6ND {
+		parts = append(parts, "meta nfproto "+r.Family.String())
+	}
+	if r.OifLo {
+		parts = append(parts, `oifname "lo"`)
+	}
+	if len(r.CtState) > 0 {
+		parts = append(parts, "ct state "+strings.Join(r.CtState, ","))
+	}
+	if r.Mark != 0 {
+		parts = append(parts, fmt.Sprintf("meta mark 0x%08x", r.Mark))
+	}
+	if r.ICMPv6ND {
+		parts = append(parts, "icmpv6 type 133-136 ip6 hoplimit 255")
+	} else if r.L4 != 0 {
+		name := map[uint8]string{ProtoTCP: "tcp", ProtoUDP: "udp", ProtoICMPv6: "icmpv6"}[r.L4]
+		if r.Dport != 0 {
+			parts = append(parts, fmt.Sprintf("%s dport %d", name, r.Dport))
+		} else {
+			parts = append(parts, "meta l4proto "+name)
+		}
+	}
+	if r.DaddrSet != "" {
+		ip := "ip"
+		if r.Family == IPv6 {
+			ip = "ip6"
+		}
+		parts = append(parts, fmt.Sprintf("%s daddr @%s", ip, r.DaddrSet))
+	}
+	if r.Counter {
+		parts = append(parts, "counter")
+	}
+	if r.LogGroup != 0 {
+		parts = append(parts, fmt.Sprintf("log group %d snaplen %d", r.LogGroup, DenyLogSnaplen))
+	}
+	v := string(r.Verdict)
+	if r.Verdict == Reject {
+		v = "reject with icmpx admin-prohibited"
+	}
+	parts = append(parts, v)
+	return strings.Join(parts, " ") + fmt.Sprintf(" comment %q", r.Comment)
+}
+
+// addrRange is an inclusive range of addresses of one family.
+type addrRange struct{ first, last netip.Addr }
+
+// lastAddr is the highest address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	p = p.Masked()
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// MergePrefixes masks, sorts and merges overlapping or adjacent prefixes
+// of one family into the fewest prefixes covering the same addresses:
+// the kernel refuses overlapping intervals in one set.
+func MergePrefixes(ps []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	for _, r := range mergeRanges(ps) {
+		out = append(out, rangeToPrefixes(r.first, r.last)...)
+	}
+	return out
+}
+
+func mergeRanges(ps []netip.Prefix) []addrRange {
+	rs := make([]addrRange, 0, len(ps))
+	for _, p := range ps {
+		if !p.IsValid() {
+			continue
+		}
+		p = p.Masked()
+		rs = append(rs, addrRange{p.Addr(), lastAddr(p)})
+	}
+	slices.SortFunc(rs, func(a, b addrRange) int { return a.first.Compare(b.first) })
+	var out []addrRange
+	for _, r := range rs {
+		if n := len(out); n > 0 {
+			prev := &out[n-1]
+			next := prev.last.Next()
+			if r.first.Compare(prev.last) <= 0 || (next.IsValid() && next == r.first) {
+				if r.last.Compare(prev.last) > 0 {
+					prev.last = r.last
+				}
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// rangeToPrefixes splits an inclusive range into aligned prefixes.
+func rangeToPrefixes(first, last netip.Addr) []netip.Prefix {
+	var out []netip.Prefix
+	bits := first.BitLen()
+	for {
+		// The largest prefix starting at first that stays within last.
+		n := bits
+		for n > 0 {
+			p := netip.PrefixFrom(first, n-1)
+			if p.Masked().Addr() != first || lastAddr(p).Compare(last) > 0 {
+				break
+			}
+			n--
+		}
+		p := netip.PrefixFrom(first, n)
+		out = append(out, p)
+		end := lastAddr(p)
+		if end == last {
+			return out
+		}
+		first = end.Next()
+	}
+}
