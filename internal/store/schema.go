@@ -147,11 +147,11 @@ func prepare(db *bolt.DB, path string) error {
 // sessionV1 is the value format of sessions_v1, frozen: it only ever
 // needs to be read, by the migration.
 type sessionV1 struct {
-	ID      string `json:"id"`
-	Profile string `json:"profile"`
+	ID      string    `json:"id"`
+	Profile string    `json:"profile"`
 	Start   time.Time `json:"start"`
 	End     time.Time `json:"end"`
-	Exit    int    `json:"exit"`
+	Exit    int       `json:"exit"`
 }
 
 // migrateSessionsV1toV2 copies every session into sessions_v2, deriving
