@@ -29,6 +29,10 @@ const (
 	DefaultTLSDir = "/run/lazaret/tls"
 	EnvSocket     = "LAZARET_ESCALATE_SOCKET"
 	EnvTLSDir     = "LAZARET_TLS_DIR"
+	// EnvCwd overrides the reported working directory (tests run outside
+	// /workspace). The cwd is the agent's claim either way; the coordinator
+	// confines it to the workspace.
+	EnvCwd = "LAZARET_ESCALATE_CWD"
 )
 
 // Exit codes of the client itself (a host command's own code passes
@@ -128,9 +132,11 @@ func run(ctx context.Context, getenv func(string) string, r request, stdout, std
 	if err != nil {
 		return 0, fmt.Errorf("%s/%s: %w", tlsDir, trust.ClientFile, err)
 	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		cwd = "/"
+	cwd := getenv(EnvCwd)
+	if cwd == "" {
+		if cwd, err = os.Getwd(); err != nil {
+			cwd = "/"
+		}
 	}
 	req := &wire.Request{
 		RequestID: wire.RandomID(), SessionID: del.SessionID, Profile: profile, Cwd: cwd,

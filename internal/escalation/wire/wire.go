@@ -60,11 +60,16 @@ type Request struct {
 // "lazaret/request/v1", then request_id, session_id, profile, cwd, argv
 // (list), command, justification, timestamp, nonce, the delegation's own
 // canonical encoding (as bytes) and the delegation's signature (as bytes).
-// Every field except the request signature is covered.
+// Every field except the request signature is covered. An empty argv is
+// encoded as absent, as JSON (omitempty) carries it.
 func (r *Request) Canonical() []byte {
+	argv := r.Argv
+	if len(argv) == 0 {
+		argv = nil
+	}
 	return session.NewEncoder(requestTag).
 		String(r.RequestID).String(r.SessionID).String(r.Profile).String(r.Cwd).
-		List(r.Argv).String(r.Command).String(r.Justification).Int64(r.Timestamp).
+		List(argv).String(r.Command).String(r.Justification).Int64(r.Timestamp).
 		String(r.Nonce).Bytes(r.Delegation.Canonical()).Bytes(r.Delegation.Signature).Sum()
 }
 
