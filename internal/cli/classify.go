@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/gitsentry"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -18,6 +19,22 @@ func classify(err error) (int, string) {
 		return exitSetup, "run `lazaret doctor` (or `make run`, which installs what is missing)"
 	case errors.Is(err, podman.ErrNoSuchImage):
 		return exitSetup, "run `lazaret image build` to build the local images"
+	case errors.Is(err, gitsentry.ErrNoCommits):
+		return exitUsage, "branch mode starts the agent from your current commit: commit once, or set git_mode = \"direct\" in the profile"
+	case errors.Is(err, gitsentry.ErrBranchModeNeedsRepo), errors.Is(err, gitsentry.ErrNotRepository), errors.Is(err, gitsentry.ErrBareRepository):
+		return exitUsage, "run lazaret at the top level of a repository's working tree, or set git_mode = \"direct\""
+	case errors.Is(err, gitsentry.ErrNoAgentBranch):
+		return exitUsage, "start a sandbox for this profile here first; the agent branch is created then"
+	case errors.Is(err, gitsentry.ErrDirtyTree), errors.Is(err, gitsentry.ErrOperationInPrg):
+		return exitFailure, "commit or stash your changes (or finish the operation in progress), then merge again"
+	case errors.Is(err, gitsentry.ErrDetachedHead):
+		return exitFailure, "check out the branch to merge into, then merge again"
+	case errors.Is(err, gitsentry.ErrMergeConflict):
+		return exitFailure, "resolve it by hand: `git merge lazaret/agent-<profile>`, or ask the agent to rebase onto your branch"
+	case errors.Is(err, gitsentry.ErrSandboxRunning):
+		return exitFailure, "stop the sandbox first (`lazaret stop`)"
+	case errors.Is(err, gitsentry.ErrGitNotInstalled):
+		return exitSetup, "install git on the host"
 	}
 	return exitFailure, ""
 }

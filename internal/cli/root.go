@@ -82,6 +82,7 @@ real git on an agent branch, and human-approved host escalation.`,
 		newDomainCmd(g),
 		newImageCmd(g),
 		newDoctorCmd(g),
+		newDiffCmd(g), newLogCmd(g), newMergeCmd(g), newResetBranchCmd(g),
 	)
 	return root
 }

@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/gitsentry"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+)
+
+// reviewTarget is what every review command (diff, log, merge,
+// reset-branch) works on: the profile's domain in the current directory,
+// in branch mode.
+type reviewTarget struct {
+	anchor *domain.Anchor
+	review *gitsentry.Review
+	podman *podman.Client
+}
+
+// openReview resolves the domain of profile in the current directory and
+// the host repository, refusing direct mode (there is no agent branch).
+func (g *globalOptions) openReview(ctx context.Context, profile string) (*reviewTarget, error) {
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	p, a, err := g.resolveDomain(cfg, profile, "")
+	if err != nil {
+		return nil, err
+	}
+	mode, err := gitsentry.ResolveMode(p.GitMode, a.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	if mode != gitsentry.ModeBranch {
+		return nil, withHint(fmt.Errorf("profile %s works on %s in direct mode: there is no agent branch", p.Name, a.Workspace),
+			exitUsage, "review the changes with git itself; branch mode needs the top level of a git repository and git_mode not \"direct\"")
+	}
+	git := &gitsentry.Git{Log: g.log}
+	repo, err := gitsentry.OpenHostRepo(ctx, git, a.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	return &reviewTarget{
+		anchor: a,
+		review: &gitsentry.Review{Git: git, Repo: repo, Map: gitsentry.RefMap{Profile: a.Profile}},
+		podman: &podman.Client{Log: g.log},
+	}, nil
+}
+
+// terminalOut returns the writer for git output shown to the user and the
+// --color value: on a terminal, colors with every other control character
+// made visible (the content is the agent's); elsewhere the raw bytes, so
+// `lazaret diff > x.patch` stays a patch.
+func (g *globalOptions) terminalOut() (io.Writer, string) {
+	if f, ok := g.io.Out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return gitsentry.SafeTerminal(f), "always"
+	}
+	return g.io.Out, "never"
+}
+
+type diffOptions struct {
+	stat        bool
+	uncommitted bool
+}
+
+func newDiffCmd(g *globalOptions) *cobra.Command {
+	o := &diffOptions{}
+	cmd := &cobra.Command{
+		Use:   "diff [PROFILE]",
+		Short: "Show what the agent changed on its branch since it forked from your history",
+		Long: `Show the diff of the agent branch lazaret/agent-<profile> against its merge base
+with your current HEAD, computed by git on the host from the verified objects the
+ref sync brought in. With --uncommitted, show instead the changes the agent has not
+committed yet, as git in the sandbox sees them (the sandbox must be running).`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: g.completeProfiles,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDiff(cmd.Context(), g, o, firstArg(args))
+		},
+	}
+	cmd.Flags().BoolVar(&o.stat, "stat", false, "show a diffstat instead of the patch")
+	cmd.Flags().BoolVar(&o.uncommitted, "uncommitted", false, "show the agent's uncommitted changes (runs git diff in the sandbox)")
+	return cmd
+}
+
+func firstArg(args []string) string {
+	if len(args) > 0 {
+		return args[0]
+	}
+	return ""
+}
+
+func runDiff(ctx context.Context, g *globalOptions, o *diffOptions, profile string) error {
+	t, err := g.openReview(ctx, profile)
+	if err != nil {
+		return err
+	}
+	// On a terminal, out makes control characters visible: the diff shows
+	// the agent's content (and, with --uncommitted, comes from its git).
+	out, color := g.terminalOut()
+	if o.uncommitted {
+		running, err := gitsentry.SandboxRunning(ctx, t.podman, t.anchor.Container())
+		if err != nil {
+			return err
+		}
+		if !running {
+			return withHint(fmt.Errorf("--uncommitted: the sandbox %s is not running", t.anchor.Container()), exitUsage,
+				"uncommitted changes live only in the agent's clone; start the sandbox, or drop --uncommitted to see its commits")
+		}
+		return gitsentry.UncommittedDiff(ctx, t.podman, t.anchor.Container(), out, g.io.ErrOut, o.stat)
+	}
+	return t.review.Diff(ctx, out, g.io.ErrOut, o.stat, color)
+}

@@ -1,0 +1,192 @@
+package gitsentry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Paths inside the sandbox.
+const (
+	ContainerWorkspace = "/workspace"
+	ContainerGitDir    = "/workspace/.git"
+	ContainerHooks     = "/workspace/.git/hooks"
+	ContainerConfig    = "/workspace/.git/config"
+	ContainerHostGit   = "/run/lazaret/host.git"
+)
+
+// ConfigFile is the lazaret-written git config of a domain's clone. It
+// lives outside the clone (the agent can write the clone's .git on the
+// host side) and is mounted read-only over /workspace/.git/config.
+func ConfigFile(domainRoot string) string {
+	return filepath.Join(domainRoot, "gitsentry", "config")
+}
+
+// cloneConfig is the git config of the agent clone. The repository format
+// must be in this file itself (git reads it without following includes);
+// the host repository's config comes through the include, so a host-side
+// `git config` is seen in the sandbox at once. Settings after the include
+// win over the host's.
+func cloneConfig(objectFormat, include string) string {
+	var b strings.Builder
+	b.WriteString("# Written by lazaret (Git Sentry); read-only in the sandbox.\n")
+	b.WriteString("[core]\n")
+	if objectFormat == "sha256" {
+		b.WriteString("\trepositoryformatversion = 1\n")
+	} else {
+		b.WriteString("\trepositoryformatversion = 0\n")
+	}
+	b.WriteString("\tfilemode = true\n\tlogallrefupdates = true\n")
+	if objectFormat == "sha256" {
+		b.WriteString("[extensions]\n\tobjectformat = sha256\n")
+	}
+	fmt.Fprintf(&b, "[include]\n\tpath = %s\n", include)
+	// The clone has a working tree whatever the host's core.bare says.
+	b.WriteString("[core]\n\tbare = false\n")
+	return b.String()
+}
+
+// CreateClone makes the agent clone at dest on branch, checked out at
+// start, sharing the host's objects. It builds it in a temporary directory
+// beside dest and renames it into place, so a failure leaves nothing
+// behind. This is the only time host git runs in the clone: before any
+// sandbox has seen it.
+func CreateClone(ctx context.Context, g *Git, repo *HostRepo, dest, branch, start string) (err error) {
+	if _, err := os.Lstat(dest); err == nil {
+		return fmt.Errorf("%s already exists", dest)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dest), ".workspace.new-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(tmp)
+		}
+	}()
+	if err := g.Run(ctx, tmp, "init", "-q", "--template=", "--object-format="+repo.ObjectFormat,
+		"--initial-branch="+branch, tmp); err != nil {
+		return fmt.Errorf("creating the agent clone: %w", err)
+	}
+	gitDir := filepath.Join(tmp, ".git")
+	if err := os.MkdirAll(filepath.Join(gitDir, "objects", "info"), 0o755); err != nil {
+		return err
+	}
+	alt := filepath.Join(gitDir, "objects", "info", "alternates")
+	if err := os.WriteFile(alt, []byte(filepath.Join(repo.CommonDir, "objects")+"\n"), 0o644); err != nil {
+		return err
+	}
+	// While lazaret checks out on the host, include the host config by its
+	// host path so the checkout honours the user's settings (autocrlf,
+	// filters they configured) exactly as their own checkout would.
+	cfg := filepath.Join(gitDir, "config")
+	if err := os.WriteFile(cfg, []byte(cloneConfig(repo.ObjectFormat, filepath.Join(repo.CommonDir, "config"))), 0o644); err != nil {
+		return err
+	}
+	if err := g.Run(ctx, tmp, "checkout", "-q", "-f", "-B", branch, start); err != nil {
+		return fmt.Errorf("checking out %s in the agent clone: %w", start, err)
+	}
+	if err := os.WriteFile(alt, []byte(ContainerHostGit+"/objects\n"), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(cfg, []byte(cloneConfig(repo.ObjectFormat, ContainerHostGit+"/config")), 0o644); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(gitDir, "hooks"), 0o755); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dest)
+}
+
+// RepairClone makes an existing clone fit to be mounted again, touching it
+// only through plain file operations confined to its .git (os.Root): the
+// agent had write access to it, so host git never runs there. It restores
+// the alternates, and makes sure the mount targets (hooks/, config) are a
+// real directory and a real file, not symlinks the agent left behind.
+func RepairClone(clone string) error {
+	gitDir := filepath.Join(clone, ".git")
+	fi, err := os.Lstat(gitDir)
+	if err != nil {
+		return fmt.Errorf("agent clone %s: %w", clone, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("agent clone %s: .git is not a directory", clone)
+	}
+	root, err := os.OpenRoot(gitDir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := ensureDir(root, "hooks"); err != nil {
+		return err
+	}
+	if err := ensureDir(root, "objects/info"); err != nil {
+		return err
+	}
+	if err := replaceFile(root, "objects/info/alternates", ContainerHostGit+"/objects\n"); err != nil {
+		return err
+	}
+	fi, err = root.Lstat("config")
+	if err != nil || !fi.Mode().IsRegular() {
+		if err := replaceFile(root, "config", ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ensureDir(root *os.Root, name string) error {
+	fi, err := root.Lstat(name)
+	if err == nil && fi.IsDir() {
+		return nil
+	}
+	if err == nil {
+		if err := root.RemoveAll(name); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return root.MkdirAll(name, 0o755)
+}
+
+// replaceFile writes a new file at name: an existing entry (possibly a
+// symlink the agent planted) is removed first, and O_EXCL makes sure what
+// is written is the new file itself.
+func replaceFile(root *os.Root, name, content string) error {
+	if err := root.RemoveAll(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(content); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// WriteConfigFile writes the read-only config source of a domain
+// atomically. It must not run while a sandbox has it mounted (a rename
+// over a bind-mounted file detaches the mount inside the container).
+func WriteConfigFile(domainRoot, objectFormat string) (string, error) {
+	path := ConfigFile(domainRoot)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", err
+	}
+	tmp := path + ".tmp"
+	_ = os.Remove(tmp)
+	if err := os.WriteFile(tmp, []byte(cloneConfig(objectFormat, ContainerHostGit+"/config")), 0o444); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", err
+	}
+	return path, nil
+}

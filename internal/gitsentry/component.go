@@ -1,0 +1,228 @@
+package gitsentry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+)
+
+// Modes of the Git Sentry.
+const (
+	ModeBranch = "branch"
+	ModeDirect = "direct"
+)
+
+// ErrBranchModeNeedsRepo: git_mode = "branch" on a directory that is not
+// the top level of a git repository.
+var ErrBranchModeNeedsRepo = errors.New(`git_mode = "branch" needs a workspace that is the top level of a git repository`)
+
+// ResolveMode decides the Git Sentry mode of workspace for the profile's
+// git_mode ("", "branch" or "direct"): empty means branch in a git
+// repository (a workspace with a .git entry) and direct elsewhere.
+func ResolveMode(gitMode, workspace string) (string, error) {
+	switch gitMode {
+	case ModeDirect:
+		return ModeDirect, nil
+	case ModeBranch:
+		if !HasGitEntry(workspace) {
+			return "", fmt.Errorf("%s: %w", workspace, ErrBranchModeNeedsRepo)
+		}
+		return ModeBranch, nil
+	case "":
+		if HasGitEntry(workspace) {
+			return ModeBranch, nil
+		}
+		return ModeDirect, nil
+	}
+	return "", fmt.Errorf("git_mode %q: want \"branch\" or \"direct\"", gitMode)
+}
+
+// Component is the Git Sentry as a sandbox component: Prepare creates or
+// reuses the agent clone and adds the mounts; Started begins the real-time
+// ref sync; Close stops it after a last sync.
+type Component struct {
+	Anchor  *domain.Anchor
+	GitMode string // the profile's git_mode
+	Git     *Git
+	Podman  *podman.Client
+	Log     *slog.Logger
+	// Notices receives the few user-facing notes (uncommitted host changes
+	// not carried over); nil sends them to the log.
+	Notices io.Writer
+	// NoExclusiveHint turns off the gVisor exclusive-access hints on the
+	// clone (for measurements).
+	NoExclusiveHint bool
+
+	mode   string
+	repo   *HostRepo
+	syncer *Syncer
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// New returns the Git Sentry component of anchor for a profile's git_mode.
+func New(a *domain.Anchor, gitMode string, pc *podman.Client, log *slog.Logger) *Component {
+	return &Component{Anchor: a, GitMode: gitMode, Git: &Git{Log: log}, Podman: pc, Log: log}
+}
+
+// Name implements sandbox.Component.
+func (c *Component) Name() string { return "gitsentry" }
+
+// Mode is the mode Prepare chose ("" before Prepare).
+func (c *Component) Mode() string { return c.mode }
+
+func (c *Component) logger() *slog.Logger {
+	if c.Log != nil {
+		return c.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func (c *Component) notice(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if c.Notices != nil {
+		fmt.Fprintln(c.Notices, "lazaret: "+msg)
+		return
+	}
+	c.logger().Warn("gitsentry: " + msg)
+}
+
+// Prepare implements sandbox.Component.
+func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) error {
+	mode, err := ResolveMode(c.GitMode, c.Anchor.Workspace)
+	if err != nil {
+		return err
+	}
+	c.mode = mode
+	if mode == ModeDirect {
+		spec.Mounts = append(spec.Mounts, DirectMounts(c.Anchor.Workspace)...)
+		return nil
+	}
+	repo, err := OpenHostRepo(ctx, c.Git, c.Anchor.Workspace)
+	if err != nil {
+		return err
+	}
+	c.repo = repo
+	if err := domain.EnsurePrivateDir(c.Anchor.Root()); err != nil {
+		return err
+	}
+	if err := EnsureClone(ctx, c.Git, repo, c.Anchor, c.notice); err != nil {
+		return err
+	}
+	cfg, err := WriteConfigFile(c.Anchor.Root(), repo.ObjectFormat)
+	if err != nil {
+		return fmt.Errorf("writing the agent clone's config: %w", err)
+	}
+	clone := c.Anchor.AgentClone()
+	spec.Mounts = append(spec.Mounts, BranchMounts(clone, cfg, repo.CommonDir)...)
+	if !c.NoExclusiveHint {
+		AddExclusiveHints(spec, clone)
+	}
+	return nil
+}
+
+// EnsureClone creates the agent clone of anchor if it does not exist, or
+// repairs the mount targets of an existing one. A new clone starts at the
+// host's agent branch if that exists (work kept across a deleted clone),
+// else at the host's HEAD; the host branch is created to match.
+func EnsureClone(ctx context.Context, g *Git, repo *HostRepo, a *domain.Anchor, notice func(string, ...any)) error {
+	clone := a.AgentClone()
+	if _, err := os.Lstat(clone); err == nil {
+		return RepairClone(clone)
+	}
+	m := RefMap{Profile: a.Profile}
+	start := repo.ResolveRef(ctx, g, m.AgentRef())
+	if start == "" {
+		head, err := repo.Head(ctx, g)
+		if err != nil {
+			return err
+		}
+		start = head
+		if dirty, err := repo.Dirty(ctx, g, true); err == nil && dirty != "" {
+			notice("the host working tree has uncommitted changes; they are not in the agent's clone, which starts at commit %s on branch %s", start[:12], m.AgentBranch())
+		}
+	}
+	if err := CreateClone(ctx, g, repo, clone, m.AgentBranch(), start); err != nil {
+		return err
+	}
+	// Create the host branch if missing (never move an existing one here).
+	_, err := repo.gitCommon(ctx, g, "-c", "core.logAllRefUpdates=always", "update-ref",
+		"-m", "lazaret: agent branch created", m.AgentRef(), start, "")
+	if err != nil && repo.ResolveRef(ctx, g, m.AgentRef()) == "" {
+		return fmt.Errorf("creating %s: %w", m.AgentRef(), err)
+	}
+	return nil
+}
+
+// Started implements sandbox.Component: in branch mode it syncs once and
+// then watches the clone's refs for the life of the sandbox.
+func (c *Component) Started(ctx context.Context, container string) error {
+	if c.mode != ModeBranch {
+		return nil
+	}
+	c.syncer = &Syncer{Git: c.Git, Repo: c.repo, Map: RefMap{Profile: c.Anchor.Profile},
+		Podman: c.Podman, Container: container, Log: c.Log}
+	w, err := newRefWatcher(c.Anchor.AgentClone() + "/.git")
+	if err != nil {
+		return fmt.Errorf("watching the agent clone: %w", err)
+	}
+	// The watcher outlives Started's context: it belongs to the sandbox.
+	wctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.done = make(chan struct{})
+	kick := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	go w.run(wctx, notify)
+	go func() {
+		defer close(c.done)
+		watchLoop(wctx, kick, c.syncOnce)
+	}()
+	notify()
+	return nil
+}
+
+func (c *Component) syncOnce(ctx context.Context) {
+	start := time.Now()
+	res, err := c.syncer.Sync(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.logger().Warn("gitsentry: ref sync failed", "err", err)
+		}
+		return
+	}
+	if len(res.Updated)+len(res.Deleted) > 0 {
+		c.logger().Info("gitsentry: synced", "updated", res.Updated, "deleted", res.Deleted, "took", time.Since(start))
+	}
+}
+
+// Close implements sandbox.Component: stop the watcher and make a last
+// sync while the container may still run.
+func (c *Component) Close(ctx context.Context) error {
+	c.once.Do(func() {
+		if c.cancel == nil {
+			return
+		}
+		c.cancel()
+		<-c.done
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := c.syncer.Sync(sctx); err != nil {
+			c.logger().Debug("gitsentry: final sync", "err", err)
+		}
+	})
+	return nil
+}

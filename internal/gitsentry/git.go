@@ -1,0 +1,175 @@
+// Package gitsentry is the Git Sentry of DESIGN §6: the agent clone and its
+// mounts (branch mode), the read-only .git of direct mode, the real-time ref
+// sync that brings the agent's commits into the host repository as verified
+// git objects, and the host-side review commands (diff, log, merge, reset).
+//
+// The principle every function here keeps: the host never runs git against
+// metadata the agent can write (the clone is only touched by host git when
+// lazaret creates it, before any sandbox has seen it), and data crosses from
+// the agent to the host only as a pack that host git checks with
+// `index-pack --strict` followed by a connectivity check.
+package gitsentry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// ErrGitNotInstalled is returned when no git executable is found on the host.
+var ErrGitNotInstalled = errors.New("git is not installed on the host")
+
+// GitError is a failed host git invocation.
+type GitError struct {
+	Args     []string
+	ExitCode int
+	Stderr   string
+}
+
+func (e *GitError) Error() string {
+	msg := strings.TrimSpace(e.Stderr)
+	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+		msg = strings.TrimSpace(msg[i+1:])
+	}
+	verb := ""
+	for _, a := range e.Args {
+		if !strings.HasPrefix(a, "-") && !strings.Contains(a, "=") {
+			verb = a
+			break
+		}
+	}
+	if msg == "" {
+		return fmt.Sprintf("git %s: exit status %d", verb, e.ExitCode)
+	}
+	return fmt.Sprintf("git %s: %s", verb, msg)
+}
+
+// hardening are the -c options every host git call carries. They override
+// whatever the user's configuration says for the duration of one call:
+//   - core.hooksPath=/dev/null: no hook runs. Lazaret's own git calls have
+//     no reason to run hooks, and a merge of agent content must not run a
+//     hook that lives in (or calls into) the agent-written tree, such as a
+//     husky hook under core.hooksPath=.husky.
+//   - core.fsmonitor=false: no fsmonitor command.
+//   - protocol.ext.allow=never: no ext:: transport (runs a command).
+//   - core.pager=cat, color.pager=false: nothing is piped through a pager.
+//   - gc.auto=0, maintenance.auto=false: no background gc forked from a
+//     background ref sync.
+var hardening = []string{
+	"-c", "core.hooksPath=/dev/null",
+	"-c", "core.fsmonitor=false",
+	"-c", "protocol.ext.allow=never",
+	"-c", "core.pager=cat",
+	"-c", "gc.auto=0",
+	"-c", "maintenance.auto=false",
+}
+
+// passEnv are the only variables of lazaret's environment host git sees.
+// Everything GIT_* is dropped (GIT_DIR, GIT_WORK_TREE, GIT_CONFIG_*,
+// GIT_EXEC_PATH, GIT_SSH_COMMAND, ...): lazaret decides which repository git
+// works on. HOME and XDG_CONFIG_HOME stay so the user's own global
+// configuration (trusted, theirs) applies, as does the system one.
+var passEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TERM", "NO_COLOR", "XDG_CONFIG_HOME"}
+
+// Git runs host git with a fixed environment and the hardening options.
+type Git struct {
+	// Bin is the git executable; "git" from PATH when empty.
+	Bin string
+	Log *slog.Logger
+}
+
+func (g *Git) bin() string {
+	if g.Bin != "" {
+		return g.Bin
+	}
+	return "git"
+}
+
+func (g *Git) logger() *slog.Logger {
+	if g.Log != nil {
+		return g.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// env is the environment of every host git call.
+func env() []string {
+	out := make([]string, 0, len(passEnv)+6)
+	for _, k := range passEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	return append(out,
+		"GIT_TERMINAL_PROMPT=0",
+		"GIT_PAGER=cat",
+		"PAGER=cat",
+		"GIT_EDITOR=true",
+		// LFS smudge would fetch over the network while lazaret builds a
+		// clone; the pointer files are enough for the agent to start.
+		"GIT_LFS_SKIP_SMUDGE=1",
+	)
+}
+
+// Command returns a hardened git command run in dir (a host directory that
+// lazaret trusts: the user's workspace, the host common dir, or a clone
+// lazaret is creating). extra are -c options added after the hardening.
+func (g *Git) Command(ctx context.Context, dir string, args ...string) *exec.Cmd {
+	full := make([]string, 0, len(hardening)+len(args)+1)
+	full = append(full, "--no-pager")
+	full = append(full, hardening...)
+	full = append(full, args...)
+	cmd := exec.CommandContext(ctx, g.bin(), full...)
+	cmd.Dir = dir
+	cmd.Env = env()
+	g.logger().Debug("git", "dir", dir, "args", args)
+	return cmd
+}
+
+// Output runs git in dir and returns its stdout.
+func (g *Git) Output(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	return g.OutputStdin(ctx, dir, nil, args...)
+}
+
+// OutputStdin is Output with stdin.
+func (g *Git) OutputStdin(ctx context.Context, dir string, stdin io.Reader, args ...string) ([]byte, error) {
+	cmd := g.Command(ctx, dir, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin = stdin
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	return stdout.Bytes(), g.wrap(args, err, stderr.String())
+}
+
+// Line runs git and returns its stdout without the trailing newline.
+func (g *Git) Line(ctx context.Context, dir string, args ...string) (string, error) {
+	out, err := g.Output(ctx, dir, args...)
+	return strings.TrimRight(string(out), "\n"), err
+}
+
+// Run runs git, discarding stdout.
+func (g *Git) Run(ctx context.Context, dir string, args ...string) error {
+	_, err := g.Output(ctx, dir, args...)
+	return err
+}
+
+func (g *Git) wrap(args []string, err error, stderr string) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return &GitError{Args: args, ExitCode: ee.ExitCode(), Stderr: stderr}
+	}
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		return ErrGitNotInstalled
+	}
+	return fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
+}
