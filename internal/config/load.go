@@ -155,7 +155,7 @@ func (v *validator) result() error {
 	return v.errs
 }
 
-var gotTypeRE = regexp.MustCompile(`cannot (?:decode|store) TOML (\w+(?: \w+)?)`)
+var gotTypeRE = regexp.MustCompile(`cannot (?:decode|store) TOML ((?:inline |local )?\w+)`)
 
 // decodeError converts go-toml's errors (syntax, unknown keys, wrong
 // types) into one-line *Errors; Go type names never reach the user.
@@ -269,9 +269,12 @@ func (v *validator) build(fc *fileConfig) *Config {
 // (they are not per-profile), no "..", not the host root or a kernel
 // filesystem.
 func (v *validator) globalPath(key keyPath, s string) string {
-	p, err := expandString(s, func(string) string { return "" })
-	if err == nil && strings.ContainsAny(s, "{}") {
+	var p string
+	var err error
+	if strings.ContainsAny(s, "{}") {
 		err = ruleErrf("tokens are not allowed here")
+	} else {
+		p, err = expandString(s, func(string) string { return "" })
 	}
 	if err == nil {
 		p, err = canonicalize(p)
