@@ -1,0 +1,447 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/locate"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/stateanchor"
+)
+
+// The State Anchor tests drive the component the way the Session
+// Coordinator does (Prepare → podman run → Close), with real rootless
+// podman, runsc and fuse-overlayfs.
+
+type saEnv struct {
+	t      *testing.T
+	env    *Env
+	anchor *domain.Anchor
+	pc     *podman.Client
+	runsc  string
+}
+
+func newSAEnv(t *testing.T) *saEnv {
+	t.Helper()
+	e := NewEnv(t)
+	rt, err := domain.RuntimeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := domain.New("sa-it", e.Workspace, e.DataRoot, rt, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runsc, err := locate.Find(locate.Runsc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &saEnv{t: t, env: e, anchor: a, pc: &podman.Client{}, runsc: runsc}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = s.pc.Run(ctx, "rm", "-f", "-t", "0", s.container())
+	})
+	return s
+}
+
+func (s *saEnv) container() string { return "lazaret-stateanchor-it-" + s.anchor.Hash }
+
+func (s *saEnv) component(image string, dirs ...string) *stateanchor.Component {
+	return stateanchor.New(stateanchor.Options{Anchor: s.anchor, Image: image, Dirs: dirs, Podman: s.pc})
+}
+
+// start prepares comp and starts the sandbox container with its mounts
+// plus extra; it registers nothing for cleanup (tests stop explicitly).
+func (s *saEnv) start(comp *stateanchor.Component, image string, extra ...podman.Mount) {
+	s.t.Helper()
+	s.startNet(comp, image, "none", extra...)
+}
+
+// startNet is start with a given --network.
+func (s *saEnv) startNet(comp *stateanchor.Component, image, network string, extra ...podman.Mount) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	spec := &podman.ContainerSpec{
+		Name: s.container(), Image: image, Runtime: s.runsc,
+		Labels:    map[string]string{domain.LabelKey: s.anchor.Hash},
+		Mounts:    extra,
+		Network:   network,
+		ExtraArgs: []string{"--runtime-flag", "ignore-cgroups"},
+		Command:   []string{"sleep", "infinity"},
+	}
+	if err := comp.Prepare(ctx, spec); err != nil {
+		_ = comp.Close(ctx)
+		s.t.Fatalf("prepare: %v", err)
+	}
+	args, err := s.pc.RunArgs(spec)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.pc.Run(ctx, args...); err != nil {
+		_ = comp.Close(ctx)
+		s.t.Fatalf("podman run: %v", err)
+	}
+}
+
+func (s *saEnv) stop(comp *stateanchor.Component) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.pc.Run(ctx, "rm", "-f", "-t", "0", s.container()); err != nil {
+		s.t.Errorf("podman rm: %v", err)
+	}
+	if err := comp.Close(ctx); err != nil {
+		s.t.Errorf("close: %v", err)
+	}
+}
+
+// sh runs script in the sandbox and returns its stdout; a failure fails
+// the test.
+func (s *saEnv) sh(script string) string {
+	s.t.Helper()
+	out, err := Podman(s.t, "exec", s.container(), "sh", "-c", script)
+	if err != nil {
+		s.t.Fatalf("in sandbox %q: %v", script, err)
+	}
+	return out
+}
+
+// unshareSh runs script as root of the rootless user namespace.
+func unshareSh(t *testing.T, script string, args ...string) string {
+	t.Helper()
+	out, err := Podman(t, append([]string{"unshare", "sh", "-c", script, "sh"}, args...)...)
+	if err != nil {
+		t.Fatalf("podman unshare %q: %v", script, err)
+	}
+	return out
+}
+
+// domainMounts lists the mount points under the domain's overlay root in
+// podman's namespace.
+func (s *saEnv) domainMounts() []string {
+	s.t.Helper()
+	out := unshareSh(s.t, "cat /proc/self/mountinfo")
+	ms, err := stateanchor.ParseMountinfo([]byte(out))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var res []string
+	for _, m := range stateanchor.MountsUnder(ms, s.overlayRoot()) {
+		res = append(res, m.MountPoint)
+	}
+	return res
+}
+
+func (s *saEnv) overlayRoot() string {
+	r, err := filepath.EvalSymlinks(filepath.Dir(s.anchor.OverlayDir("/usr")))
+	if err != nil {
+		return filepath.Dir(s.anchor.OverlayDir("/usr"))
+	}
+	return r
+}
+
+// domainDaemons lists running fuse-overlayfs processes whose mount point
+// is under the domain's overlay root.
+func (s *saEnv) domainDaemons() []string {
+	s.t.Helper()
+	var res []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if filepath.Base(args[0]) == "fuse-overlayfs" && strings.HasPrefix(args[len(args)-1], s.overlayRoot()+"/") {
+			res = append(res, e.Name()+" "+args[len(args)-1])
+		}
+	}
+	return res
+}
+
+// buildDeb builds a small package with dpkg-deb on the host.
+func buildDeb(t *testing.T, dir, name string, files int) string {
+	t.Helper()
+	root := filepath.Join(dir, name+"-root")
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(root, "DEBIAN"), 0o755))
+	must(os.WriteFile(filepath.Join(root, "DEBIAN", "control"), []byte(fmt.Sprintf(
+		"Package: %s\nVersion: 1.0\nArchitecture: all\nMaintainer: lazaret tests <t@example.invalid>\nDescription: State Anchor test package\n", name)), 0o644))
+	must(os.MkdirAll(filepath.Join(root, "usr", "bin"), 0o755))
+	must(os.WriteFile(filepath.Join(root, "usr", "bin", name), []byte("#!/bin/sh\necho "+name+" works\n"), 0o755))
+	for i := 0; i < files; i++ {
+		d := filepath.Join(root, "usr", "share", name, fmt.Sprintf("d%02d", i/100))
+		must(os.MkdirAll(d, 0o755))
+		must(os.WriteFile(filepath.Join(d, fmt.Sprintf("f%04d.txt", i)), []byte(fmt.Sprintf("file %d\n", i)), 0o644))
+	}
+	deb := filepath.Join(dir, name+".deb")
+	if out, err := exec.Command("dpkg-deb", "--root-owner-group", "-Zgzip", "--build", root, deb).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb: %v: %s", err, out)
+	}
+	return deb
+}
+
+func TestStateAnchorPersistsAcrossRestartAndImageUpdate(t *testing.T) {
+	s := newSAEnv(t)
+	pkgs := filepath.Join(s.env.Root, "pkgs")
+	if err := os.MkdirAll(pkgs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	buildDeb(t, pkgs, "lzsa-pkg", 20)
+	pkgMount := podman.Mount{Type: "bind", Source: pkgs, Target: "/mnt/pkgs", ReadOnly: true}
+	dirs := []string{"/usr", "/etc", "/var"}
+
+	// 1. First start: write to /usr/local/bin, install a package.
+	comp := s.component(config.DefaultImage, dirs...)
+	s.start(comp, config.DefaultImage, pkgMount)
+	s.sh(`printf '#!/bin/sh\necho tool ok\n' > /usr/local/bin/lzsa-tool && chmod 755 /usr/local/bin/lzsa-tool`)
+	s.sh(`dpkg -i /mnt/pkgs/lzsa-pkg.deb >/dev/null`)
+	if out := s.sh("lzsa-pkg"); !strings.Contains(out, "lzsa-pkg works") {
+		t.Fatalf("package binary: %q", out)
+	}
+	s.stop(comp)
+	if ms := s.domainMounts(); len(ms) != 0 {
+		t.Fatalf("mounts left after close: %v", ms)
+	}
+
+	// The changes are in usr_changes on the host.
+	changes, _, _ := s.anchor.OverlayPaths("/usr")
+	for _, f := range []string{"local/bin/lzsa-tool", "bin/lzsa-pkg", "share/lzsa-pkg/d00/f0000.txt"} {
+		if _, err := os.Stat(filepath.Join(changes, f)); err != nil {
+			t.Errorf("expected %s in usr_changes: %v", f, err)
+		}
+	}
+
+	// 2. Second start on the same image: everything is still there.
+	comp = s.component(config.DefaultImage, dirs...)
+	s.start(comp, config.DefaultImage)
+	if out := s.sh("lzsa-tool; lzsa-pkg; dpkg-query -W -f '${Status}' lzsa-pkg"); !strings.Contains(out, "tool ok") ||
+		!strings.Contains(out, "lzsa-pkg works") || !strings.Contains(out, "install ok installed") {
+		t.Fatalf("after restart: %q", out)
+	}
+	s.stop(comp)
+	rec1, err := stateanchor.ReadRecord(s.anchor.OverlayDir("/usr"))
+	if err != nil || rec1 == nil {
+		t.Fatalf("record: %v %v", rec1, err)
+	}
+
+	// 3. A rebuilt image with a new file in /usr/share: both the new
+	// image's file and the earlier changes are visible.
+	tag := fmt.Sprintf("localhost/lazaret-stateanchor-it:%d", time.Now().UnixNano())
+	bctx := filepath.Join(s.env.Root, "build")
+	if err := os.MkdirAll(bctx, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bctx, "new-file"), []byte("from the new image\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bctx, "Containerfile"), []byte("FROM "+config.DefaultImage+"\nCOPY new-file /usr/share/lzsa-new-image-file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("podman", "build", "--pull=never", "--network=none", "-q", "-t", tag, bctx).CombinedOutput(); err != nil {
+		t.Fatalf("podman build: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = Podman(t, "rmi", "-f", tag) })
+
+	comp = s.component(tag, dirs...)
+	s.start(comp, tag)
+	out := s.sh("cat /usr/share/lzsa-new-image-file; lzsa-tool; lzsa-pkg")
+	for _, want := range []string{"from the new image", "tool ok", "lzsa-pkg works"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("after image update: missing %q in %q", want, out)
+		}
+	}
+	s.stop(comp)
+	rec2, err := stateanchor.ReadRecord(s.anchor.OverlayDir("/usr"))
+	if err != nil || rec2 == nil {
+		t.Fatalf("record: %v %v", rec2, err)
+	}
+	if rec2.ImageID == rec1.ImageID || rec2.PreviousImageID != rec1.ImageID || rec2.Image != tag {
+		t.Errorf("record after update = %+v, before = %+v", rec2, rec1)
+	}
+}
+
+func TestStateAnchorEtcKeepsPodmansResolvConf(t *testing.T) {
+	s := newSAEnv(t)
+	// Plant resolv.conf, hosts and hostname in the /etc overlay's changes,
+	// as an agent could from inside: they must not be what the sandbox sees.
+	changes, _, merged := s.anchor.OverlayPaths("/etc")
+	if err := os.MkdirAll(changes, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const planted = "nameserver 203.0.113.7\n"
+	plant := func() {
+		for _, f := range []string{"resolv.conf", "hosts", "hostname"} {
+			unshareSh(t, `rm -f "$1" && printf 'nameserver 203.0.113.7\n' > "$1"`, filepath.Join(changes, f))
+		}
+	}
+	plant()
+	// Positive control: without the State Anchor's clean-up a plain
+	// fuse-overlayfs over the same changes serves the planted file.
+	ctl := filepath.Join(s.env.Root, "control")
+	base := unshareSh(t, `podman image mount "$1"`, config.DefaultImage)
+	t.Cleanup(func() { _, _ = Podman(t, "unshare", "podman", "image", "unmount", config.DefaultImage) })
+	got := unshareSh(t, `mkdir -p "$2/w" "$2/m" && fuse-overlayfs -o "lowerdir=$1/etc,upperdir=$3,workdir=$2/w" "$2/m" </dev/null >/dev/null 2>&1 && cat "$2/m/resolv.conf"; fusermount3 -u "$2/m"`,
+		strings.TrimSpace(base), ctl, changes)
+	if got != planted {
+		t.Fatalf("control: a plain overlay serves resolv.conf %q, want the planted one", got)
+	}
+
+	check := func(network string) {
+		t.Helper()
+		for _, f := range []string{"resolv.conf", "hosts", "hostname"} {
+			if inside := s.sh("cat /etc/" + f + " 2>/dev/null || true"); strings.Contains(inside, "203.0.113.7") {
+				t.Errorf("%s: /etc/%s inside comes from the overlay: %q", network, f, inside)
+			}
+		}
+		if got := unshareSh(t, `cat "$1" 2>/dev/null || true`, filepath.Join(merged, "resolv.conf")); strings.Contains(got, "203.0.113.7") {
+			t.Errorf("%s: the overlay still serves the planted resolv.conf", network)
+		}
+	}
+
+	// With --network none podman binds no resolv.conf: the sandbox must
+	// have none rather than the planted one.
+	comp := s.component(config.DefaultImage, "/etc")
+	s.start(comp, config.DefaultImage)
+	check("network none")
+	// And /etc is otherwise persistent: a new file lands in etc_changes.
+	s.sh("echo kept > /etc/lzsa-etc-file")
+	if b, err := os.ReadFile(filepath.Join(changes, "lzsa-etc-file")); err != nil || string(b) != "kept\n" {
+		t.Errorf("etc_changes/lzsa-etc-file: %q %v", b, err)
+	}
+	s.stop(comp)
+
+	// With the sidecar's network (the design's layout), resolv.conf is
+	// podman's.
+	plant()
+	side := "lazaret-stateanchor-it-net-" + s.anchor.Hash
+	if _, err := Podman(t, "run", "-d", "--replace", "--runtime", "runc", "--name", side, config.DefaultImage, "sleep", "600"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = Podman(t, "rm", "-f", "-t", "0", side) })
+	comp = s.component(config.DefaultImage, "/etc")
+	s.startNet(comp, config.DefaultImage, "container:"+side)
+	defer s.stop(comp)
+	check("network container")
+	path, err := Podman(t, "inspect", "--format", "{{.ResolvConfPath}}", s.container())
+	if err != nil || strings.TrimSpace(path) == "" {
+		t.Fatalf("podman's resolv.conf path: %q %v", path, err)
+	}
+	want, err := os.ReadFile(strings.TrimSpace(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.sh("cat /etc/resolv.conf"); got != string(want) {
+		t.Errorf("/etc/resolv.conf inside = %q, podman's = %q", got, want)
+	}
+	if got := s.sh("cat /etc/lzsa-etc-file"); got != "kept\n" {
+		t.Errorf("/etc change not kept: %q", got)
+	}
+}
+
+// holderEnv carries the anchor of the holding process of the crash test.
+const holderEnv = "LAZARET_SA_HOLDER"
+
+// TestStateAnchorHolder is not a test: it is the process the crash test
+// SIGKILLs while it holds the State Anchor mounted (the stand-in for a
+// coordinator until the coordinator exists). It does nothing unless
+// LAZARET_SA_HOLDER is set.
+func TestStateAnchorHolder(t *testing.T) {
+	spec := os.Getenv(holderEnv)
+	if spec == "" {
+		t.Skip("helper process for TestStateAnchorCrashRecovery")
+	}
+	var a domain.Anchor
+	if err := json.Unmarshal([]byte(spec), &a); err != nil {
+		t.Fatal(err)
+	}
+	comp := stateanchor.New(stateanchor.Options{Anchor: &a, Image: config.DefaultImage, Dirs: []string{"/usr", "/var"}, Podman: &podman.Client{}})
+	if err := comp.Prepare(context.Background(), &podman.ContainerSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("mounted")
+	time.Sleep(10 * time.Minute)
+}
+
+func TestStateAnchorCrashRecovery(t *testing.T) {
+	s := newSAEnv(t)
+	a, _ := json.Marshal(s.anchor)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestStateAnchorHolder$", "-test.v")
+	cmd.Env = append(os.Environ(), holderEnv+"="+string(a))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	ready := false
+	for sc.Scan() {
+		if sc.Text() == "mounted" {
+			ready = true
+			break
+		}
+	}
+	if !ready {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatal("holder did not mount")
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	// Control: the crash really left mounts and daemons behind.
+	if ms := s.domainMounts(); len(ms) != 2 {
+		t.Fatalf("control: want 2 stale mounts after SIGKILL, have %v", ms)
+	}
+	if ds := s.domainDaemons(); len(ds) != 2 {
+		t.Fatalf("control: want 2 stale fuse-overlayfs after SIGKILL, have %v", ds)
+	}
+	// Kill one daemon too, as a crash of the whole session would: its
+	// mount is then dead (ENOTCONN) and must still be swept.
+	ds := s.domainDaemons()
+	var pid int
+	fmt.Sscanf(ds[0], "%d", &pid)
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+
+	// A new start sweeps them and mounts fresh ones.
+	comp := s.component(config.DefaultImage, "/usr", "/var")
+	s.start(comp, config.DefaultImage)
+	if ms := s.domainMounts(); len(ms) != 2 {
+		t.Errorf("after new start: want exactly the 2 new mounts, have %v", ms)
+	}
+	if ds := s.domainDaemons(); len(ds) != 2 {
+		t.Errorf("after new start: want exactly the 2 new daemons, have %v", ds)
+	}
+	if out := s.sh("ls /usr/bin/dpkg /var/lib/dpkg/status"); !strings.Contains(out, "status") {
+		t.Errorf("sandbox after recovery: %q", out)
+	}
+	s.stop(comp)
+	if ms := s.domainMounts(); len(ms) != 0 {
+		t.Errorf("after close: mounts left %v", ms)
+	}
+	Eventually(t, 10*time.Second, "no fuse-overlayfs of the domain", func() bool { return len(s.domainDaemons()) == 0 })
+}

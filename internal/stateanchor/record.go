@@ -1,0 +1,88 @@
+package stateanchor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// recordFile is the name of the per-directory record inside its overlay dir.
+const recordFile = "image.json"
+
+// holdFile marks an image mount that this domain holds and has not
+// released; after a crash the next start releases it once.
+const holdFile = "image-mount.json"
+
+// Record is what a persistent dir's overlay was last mounted with.
+type Record struct {
+	Dir         string    `json:"dir"`
+	Image       string    `json:"image"`
+	ImageID     string    `json:"image_id"`
+	ImageDigest string    `json:"image_digest,omitempty"`
+	MountedAt   time.Time `json:"mounted_at"`
+	// PreviousImageID is the image the changes were made on before the
+	// last image update, for `lazaret state`.
+	PreviousImageID string `json:"previous_image_id,omitempty"`
+}
+
+// hold is the content of holdFile.
+type hold struct {
+	ImageID string `json:"image_id"`
+}
+
+// ReadRecord returns the record in overlayDir; a missing record is
+// (nil, nil).
+func ReadRecord(overlayDir string) (*Record, error) {
+	var r Record
+	ok, err := readJSON(filepath.Join(overlayDir, recordFile), &r)
+	if !ok {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func readJSON(path string, v any) (bool, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	return true, nil
+}
+
+// writeJSON replaces path atomically: a crash leaves the old or the new
+// content, never a torn file.
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(append(data, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
