@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -83,37 +82,11 @@ func (s *Store) AppendAudit(ctx context.Context, e audit.Entry) (uint64, error) 
 	return seq, nil
 }
 
-// Filter selects audit entries. The zero Filter selects every entry.
-type Filter struct {
-	// Profile keeps only entries of this profile.
-	Profile string `json:"profile,omitempty"`
-	// Since keeps entries at or after this time.
-	Since time.Time `json:"since,omitzero"`
-	// AfterSeq keeps entries with a larger sequence number (for --follow).
-	AfterSeq uint64 `json:"after_seq,omitempty"`
-	// Kinds keeps only these kinds (all when empty).
-	Kinds []audit.Kind `json:"kinds,omitempty"`
-	// Last > 0 keeps only the last Last matching entries.
-	Last int `json:"last,omitempty"`
-}
-
-func (f Filter) match(e *audit.Entry) bool {
-	if f.Profile != "" && e.Profile != f.Profile {
-		return false
-	}
-	if !f.Since.IsZero() && e.Time.Before(f.Since) {
-		return false
-	}
-	if len(f.Kinds) > 0 && !slices.Contains(f.Kinds, e.Kind) {
-		return false
-	}
-	return true
-}
-
-// Audit returns the entries matching f in sequence order. Entries are read
+// Audit returns the entries matching f in sequence order (see audit.Filter
+// for Last and Limit). Entries are read
 // without verifying the chain (see Verify); an unreadable record is an
 // error naming its sequence number.
-func (s *Store) Audit(ctx context.Context, f Filter) ([]audit.Entry, error) {
+func (s *Store) Audit(ctx context.Context, f audit.Filter) ([]audit.Entry, error) {
 	var out []audit.Entry
 	err := s.read(ctx, func(tx *bolt.Tx) error {
 		out = nil
@@ -136,14 +109,14 @@ func (s *Store) Audit(ctx context.Context, f Filter) ([]audit.Entry, error) {
 				if err != nil {
 					return err
 				}
-				if f.match(&e) {
+				if f.Match(&e) {
 					out = append(out, e)
 				}
 			}
 			slices.Reverse(out)
 			return nil
 		}
-		for k, v := c.Seek(seqKey(f.AfterSeq + 1)); k != nil; k, v = c.Next() {
+		for k, v := c.Seek(seqKey(f.AfterSeq + 1)); k != nil && (f.Limit <= 0 || len(out) < f.Limit); k, v = c.Next() {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -151,7 +124,7 @@ func (s *Store) Audit(ctx context.Context, f Filter) ([]audit.Entry, error) {
 			if err != nil {
 				return err
 			}
-			if f.match(&e) {
+			if f.Match(&e) {
 				out = append(out, e)
 			}
 		}

@@ -78,7 +78,7 @@ func TestAppendQueryVerify(t *testing.T) {
 	if _, err := s.AppendAudit(ctx, audit.Entry{Kind: audit.KindEscalationResult}); err == nil {
 		t.Fatal("invalid entry accepted")
 	}
-	all, err := s.Audit(ctx, Filter{})
+	all, err := s.Audit(ctx, audit.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,16 +94,18 @@ func TestAppendQueryVerify(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		f    Filter
+		f    audit.Filter
 		want []uint64
 	}{
-		{"profile", Filter{Profile: "codex"}, []uint64{2, 4, 6, 8}},
-		{"since", Filter{Since: base.Add(8 * time.Minute)}, []uint64{8, 9}},
-		{"after", Filter{AfterSeq: 7}, []uint64{8, 9}},
-		{"kinds", Filter{Kinds: []audit.Kind{audit.KindSandboxStart, audit.KindSessionEnd}}, []uint64{5, 9}},
-		{"last", Filter{Last: 3}, []uint64{7, 8, 9}},
-		{"last of profile", Filter{Last: 2, Profile: "claude"}, []uint64{7, 9}},
-		{"last after", Filter{Last: 5, AfterSeq: 7}, []uint64{8, 9}},
+		{"profile", audit.Filter{Profile: "codex"}, []uint64{2, 4, 6, 8}},
+		{"since", audit.Filter{Since: base.Add(8 * time.Minute)}, []uint64{8, 9}},
+		{"after", audit.Filter{AfterSeq: 7}, []uint64{8, 9}},
+		{"kinds", audit.Filter{Kinds: []audit.Kind{audit.KindSandboxStart, audit.KindSessionEnd}}, []uint64{5, 9}},
+		{"last", audit.Filter{Last: 3}, []uint64{7, 8, 9}},
+		{"last of profile", audit.Filter{Last: 2, Profile: "claude"}, []uint64{7, 9}},
+		{"last after", audit.Filter{Last: 5, AfterSeq: 7}, []uint64{8, 9}},
+		{"limit", audit.Filter{Limit: 2, AfterSeq: 3}, []uint64{4, 5}},
+		{"limit of profile", audit.Filter{Limit: 2, Profile: "codex"}, []uint64{2, 4}},
 	} {
 		got, err := s.Audit(ctx, c.f)
 		if err != nil {
@@ -133,7 +135,7 @@ func TestAppendQueryVerify(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Audit(ctx, Filter{}); !errors.Is(err, ErrClosed) {
+	if _, err := s.Audit(ctx, audit.Filter{}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after close: %v", err)
 	}
 	if _, err := os.Stat(ownerPath(path)); !errors.Is(err, os.ErrNotExist) {
@@ -364,7 +366,7 @@ func TestQueueFullIsBounded(t *testing.T) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if _, err := s.Audit(dctx, Filter{}); !errors.Is(err, ErrBusy) || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := s.Audit(dctx, audit.Filter{}); !errors.Is(err, ErrBusy) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("full queue with deadline: %v", err)
 	}
 	// A caller that stops waiting for a queued call returns at once.
@@ -449,7 +451,7 @@ func TestConcurrentAppends(t *testing.T) {
 				seen[seq] = true
 				mu.Unlock()
 				if i%10 == 0 {
-					if _, err := s.Audit(ctx, Filter{Last: 5}); err != nil {
+					if _, err := s.Audit(ctx, audit.Filter{Last: 5}); err != nil {
 						t.Error(err)
 					}
 				}
