@@ -42,6 +42,9 @@ func (g *globalOptions) resolveDomain(cfg *config.Config, profile, workspace str
 	if profile == "" {
 		profile = config.DefaultProfileName
 	}
+	if err := config.ValidProfileName(profile); err != nil {
+		return nil, nil, usageError{fmt.Errorf("--profile: %w", err)}
+	}
 	p, err := cfg.Profile(profile)
 	if err != nil {
 		return nil, nil, withHint(err, exitUsage, "pick a profile listed above, or add [profiles.<name>] to the configuration (`lazaret init` writes an example)")
