@@ -445,3 +445,55 @@ func TestStateAnchorCrashRecovery(t *testing.T) {
 	}
 	Eventually(t, 10*time.Second, "no fuse-overlayfs of the domain", func() bool { return len(s.domainDaemons()) == 0 })
 }
+
+func TestStateAnchorStateCommands(t *testing.T) {
+	s := newSAEnv(t)
+	s.env.WriteConfig("[profiles.sa-it]\nimage = \"" + config.DefaultImage + "\"\npersistent_dirs = [\"/usr\", \"/opt/sa\"]\n")
+	comp := s.component(config.DefaultImage, "/usr", "/opt/sa")
+	s.start(comp, config.DefaultImage)
+	// A file owned by a sub-uid: deleting it needs podman unshare.
+	s.sh("head -c 100000 /dev/zero > /usr/local/lzsa-blob && chown 1234:1234 /usr/local/lzsa-blob && echo x > /opt/sa/f")
+
+	out := s.env.MustRun("state", "sa-it")
+	if !strings.Contains(out, "/usr") || !strings.Contains(out, "/opt/sa") || !strings.Contains(out, "yes") {
+		t.Errorf("state while running: %s", out)
+	}
+	// Refused while the sandbox runs, even with --yes.
+	if r := s.env.Run("state", "reset", "sa-it", "/usr", "--yes"); r.Code == 0 || !strings.Contains(r.Stderr, "in use") {
+		t.Errorf("reset while running: exit %d, %s", r.Code, r.Stderr)
+	}
+	s.stop(comp)
+
+	var st struct {
+		Dirs []stateanchor.DirState `json:"dirs"`
+	}
+	if err := json.Unmarshal([]byte(s.env.MustRun("state", "sa-it", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Dirs) != 2 || st.Dirs[0].Bytes < 100000 || st.Dirs[0].Mounted || st.Dirs[0].Record == nil || st.Dirs[0].Record.ImageID == "" {
+		t.Fatalf("state --json after stop: %+v", st.Dirs)
+	}
+	// Without a terminal, --yes is required.
+	if r := s.env.Run("state", "reset", "sa-it", "/usr"); r.Code != 2 {
+		t.Errorf("reset without --yes: exit %d, %s", r.Code, r.Stderr)
+	}
+	changes, _, _ := s.anchor.OverlayPaths("/usr")
+	if _, err := os.Stat(filepath.Join(changes, "local", "lzsa-blob")); err != nil {
+		t.Fatalf("changes gone before reset: %v", err)
+	}
+	s.env.MustRun("state", "reset", "sa-it", "/usr", "--yes")
+	if _, err := os.Stat(filepath.Join(changes, "local", "lzsa-blob")); !os.IsNotExist(err) {
+		t.Errorf("usr changes after reset: %v", err)
+	}
+	optChanges, _, _ := s.anchor.OverlayPaths("/opt/sa")
+	if _, err := os.Stat(filepath.Join(optChanges, "f")); err != nil {
+		t.Errorf("/opt/sa changes must survive a reset of /usr: %v", err)
+	}
+	// The next start sees the image's /usr again, and /opt/sa's change.
+	comp = s.component(config.DefaultImage, "/usr", "/opt/sa")
+	s.start(comp, config.DefaultImage)
+	defer s.stop(comp)
+	if out := s.sh("ls /usr/local/lzsa-blob 2>&1; cat /opt/sa/f"); !strings.Contains(out, "No such file") || !strings.Contains(out, "x") {
+		t.Errorf("after reset: %q", out)
+	}
+}

@@ -83,6 +83,7 @@ real git on an agent branch, and human-approved host escalation.`,
 		newImageCmd(g),
 		newDoctorCmd(g),
 		newDiffCmd(g), newLogCmd(g), newMergeCmd(g), newResetBranchCmd(g),
+		newStateCmd(g),
 	)
 	return root
 }

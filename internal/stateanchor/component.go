@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
@@ -311,4 +312,9 @@ func short(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// NewComponent is New for a profile: its image and persistent_dirs.
+func NewComponent(p *config.Profile, a *domain.Anchor, pc *podman.Client, log *slog.Logger) *Component {
+	return New(Options{Anchor: a, Image: p.Image, Dirs: p.PersistentDirs, Podman: pc, Log: log})
 }

@@ -1,0 +1,253 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/coord"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/stateanchor"
+)
+
+type stateOptions struct {
+	json bool
+	yes  bool
+}
+
+func newStateCmd(g *globalOptions) *cobra.Command {
+	o := &stateOptions{}
+	cmd := &cobra.Command{
+		Use:   "state [PROFILE]",
+		Short: "Show the persistent directories (State Anchor) of this workspace's sandbox",
+		Long: `Show each persistent dir of the profile for the current workspace: the size and
+host path of the changes made in the sandbox, and the image they were last used
+with. Changes survive restarts and image updates (the new image becomes the base,
+the changes stay on top of it).`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: g.completeProfiles,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runState(cmd.Context(), g, o, firstArg(args))
+		},
+	}
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	reset := &cobra.Command{
+		Use:   "reset [PROFILE] [DIR]",
+		Short: "Discard the changes of a persistent dir (all of the profile's when DIR is omitted)",
+		Long: `Discard what the sandbox changed in a persistent dir, so the next start sees the
+image's version again. Asks for confirmation on a terminal; elsewhere --yes is
+required. Refuses while the sandbox of this workspace runs.`,
+		Args: cobra.MaximumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			profile, dir, err := stateResetArgs(args)
+			if err != nil {
+				return err
+			}
+			return runStateReset(cmd.Context(), g, o, profile, dir)
+		},
+	}
+	reset.Flags().BoolVarP(&o.yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.AddCommand(reset)
+	return cmd
+}
+
+// stateResetArgs tells PROFILE from DIR: a dir is absolute, a profile name
+// never contains a slash.
+func stateResetArgs(args []string) (profile, dir string, err error) {
+	switch len(args) {
+	case 1:
+		if strings.HasPrefix(args[0], "/") {
+			return "", args[0], nil
+		}
+		return args[0], "", nil
+	case 2:
+		if !strings.HasPrefix(args[1], "/") {
+			return "", "", usageError{fmt.Errorf("DIR %q: must be an absolute container path such as /usr", args[1])}
+		}
+		return args[0], args[1], nil
+	}
+	return "", "", nil
+}
+
+func (g *globalOptions) stateDomain(profile string) (*config.Profile, *domain.Anchor, error) {
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	return g.resolveDomain(cfg, profile, "")
+}
+
+type stateJSON struct {
+	Profile   string                 `json:"profile"`
+	Workspace string                 `json:"workspace"`
+	Hash      string                 `json:"hash"`
+	Dirs      []stateanchor.DirState `json:"dirs"`
+}
+
+func runState(ctx context.Context, g *globalOptions, o *stateOptions, profile string) error {
+	p, a, err := g.stateDomain(profile)
+	if err != nil {
+		return err
+	}
+	states, err := stateanchor.Inspect(ctx, &podman.Client{Log: g.log}, a, p.PersistentDirs)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		enc := json.NewEncoder(g.io.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(stateJSON{Profile: a.Profile, Workspace: a.Workspace, Hash: a.Hash, Dirs: states})
+	}
+	fmt.Fprintf(g.io.Out, "profile %s, workspace %s (domain %s)\n", a.Profile, a.Workspace, a.Hash)
+	if len(states) == 0 {
+		fmt.Fprintln(g.io.Out, "no persistent dirs (persistent_dirs in the profile)")
+		return nil
+	}
+	w := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "DIR\tCHANGES\tMOUNTED\tLAST IMAGE\tPATH")
+	for _, s := range states {
+		img := "-"
+		if r := s.Record; r != nil {
+			img = stateShortID(r.ImageID) + " " + r.Image
+			if r.PreviousImageID != "" {
+				img += " (changes begun on " + stateShortID(r.PreviousImageID) + ")"
+			}
+		}
+		mounted := "no"
+		if s.Mounted {
+			mounted = "yes"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.Dir, stateSize(s.Bytes), mounted, img, s.Changes)
+	}
+	return w.Flush()
+}
+
+func runStateReset(ctx context.Context, g *globalOptions, o *stateOptions, profile, dir string) error {
+	p, a, err := g.stateDomain(profile)
+	if err != nil {
+		return err
+	}
+	dirs := p.PersistentDirs
+	if dir != "" {
+		if err := stateanchor.ValidateDir(dir); err != nil {
+			return usageError{err}
+		}
+		if !slices.Contains(dirs, dir) {
+			// Changes of a dir removed from the profile may still be on
+			// disk; allow discarding them too.
+			if _, err := os.Lstat(a.OverlayDir(dir)); err != nil {
+				return usageError{fmt.Errorf("%s is not a persistent dir of profile %s and has no changes", dir, a.Profile)}
+			}
+		}
+		dirs = []string{dir}
+	}
+	if len(dirs) == 0 {
+		fmt.Fprintf(g.io.Out, "profile %s has no persistent dirs\n", a.Profile)
+		return nil
+	}
+
+	// The domain lock keeps a sandbox from starting while we delete; a
+	// sandbox already running is found by its control socket or container.
+	lock, err := coord.OpenLock(a.LockFile())
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	ok, err := lock.TryLock()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return stateBusy(a, "a sandbox is starting")
+	}
+	defer lock.Unlock()
+	pc := &podman.Client{Log: g.log}
+	if running, why := stateSandboxRunning(ctx, pc, a); running {
+		return stateBusy(a, why)
+	}
+
+	states, err := stateanchor.Inspect(ctx, pc, a, dirs)
+	if err != nil {
+		return err
+	}
+	if !o.yes {
+		in, isFile := g.io.In.(*os.File)
+		if !isFile || !term.IsTerminal(int(in.Fd())) {
+			return usageError{errors.New("state reset discards changes: confirm with --yes when not on a terminal")}
+		}
+		for _, s := range states {
+			fmt.Fprintf(g.io.ErrOut, "  %s: %s of changes in %s\n", s.Dir, stateSize(s.Bytes), s.Changes)
+		}
+		fmt.Fprintf(g.io.ErrOut, "Discard these changes of profile %s? [y/N] ", a.Profile)
+		line, _ := bufio.NewReader(in).ReadString('\n')
+		if ans := strings.ToLower(strings.TrimSpace(line)); ans != "y" && ans != "yes" {
+			return errors.New("state reset: not confirmed; nothing changed")
+		}
+	}
+	for _, s := range states {
+		if err := stateanchor.Reset(ctx, pc, a, s.Dir); err != nil {
+			if errors.Is(err, stateanchor.ErrInUse) {
+				return stateBusy(a, err.Error())
+			}
+			return err
+		}
+		fmt.Fprintf(g.io.Out, "%s: changes discarded (%s)\n", s.Dir, stateSize(s.Bytes))
+	}
+	return nil
+}
+
+func stateBusy(a *domain.Anchor, why string) error {
+	return withHint(fmt.Errorf("state reset: the sandbox of profile %s in %s is in use: %s", a.Profile, a.Workspace, why),
+		exitFailure, "stop it first with `lazaret stop`")
+}
+
+// stateSandboxRunning reports whether a coordinator answers on the domain's
+// control socket or the domain's container exists.
+func stateSandboxRunning(ctx context.Context, pc *podman.Client, a *domain.Anchor) (bool, string) {
+	d := net.Dialer{Timeout: 2 * time.Second}
+	if c, err := d.DialContext(ctx, "unix", a.ControlSocket()); err == nil {
+		c.Close()
+		return true, "its coordinator is running"
+	}
+	if ok, err := pc.ContainerExists(ctx, a.Container()); err != nil || ok {
+		if err != nil {
+			return true, "cannot tell whether container " + a.Container() + " exists: " + err.Error()
+		}
+		return true, "container " + a.Container() + " exists"
+	}
+	return false, ""
+}
+
+func stateShortID(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	return id
+}
+
+func stateSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,143 @@
+package stateanchor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+)
+
+// ErrInUse is returned by Reset while the overlay is mounted (a sandbox of
+// the domain runs).
+var ErrInUse = errors.New("the State Anchor is in use by a running sandbox")
+
+// DirState describes one persistent dir of a domain, for `lazaret state`.
+type DirState struct {
+	Dir     string  `json:"dir"`
+	Changes string  `json:"changes"`
+	Bytes   int64   `json:"bytes"`   // apparent size of the changes
+	Mounted bool    `json:"mounted"` // an overlay of it is mounted now
+	Record  *Record `json:"record,omitempty"`
+}
+
+// Inspect reports the State Anchor of each dir of the domain a. Files in
+// the changes may belong to sub-uids of the sandbox, so sizes are taken
+// inside podman unshare.
+func Inspect(ctx context.Context, pc *podman.Client, a *domain.Anchor, dirs []string) ([]DirState, error) {
+	mounts, err := mountsUnderRoot(ctx, pc, a)
+	if err != nil {
+		return nil, err
+	}
+	var out []DirState
+	var existing []string
+	for _, dir := range dirs {
+		changes, _, merged := a.OverlayPaths(dir)
+		st := DirState{Dir: dir, Changes: changes}
+		for _, m := range mounts {
+			if within(m.MountPoint, canonical(merged)) {
+				st.Mounted = true
+			}
+		}
+		if st.Record, err = ReadRecord(a.OverlayDir(dir)); err != nil {
+			return nil, err
+		}
+		if _, err := os.Lstat(changes); err == nil {
+			existing = append(existing, changes)
+		}
+		out = append(out, st)
+	}
+	if len(existing) > 0 {
+		sizes, err := duBytes(ctx, pc, existing)
+		if err != nil {
+			return nil, err
+		}
+		for i := range out {
+			out[i].Bytes = sizes[out[i].Changes]
+		}
+	}
+	return out, nil
+}
+
+// Reset discards the changes of dir in domain a: the next start sees the
+// image's dir again. It refuses with ErrInUse while the overlay is mounted;
+// the caller must also hold the domain's lock and check that no sandbox
+// runs.
+func Reset(ctx context.Context, pc *podman.Client, a *domain.Anchor, dir string) error {
+	if err := ValidateDir(dir); err != nil {
+		return err
+	}
+	mounts, err := mountsUnderRoot(ctx, pc, a)
+	if err != nil {
+		return err
+	}
+	odir := a.OverlayDir(dir)
+	for _, m := range mounts {
+		if within(m.MountPoint, canonical(odir)) {
+			return fmt.Errorf("%s: %w (%s is mounted)", dir, ErrInUse, m.MountPoint)
+		}
+	}
+	changes, work, _ := a.OverlayPaths(dir)
+	// The changes hold files of sub-uids that only root of the user
+	// namespace may delete. rm -rf does not follow symlinks in them.
+	if _, err := pc.Unshare(ctx, "rm", "-rf", "--", changes, work); err != nil {
+		return fmt.Errorf("discarding %s: %w", changes, err)
+	}
+	if err := os.Remove(filepath.Join(odir, recordFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// mountsUnderRoot lists the mounts under the domain's overlay root in
+// podman's namespace.
+func mountsUnderRoot(ctx context.Context, pc *podman.Client, a *domain.Anchor) ([]Mount, error) {
+	out, err := pc.Unshare(ctx, "cat", "/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	all, err := ParseMountinfo(out)
+	if err != nil {
+		return nil, err
+	}
+	return MountsUnder(all, canonical(overlayRoot(a))), nil
+}
+
+// canonical resolves symlinks in p where it exists (mountinfo shows
+// canonical paths), else returns p.
+func canonical(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+// duBytes returns the apparent size of each path (du -sb inside podman
+// unshare).
+func duBytes(ctx context.Context, pc *podman.Client, paths []string) (map[string]int64, error) {
+	out, err := pc.Unshare(ctx, append([]string{"du", "-s", "-b", "--"}, paths...)...)
+	if err != nil {
+		return nil, fmt.Errorf("measuring changes: %w", err)
+	}
+	sizes := map[string]int64{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		n, p, ok := strings.Cut(sc.Text(), "\t")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseInt(n, 10, 64)
+		if err != nil {
+			continue
+		}
+		sizes[p] = v
+	}
+	return sizes, nil
+}
