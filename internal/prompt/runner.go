@@ -1,0 +1,143 @@
+package prompt
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+
+	tea "charm.land/bubbletea/v2"
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+
+	"github.com/lazaret-dev/lazaret/internal/escalation"
+)
+
+// ErrNoTTY is returned (with a Deny answer) when there is no terminal to
+// ask on.
+var ErrNoTTY = errors.New("no terminal to ask on: denied")
+
+// Runner shows prompts on the CLI's terminal. It implements
+// escalation.Prompter: each call waits for its own answer while requests
+// queue in one bubbletea program.
+type Runner struct {
+	// TTY is the terminal; nil or not a terminal denies every request.
+	TTY *os.File
+	// Resolve resolves edited commands (see Resolver).
+	Resolve Resolver
+	// Pause and Resume stop and restart the TTY forwarding of the attached
+	// shell around the prompt (may be nil).
+	Pause, Resume func()
+	// OnAbort is called once after the human pressed Q (the CLI then asks
+	// the coordinator to stop).
+	OnAbort func()
+	// noFlush disables the input flush (tests' positive control only).
+	noFlush bool
+
+	mu      sync.Mutex
+	prog    *tea.Program
+	pending map[string]pendingReq
+}
+
+type pendingReq struct {
+	req escalation.PromptRequest
+	ch  chan escalation.Answer
+}
+
+// Prompt implements escalation.Prompter.
+func (r *Runner) Prompt(ctx context.Context, req escalation.PromptRequest) (escalation.Answer, error) {
+	if r.TTY == nil || !term.IsTerminal(int(r.TTY.Fd())) {
+		return escalation.Answer{Action: escalation.Deny}, ErrNoTTY
+	}
+	ch := make(chan escalation.Answer, 1)
+	r.mu.Lock()
+	if r.pending == nil {
+		r.pending = map[string]pendingReq{}
+	}
+	r.pending[req.RequestID] = pendingReq{req, ch}
+	if r.prog == nil {
+		r.start([]escalation.PromptRequest{req})
+		r.mu.Unlock()
+	} else {
+		p := r.prog
+		r.mu.Unlock()
+		p.Send(AddMsg{Request: req})
+	}
+	select {
+	case a := <-ch:
+		return a, nil
+	case <-ctx.Done():
+		r.mu.Lock()
+		delete(r.pending, req.RequestID)
+		p := r.prog
+		r.mu.Unlock()
+		if p != nil {
+			p.Send(CancelMsg{RequestID: req.RequestID})
+		}
+		return escalation.Answer{Action: escalation.Deny}, ctx.Err()
+	}
+}
+
+// start runs a program for reqs; r.mu is held.
+func (r *Runner) start(reqs []escalation.PromptRequest) {
+	if r.Pause != nil {
+		r.Pause()
+	}
+	// Whatever was typed for the shell before the prompt appeared must not
+	// answer it.
+	if !r.noFlush {
+		_ = FlushInput(r.TTY)
+	}
+	m := New(reqs[0], r.Resolve, r.deliver)
+	for _, q := range reqs[1:] {
+		m.queue = append(m.queue, q)
+	}
+	p := tea.NewProgram(m, tea.WithInput(r.TTY), tea.WithOutput(r.TTY), tea.WithoutSignalHandler())
+	r.prog = p
+	go func() {
+		_, err := p.Run()
+		r.mu.Lock()
+		r.prog = nil
+		var left []escalation.PromptRequest
+		for _, pr := range r.pending {
+			left = append(left, pr.req)
+		}
+		if err != nil {
+			// The terminal is unusable: deny what is waiting.
+			for id, pr := range r.pending {
+				pr.ch <- escalation.Answer{Action: escalation.Deny}
+				delete(r.pending, id)
+			}
+			left = nil
+		}
+		if len(left) > 0 {
+			// Requests that arrived while the program was quitting.
+			r.start(left)
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		if r.Resume != nil {
+			r.Resume()
+		}
+	}()
+}
+
+// deliver is the model's decide callback (runs inside Update).
+func (r *Runner) deliver(d Decision) {
+	r.mu.Lock()
+	pr, ok := r.pending[d.RequestID]
+	delete(r.pending, d.RequestID)
+	r.mu.Unlock()
+	if ok {
+		pr.ch <- d.Answer
+	}
+	if d.Answer.Action == escalation.Abort && r.OnAbort != nil {
+		go r.OnAbort()
+	}
+}
+
+// FlushInput discards input pending on the terminal (tcflush TCIFLUSH).
+func FlushInput(tty *os.File) error {
+	return unix.IoctlSetInt(int(tty.Fd()), unix.TCFLSH, unix.TCIFLUSH)
+}

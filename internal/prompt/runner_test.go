@@ -1,0 +1,160 @@
+package prompt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+
+	"github.com/lazaret-dev/lazaret/internal/escalation"
+)
+
+type ptyRig struct {
+	ptmx, tty *os.File
+	mu        sync.Mutex
+	out       bytes.Buffer
+}
+
+func newPTY(t *testing.T) *ptyRig {
+	t.Helper()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 120})
+	// The attached shell has the terminal in raw mode, as attach does.
+	if _, err := term.MakeRaw(int(tty.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	p := &ptyRig{ptmx: ptmx, tty: tty}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			p.mu.Lock()
+			p.out.Write(buf[:n])
+			p.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { tty.Close(); ptmx.Close() })
+	return p
+}
+
+// waitFor waits (bounded) until the terminal output contains s.
+func (p *ptyRig) waitFor(t *testing.T, s string) {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		p.mu.Lock()
+		ok := strings.Contains(p.out.String(), s)
+		p.mu.Unlock()
+		if ok {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("terminal never showed %q", s)
+}
+
+func ask(r *Runner, rq escalation.PromptRequest) chan escalation.Answer {
+	ch := make(chan escalation.Answer, 1)
+	go func() {
+		a, _ := r.Prompt(context.Background(), rq)
+		ch <- a
+	}()
+	return ch
+}
+
+func TestRunnerOnPTY(t *testing.T) {
+	p := newPTY(t)
+	var paused, resumed int
+	r := &Runner{TTY: p.tty, Resolve: resolver, Pause: func() { paused++ }, Resume: func() { resumed++ }}
+	ch := ask(r, req("r1", "make", "x"))
+	p.waitFor(t, "abort lazaret")
+	if _, err := p.ptmx.Write([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-ch; a.Action != escalation.Approve {
+		t.Fatalf("answer %v", a.Action)
+	}
+	for i := 0; i < 500 && resumed == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if paused != 1 || resumed != 1 {
+		t.Fatalf("forwarding paused %d resumed %d", paused, resumed)
+	}
+}
+
+// TestRunnerFlushesPendingInput: a keystroke typed before the prompt
+// appeared must not answer it. Control: without the flush it does.
+func TestRunnerFlushesPendingInput(t *testing.T) {
+	for _, flush := range []bool{true, false} {
+		p := newPTY(t)
+		if _, err := p.ptmx.Write([]byte("a")); err != nil {
+			t.Fatal(err)
+		}
+		// Wait until the byte is in the terminal's input queue.
+		for i := 0; ; i++ {
+			n, err := unix.IoctlGetInt(int(p.tty.Fd()), unix.TIOCINQ)
+			if err != nil || i > 1000 {
+				t.Fatalf("input never queued: %v", err)
+			}
+			if n == 1 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		r := &Runner{TTY: p.tty, Resolve: resolver, noFlush: !flush}
+		ch := ask(r, req("r1", "make", "x"))
+		if !flush {
+			if a := <-ch; a.Action != escalation.Approve {
+				t.Fatalf("control: pending 'a' did not approve (%v)", a.Action)
+			}
+			continue
+		}
+		p.waitFor(t, "abort lazaret")
+		p.ptmx.Write([]byte("d"))
+		if a := <-ch; a.Action != escalation.Deny {
+			t.Fatalf("pending input answered the prompt: %v", a.Action)
+		}
+	}
+}
+
+func TestRunnerNoTTYDenies(t *testing.T) {
+	f, _ := os.Open(os.DevNull)
+	defer f.Close()
+	for _, tty := range []*os.File{nil, f} {
+		a, err := (&Runner{TTY: tty}).Prompt(context.Background(), req("r1", "make"))
+		if a.Action != escalation.Deny || !errors.Is(err, ErrNoTTY) {
+			t.Fatalf("no tty: %v %v", a.Action, err)
+		}
+	}
+}
+
+func TestRunnerQueuesAndAborts(t *testing.T) {
+	p := newPTY(t)
+	aborted := make(chan struct{})
+	r := &Runner{TTY: p.tty, Resolve: resolver, OnAbort: func() { close(aborted) }}
+	ch1 := ask(r, req("r1", "make", "one"))
+	p.waitFor(t, "abort lazaret")
+	ch2 := ask(r, req("r2", "make", "two"))
+	p.waitFor(t, "1 more waiting")
+	p.ptmx.Write([]byte("q"))
+	if a := <-ch1; a.Action != escalation.Abort {
+		t.Fatalf("r1 %v", a.Action)
+	}
+	if a := <-ch2; a.Action != escalation.Deny {
+		t.Fatalf("r2 %v", a.Action)
+	}
+	<-aborted
+}
