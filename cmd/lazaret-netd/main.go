@@ -1,19 +1,126 @@
 // Command lazaret-netd is the Network Sidecar that owns the sandbox network
-// namespace.
+// namespace: it installs the egress ruleset before the agent starts, runs
+// the namespace's DNS resolver and takes policy updates on its control
+// socket. It imports only what that needs (see deps_test.go).
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
+	"log/slog"
+	"net/netip"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/netd"
+	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/version"
 )
+
+type addrList []netip.AddrPort
+
+func (l *addrList) String() string { return fmt.Sprint(*l) }
+func (l *addrList) Set(s string) error {
+	ap, err := parseHostPort(s, 53)
+	if err != nil {
+		return err
+	}
+	*l = append(*l, ap)
+	return nil
+}
+
+func parseHostPort(s string, defPort uint16) (netip.AddrPort, error) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap, nil
+	}
+	a, err := netip.ParseAddr(strings.Trim(s, "[]"))
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%q is not an address or address:port", s)
+	}
+	return netip.AddrPortFrom(a, defPort), nil
+}
 
 func main() {
 	if len(os.Args) > 1 && (os.Args[1] == "--version" || os.Args[1] == "version") {
 		fmt.Println("lazaret-netd", version.Version)
 		return
 	}
-	fmt.Fprintln(os.Stderr, "lazaret-netd: not implemented yet")
-	os.Exit(2)
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("lazaret-netd", flag.ContinueOnError)
+	var (
+		policyJSON = fs.String("policy", "{}", "initial policy as JSON (allow_egress, allow_domains)")
+		control    = fs.String("control", "", "path of the control socket to create")
+		controlFD  = fs.Int("control-fd", 0, "inherited listening control socket descriptor")
+		minTTL     = fs.Duration("min-ttl", 30*time.Second, "shortest time a resolved address stays allowed")
+		maxTTL     = fs.Duration("max-ttl", time.Hour, "longest time a resolved address stays allowed")
+		resolvConf = fs.String("resolv-conf", "/etc/resolv.conf", "where to find upstream nameservers when --upstream is not given")
+		upstreams  addrList
+		listen     addrList
+	)
+	fs.Var(&upstreams, "upstream", "upstream DNS server address[:port] (repeatable)")
+	fs.Var(&listen, "listen", "resolver address[:port] (repeatable; default 127.0.0.1:53 and [::1]:53)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "netd")
+	var p netpolicy.Policy
+	dec := json.NewDecoder(strings.NewReader(*policyJSON))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		fmt.Fprintf(os.Stderr, "lazaret-netd: --policy: %v\n", err)
+		return 2
+	}
+	if len(upstreams) == 0 {
+		upstreams = nameservers(*resolvConf)
+	}
+	if len(upstreams) == 0 {
+		log.Warn("no upstream nameserver: allowed names will fail to resolve")
+	}
+	d, err := netd.New(netd.Config{
+		Policy: p, Upstreams: upstreams, Listen: listen,
+		ControlPath: *control, ControlFD: *controlFD,
+		MinTTL: *minTTL, MaxTTL: *maxTTL, Log: log,
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lazaret-netd: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := d.Run(ctx); err != nil {
+		// Fail closed: the sidecar exits and the sandbox does not start.
+		fmt.Fprintf(os.Stderr, "lazaret-netd: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// nameservers reads the non-loopback nameservers of a resolv.conf: the
+// namespace's uplink resolvers (loopback ones would be netd itself).
+func nameservers(path string) addrList {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out addrList
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "nameserver" {
+			continue
+		}
+		a, err := netip.ParseAddr(f[1])
+		if err != nil || a.IsLoopback() || a.IsUnspecified() {
+			continue
+		}
+		out = append(out, netip.AddrPortFrom(a.Unmap(), 53))
+	}
+	return out
 }

@@ -1,0 +1,595 @@
+// Package netd is lazaret-netd, the Network Sidecar: it installs the
+// egress ruleset in the sandbox's network namespace before anything else
+// runs there, answers DNS for allowed names (adding their addresses to the
+// allow sets), counts denials, and takes policy changes over its control
+// socket.
+package netd
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
+	"golang.org/x/sys/unix"
+
+	"github.com/lazaret-dev/lazaret/internal/netd/api"
+	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/version"
+)
+
+// Config configures the daemon.
+type Config struct {
+	Policy    netpolicy.Policy
+	Upstreams []netip.AddrPort
+	// Listen are the resolver's addresses (127.0.0.1:53 and [::1]:53).
+	Listen []netip.AddrPort
+	// ControlPath is the control socket to create; ControlFD, when > 0, is
+	// an already listening socket handed over by the host instead.
+	ControlPath string
+	ControlFD   int
+	// MinTTL and MaxTTL clamp how long a resolved address stays allowed.
+	MinTTL, MaxTTL time.Duration
+	Log            *slog.Logger
+}
+
+// Daemon is one running netd.
+type Daemon struct {
+	cfg Config
+	log *slog.Logger
+
+	nftMu sync.Mutex // one netlink transaction at a time
+	nft   *netpolicy.Conn
+
+	mu        sync.Mutex
+	policy    netpolicy.Policy // with expiries; Active() is what is installed
+	applied   bool
+	resolved  map[netip.Addr]api.Resolved
+	denials   map[string]*api.Denial
+	changes   []api.Change
+	denialLog string
+	wake      chan struct{} // re-arms the expiry timer
+	inflight  chan struct{} // bounds concurrent upstream queries
+}
+
+const (
+	maxDenials = 512
+	maxChanges = 100
+)
+
+// New checks cfg and returns a daemon that has not touched the namespace.
+func New(cfg Config) (*Daemon, error) {
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MinTTL <= 0 {
+		cfg.MinTTL = 30 * time.Second
+	}
+	if cfg.MaxTTL < cfg.MinTTL {
+		cfg.MaxTTL = max(time.Hour, cfg.MinTTL)
+	}
+	if len(cfg.Listen) == 0 {
+		cfg.Listen = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53"), netip.MustParseAddrPort("[::1]:53")}
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Daemon{
+		cfg:       cfg,
+		log:       log,
+		policy:    cfg.Policy,
+		resolved:  map[netip.Addr]api.Resolved{},
+		denials:   map[string]*api.Denial{},
+		denialLog: "counters only",
+		wake:      make(chan struct{}, 1),
+		inflight:  make(chan struct{}, 64),
+	}, nil
+}
+
+// Run installs the ruleset and serves until ctx ends. The ruleset is
+// installed first and any failure returns at once, so the sidecar exits
+// non-zero and the sandbox never starts on an open namespace. On return
+// the ruleset stays in place: a namespace without netd denies everything.
+func (d *Daemon) Run(ctx context.Context) error {
+	nft, err := netpolicy.Dial()
+	if err != nil {
+		return err
+	}
+	d.nft = nft
+	now := time.Now()
+	if err := netpolicy.Install(nft, netpolicy.Build(d.policy.Active(now))); err != nil {
+		return err
+	}
+	d.logChange("installed ruleset: " + describe(d.policy.Active(now)))
+
+	var closers []func() error
+	defer func() {
+		for _, c := range slices.Backward(closers) {
+			c()
+		}
+	}()
+	if nl, err := openNflog(netpolicy.DenyLogGroup, netpolicy.DenyLogSnaplen); err != nil {
+		d.log.Warn("denials counted per rule only", "err", err)
+	} else {
+		d.mu.Lock()
+		d.denialLog = "nflog"
+		d.mu.Unlock()
+		closers = append(closers, nl.close)
+		go nl.run(d.packetDenied)
+	}
+
+	for _, addr := range d.cfg.Listen {
+		uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
+		if err != nil {
+			if addr.Addr().Is6() && errors.Is(err, unix.EADDRNOTAVAIL) {
+				d.log.Warn("no IPv6 loopback; resolver on IPv4 only", "err", err)
+				continue
+			}
+			return fmt.Errorf("resolver %s: %w", addr, err)
+		}
+		closers = append(closers, uc.Close)
+		go d.serveUDP(ctx, uc)
+		tl, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
+		if err != nil {
+			return fmt.Errorf("resolver %s/tcp: %w", addr, err)
+		}
+		closers = append(closers, tl.Close)
+		go d.serveTCP(ctx, tl)
+	}
+
+	ctl, err := d.controlListener()
+	if err != nil {
+		return err
+	}
+	closers = append(closers, ctl.Close)
+	go d.serveControl(ctx, ctl)
+
+	d.mu.Lock()
+	d.applied = true
+	d.mu.Unlock()
+	d.log.Info("ready", "upstreams", d.cfg.Upstreams, "control", d.cfg.ControlPath)
+	return d.expiryLoop(ctx)
+}
+
+func (d *Daemon) controlListener() (net.Listener, error) {
+	if d.cfg.ControlFD > 0 {
+		f := os.NewFile(uintptr(d.cfg.ControlFD), "control")
+		l, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("control socket fd %d: %w", d.cfg.ControlFD, err)
+		}
+		return l, nil
+	}
+	if d.cfg.ControlPath == "" {
+		return nil, fmt.Errorf("no control socket configured")
+	}
+	os.Remove(d.cfg.ControlPath) // a leftover of an earlier run
+	old := unix.Umask(0o177)
+	l, err := net.Listen("unix", d.cfg.ControlPath)
+	unix.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	return l, nil
+}
+
+// expiryLoop removes expired entries from the installed sets.
+func (d *Daemon) expiryLoop(ctx context.Context) error {
+	for {
+		d.mu.Lock()
+		next := d.policy.NextExpiry()
+		d.mu.Unlock()
+		var timer <-chan time.Time
+		if !next.IsZero() {
+			t := time.NewTimer(max(time.Until(next), 0) + 10*time.Millisecond)
+			defer t.Stop()
+			timer = t.C
+		}
+		select {
+		case <-ctx.Done():
+			d.log.Info("stopping; the ruleset stays installed")
+			return nil
+		case <-d.wake:
+		case <-timer:
+			d.mu.Lock()
+			before := d.policy
+			d.policy = d.policy.Active(time.Now())
+			p := d.policy
+			d.mu.Unlock()
+			if !before.Equal(p) {
+				if err := d.applyAllow(p); err != nil {
+					d.log.Error("expiry update failed", "err", err)
+				} else {
+					d.logChange("expired entries removed: " + describe(p))
+				}
+			}
+		}
+	}
+}
+
+func (d *Daemon) applyAllow(p netpolicy.Policy) error {
+	v4, v6 := netpolicy.AllowSets(p.Active(time.Now()))
+	d.nftMu.Lock()
+	defer d.nftMu.Unlock()
+	return netpolicy.ReplaceAllow(d.nft, v4, v6)
+}
+
+func (d *Daemon) logChange(what string) {
+	d.log.Info("policy change", "what", what)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.changes = append(d.changes, api.Change{Time: time.Now().UTC(), What: what})
+	if len(d.changes) > maxChanges {
+		d.changes = d.changes[len(d.changes)-maxChanges:]
+	}
+}
+
+func describe(p netpolicy.Policy) string {
+	var cs, ds []string
+	for _, c := range p.AllowEgress {
+		cs = append(cs, c.Prefix.String())
+	}
+	for _, dm := range p.AllowDomains {
+		ds = append(ds, dm.Pattern)
+	}
+	return fmt.Sprintf("allow_egress=%v allow_domains=%v", cs, ds)
+}
+
+func (d *Daemon) countDenial(dest string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if den, ok := d.denials[dest]; ok {
+		den.Count++
+		den.Last = time.Now().UTC()
+		return
+	}
+	if len(d.denials) >= maxDenials {
+		// Forget the oldest so a scan of many addresses cannot grow memory.
+		var oldest string
+		for k, v := range d.denials {
+			if oldest == "" || v.Last.Before(d.denials[oldest].Last) {
+				oldest = k
+			}
+		}
+		delete(d.denials, oldest)
+	}
+	d.denials[dest] = &api.Denial{Dest: dest, Count: 1, Last: time.Now().UTC()}
+}
+
+func (d *Daemon) packetDenied(pkt []byte) {
+	if dest, ok := netpolicy.ParsePacketDest(pkt); ok {
+		d.countDenial(dest.String())
+	}
+}
+
+// serveControl answers control requests. The socket is reachable only by
+// the host user (the sandbox never has the socket's directory mounted);
+// the peer's uid is checked anyway.
+func (d *Daemon) serveControl(ctx context.Context, l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Error("control accept", "err", err)
+			}
+			return
+		}
+		go d.handleControl(ctx, c)
+	}
+}
+
+func peerUID(c net.Conn) (int, error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return -1, fmt.Errorf("not a UNIX connection")
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return -1, err
+	}
+	if cerr != nil {
+		return -1, cerr
+	}
+	return int(cred.Uid), nil
+}
+
+func (d *Daemon) handleControl(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	enc := json.NewEncoder(c)
+	if uid, err := peerUID(c); err != nil || uid != os.Getuid() {
+		d.log.Warn("control connection refused", "peer_uid", uid, "err", err)
+		enc.Encode(api.Response{Error: "permission denied"})
+		return
+	}
+	sc := bufio.NewScanner(c)
+	sc.Buffer(make([]byte, 64*1024), api.MaxMessage)
+	if !sc.Scan() {
+		return
+	}
+	var req api.Request
+	if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+		enc.Encode(api.Response{Error: "bad request: " + err.Error()})
+		return
+	}
+	resp := d.handle(ctx, req)
+	enc.Encode(resp)
+}
+
+func (d *Daemon) handle(ctx context.Context, req api.Request) api.Response {
+	if req.Version != api.Version {
+		return api.Response{Error: fmt.Sprintf("protocol version %d, netd speaks %d", req.Version, api.Version)}
+	}
+	reason := req.Reason
+	if reason == "" {
+		reason = "control socket"
+	}
+	switch req.Op {
+	case api.OpStatus:
+	case api.OpSetPolicy:
+		if req.Policy == nil {
+			return api.Response{Error: "set_policy without a policy"}
+		}
+		if err := req.Policy.Validate(); err != nil {
+			return api.Response{Error: err.Error()}
+		}
+		d.mu.Lock()
+		// Temporary entries added with `net allow` survive a reload until
+		// they expire; the permanent ones are replaced.
+		p := *req.Policy
+		for _, c := range d.policy.AllowEgress {
+			if !c.Expires.IsZero() {
+				p.AllowEgress = append(p.AllowEgress, c)
+			}
+		}
+		for _, dm := range d.policy.AllowDomains {
+			if !dm.Expires.IsZero() {
+				p.AllowDomains = append(p.AllowDomains, dm)
+			}
+		}
+		p = p.Active(time.Now())
+		d.mu.Unlock()
+		if err := d.commit(p, reason+": set policy "+describe(p)); err != nil {
+			return api.Response{Error: err.Error()}
+		}
+	case api.OpAllow:
+		if req.ForSeconds < 0 {
+			return api.Response{Error: "negative duration"}
+		}
+		cidr, domain, err := netpolicy.ParseTarget(req.Target)
+		if err != nil {
+			return api.Response{Error: err.Error()}
+		}
+		var exp time.Time
+		if req.ForSeconds > 0 {
+			exp = time.Now().Add(time.Duration(req.ForSeconds) * time.Second).UTC()
+		}
+		d.mu.Lock()
+		p := d.policy
+		p.AllowEgress = slices.Clone(p.AllowEgress)
+		p.AllowDomains = slices.Clone(p.AllowDomains)
+		what := reason + ": allow " + req.Target
+		if domain != "" {
+			p.AllowDomains = append(p.AllowDomains, netpolicy.Domain{Pattern: domain, Expires: exp})
+		} else {
+			p.AllowEgress = append(p.AllowEgress, netpolicy.CIDR{Prefix: cidr, Expires: exp})
+		}
+		p = p.Active(time.Now())
+		d.mu.Unlock()
+		if !exp.IsZero() {
+			what += " until " + exp.Format(time.RFC3339)
+		}
+		if err := d.commit(p, what); err != nil {
+			return api.Response{Error: err.Error()}
+		}
+	default:
+		return api.Response{Error: fmt.Sprintf("unknown op %q", req.Op)}
+	}
+	st := d.status()
+	return api.Response{OK: true, Status: &st}
+}
+
+// commit installs p's allow sets (one transaction) and then makes p the
+// daemon's policy.
+func (d *Daemon) commit(p netpolicy.Policy, what string) error {
+	if err := d.applyAllow(p); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.policy = p
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+	d.logChange(what)
+	return nil
+}
+
+func (d *Daemon) status() api.Status {
+	d.nftMu.Lock()
+	counters, err := netpolicy.Counters(d.nft)
+	d.nftMu.Unlock()
+	if err != nil {
+		d.log.Warn("read counters", "err", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := api.Status{
+		Applied:   d.applied,
+		Version:   version.Version,
+		Policy:    d.policy.Active(time.Now()),
+		Counters:  counters,
+		DenialLog: d.denialLog,
+		Changes:   slices.Clone(d.changes),
+	}
+	for _, u := range d.cfg.Upstreams {
+		st.Upstreams = append(st.Upstreams, u.String())
+	}
+	now := time.Now()
+	for a, r := range d.resolved {
+		if r.Expires.Before(now) {
+			delete(d.resolved, a)
+			continue
+		}
+		st.Resolved = append(st.Resolved, r)
+	}
+	sort.Slice(st.Resolved, func(i, j int) bool { return st.Resolved[i].Addr < st.Resolved[j].Addr })
+	for _, den := range d.denials {
+		st.Denials = append(st.Denials, *den)
+	}
+	sort.Slice(st.Denials, func(i, j int) bool {
+		if st.Denials[i].Count != st.Denials[j].Count {
+			return st.Denials[i].Count > st.Denials[j].Count
+		}
+		return st.Denials[i].Dest < st.Denials[j].Dest
+	})
+	return st
+}
+
+// resolve answers one query from the sandbox.
+func (d *Daemon) resolve(ctx context.Context, msg []byte) []byte {
+	q, err := parseQuery(msg)
+	if err != nil {
+		if q.id != 0 || len(msg) >= 12 {
+			return reply(query{id: q.id}, dnsmessage.RCodeFormatError)
+		}
+		return nil
+	}
+	d.mu.Lock()
+	p := d.policy.Active(time.Now())
+	d.mu.Unlock()
+	dec, why := decide(q, p)
+	switch dec {
+	case deny:
+		d.log.Info("dns denied", "name", q.name, "type", q.question.Type, "reason", why)
+		d.countDenial("dns " + q.name)
+		return reply(q, dnsmessage.RCodeNameError)
+	case noData:
+		return reply(q, dnsmessage.RCodeSuccess)
+	}
+	select {
+	case d.inflight <- struct{}{}:
+		defer func() { <-d.inflight }()
+	case <-ctx.Done():
+		return reply(q, dnsmessage.RCodeServerFailure)
+	}
+	id, up, err := upstreamQuery(q)
+	if err != nil {
+		return reply(q, dnsmessage.RCodeServerFailure)
+	}
+	for _, u := range d.cfg.Upstreams {
+		resp, err := exchange(ctx, u, id, up)
+		if err != nil {
+			d.log.Warn("upstream failed", "upstream", u, "name", q.name, "err", err)
+			continue
+		}
+		out, ls, err := readAnswer(resp, id, q, d.cfg.MinTTL, d.cfg.MaxTTL)
+		if err != nil {
+			d.log.Warn("upstream answer refused", "upstream", u, "err", err)
+			continue
+		}
+		// The addresses are allowed before the answer leaves, so the
+		// agent's connect right after the lookup already passes.
+		if err := d.allowResolved(q.name, ls); err != nil {
+			d.log.Error("add resolved addresses", "name", q.name, "err", err)
+			return reply(q, dnsmessage.RCodeServerFailure)
+		}
+		return out
+	}
+	return reply(q, dnsmessage.RCodeServerFailure)
+}
+
+func (d *Daemon) allowResolved(name string, ls []learned) error {
+	if len(ls) == 0 {
+		return nil
+	}
+	now := time.Now()
+	var rs []netpolicy.Resolved
+	d.mu.Lock()
+	for _, l := range ls {
+		prev, ok := d.resolved[l.addr]
+		rs = append(rs, netpolicy.Resolved{Addr: l.addr, TTL: l.ttl, Refresh: ok && prev.Expires.After(now)})
+	}
+	d.mu.Unlock()
+	d.nftMu.Lock()
+	err := netpolicy.AddResolved(d.nft, rs)
+	if err != nil {
+		// An entry may have expired in the kernel between the check and
+		// the batch; add without the refresh deletes.
+		for i := range rs {
+			rs[i].Refresh = false
+		}
+		err = netpolicy.AddResolved(d.nft, rs)
+	}
+	d.nftMu.Unlock()
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	for _, l := range ls {
+		d.resolved[l.addr] = api.Resolved{Name: name, Addr: l.addr.String(), Expires: now.Add(l.ttl).UTC()}
+	}
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *Daemon) serveUDP(ctx context.Context, c *net.UDPConn) {
+	buf := make([]byte, 4096)
+	for {
+		n, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return
+		}
+		msg := slices.Clone(buf[:n])
+		go func() {
+			if out := d.resolve(ctx, msg); out != nil {
+				c.WriteToUDPAddrPort(out, from)
+			}
+		}()
+	}
+}
+
+func (d *Daemon) serveTCP(ctx context.Context, l *net.TCPListener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			for range 16 {
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				msg, err := readFramed(c)
+				if err != nil {
+					return
+				}
+				out := d.resolve(ctx, msg)
+				if out == nil {
+					return
+				}
+				framed := append([]byte{byte(len(out) >> 8), byte(len(out))}, out...)
+				if _, err := c.Write(framed); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
