@@ -1,0 +1,185 @@
+// Package attach runs a command (podman exec) with the user's terminal or
+// streams: under a PTY with the terminal in raw mode, window-size changes
+// forwarded and the terminal restored on every exit path; or with the
+// standard streams passed straight through. It returns the command's exit
+// code.
+package attach
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/term"
+)
+
+// Options describe the streams of one attach.
+type Options struct {
+	// TTY runs the command under a new PTY. When Stdin is a terminal it is
+	// put in raw mode for the duration, so that Ctrl-C and the other
+	// control keys reach the sandboxed process as bytes.
+	TTY    bool
+	Stdin  *os.File
+	Stdout *os.File
+	Stderr *os.File
+	// Stop, when closed, ends the command (the sandbox is going away).
+	Stop <-chan struct{}
+}
+
+// forwarded are the signals passed on to the command instead of ending
+// lazaret. In TTY mode SIGINT and SIGQUIT arrive as bytes through the PTY;
+// they are still caught, so a signal sent to lazaret by kill(1) is passed
+// on rather than leaving the command orphaned.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// Run starts cmd with the streams of o, waits for it, and returns its exit
+// code (128+n when it died of signal n). An error means the command could
+// not be run at all.
+func Run(cmd *exec.Cmd, o Options) (int, error) {
+	if o.TTY {
+		return runTTY(cmd, o)
+	}
+	return runPlain(cmd, o)
+}
+
+func runPlain(cmd *exec.Cmd, o Options) (int, error) {
+	// The descriptors are handed to the command as they are: no copying
+	// goroutine in between, EOF and half-close behave as for any pipe.
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	return wait(cmd, sigs, o.Stop)
+}
+
+func runTTY(cmd *exec.Cmd, o Options) (code int, err error) {
+	var restore func()
+	isTerm := o.Stdin != nil && term.IsTerminal(int(o.Stdin.Fd()))
+	var size *pty.Winsize
+	if isTerm {
+		size, _ = pty.GetsizeFull(o.Stdin)
+	}
+	ptmx, err := pty.StartWithSize(cmd, size)
+	if err != nil {
+		return 0, err
+	}
+	defer ptmx.Close()
+
+	restore = func() {}
+	if isTerm {
+		state, err := term.MakeRaw(int(o.Stdin.Fd()))
+		if err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return 0, fmt.Errorf("terminal raw mode: %w", err)
+		}
+		var once sync.Once
+		fd := int(o.Stdin.Fd())
+		restore = func() { once.Do(func() { _ = term.Restore(fd, state) }) }
+	}
+	// Restored on return and on a panic anywhere below, including in the
+	// copying goroutines (a panic there would not run this goroutine's
+	// defers, so each goroutine restores too).
+	defer restore()
+	guard := func() {
+		if r := recover(); r != nil {
+			restore()
+			panic(r)
+		}
+	}
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	winch := make(chan os.Signal, 1)
+	if isTerm {
+		signal.Notify(winch, syscall.SIGWINCH)
+		defer signal.Stop(winch)
+		go func() {
+			defer guard()
+			for range winch {
+				_ = pty.InheritSize(o.Stdin, ptmx)
+			}
+		}()
+	}
+
+	if o.Stdin != nil {
+		go func() {
+			defer guard()
+			_, _ = io.Copy(ptmx, o.Stdin)
+			// Stdin ended (a pipe, not a terminal): send EOF through the
+			// line discipline.
+			if !isTerm {
+				_, _ = ptmx.Write([]byte{4})
+			}
+		}()
+	}
+	out := make(chan struct{})
+	go func() {
+		defer guard()
+		defer close(out)
+		_, _ = io.Copy(o.Stdout, ptmx) // ends with EIO once the command exits
+	}()
+	code, err = wait(cmd, sigs, o.Stop)
+	// Drain what the command wrote just before exiting.
+	select {
+	case <-out:
+	case <-time.After(2 * time.Second):
+	}
+	if isTerm {
+		close(winchStop(winch))
+	}
+	return code, err
+}
+
+// winchStop stops SIGWINCH delivery to ch and returns it for closing.
+func winchStop(ch chan os.Signal) chan os.Signal {
+	signal.Stop(ch)
+	return ch
+}
+
+// wait waits for cmd, passing forwarded signals on and killing it when
+// stop is closed.
+func wait(cmd *exec.Cmd, sigs <-chan os.Signal, stop <-chan struct{}) (int, error) {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case err := <-done:
+			return exitCode(err)
+		case s := <-sigs:
+			_ = cmd.Process.Signal(s)
+		case <-stop:
+			stop = nil
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			go func() {
+				time.Sleep(3 * time.Second)
+				_ = cmd.Process.Kill()
+			}()
+		}
+	}
+}
+
+func exitCode(err error) (int, error) {
+	if err == nil {
+		return 0, nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return 0, err
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), nil
+	}
+	return ee.ExitCode(), nil
+}

@@ -1,0 +1,247 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/lazaret-dev/lazaret/internal/attach"
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/coord"
+	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+)
+
+// connectTimeout bounds starting (or reaching) the sandbox, including a
+// cold container start on a loaded machine.
+const connectTimeout = 3 * time.Minute
+
+type execOptions struct {
+	tty bool
+}
+
+func newExecCmd(g *globalOptions) *cobra.Command {
+	o := &execOptions{}
+	cmd := &cobra.Command{
+		Use:   "exec [PROFILE] [--] COMMAND [ARG...]",
+		Short: "Run a command in the sandbox of this directory",
+		Long: `Run a command in the sandbox of PROFILE (default "default") for the current
+directory, starting the sandbox if needed. Standard input, output and error
+are passed through and lazaret exits with the command's exit code.
+
+With one word before "--" (or before the command, when it is a profile
+name) that word is the profile.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			profile, command, err := splitProfile(g, cmd, args)
+			if err != nil {
+				return err
+			}
+			return runSession(cmd.Context(), g, sessionRequest{profile: profile, tty: o.tty, command: command})
+		},
+	}
+	cmd.Flags().SetInterspersed(false)
+	cmd.Flags().BoolVarP(&o.tty, "tty", "t", false, "run the command under a terminal (for interactive programs)")
+	return cmd
+}
+
+// splitProfile separates the optional PROFILE from the command: with "--"
+// everything before it (at most one word) is the profile; without, the
+// first word is the profile only if it names a configured profile and a
+// command follows.
+func splitProfile(g *globalOptions, cmd *cobra.Command, args []string) (string, []string, error) {
+	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+		switch dash {
+		case 0:
+		case 1:
+			if len(args) == 1 {
+				return "", nil, usageError{errors.New("exec: no command after --")}
+			}
+			return args[0], args[1:], nil
+		default:
+			return "", nil, usageError{fmt.Errorf("exec: expected at most one PROFILE before --, got %q", args[:dash])}
+		}
+		if len(args) == 0 {
+			return "", nil, usageError{errors.New("exec: no command")}
+		}
+		return "", args, nil
+	}
+	if len(args) > 1 && config.ValidProfileName(args[0]) == nil {
+		if cfg, err := g.loadConfig(); err == nil {
+			if _, known := cfg.Profiles[args[0]]; known {
+				return args[0], args[1:], nil
+			}
+		}
+	}
+	return "", args, nil
+}
+
+// sessionRequest is one `shell` or `exec`.
+type sessionRequest struct {
+	profile string
+	tty     bool
+	command []string
+	shell   bool
+}
+
+// loginShell runs bash as a login shell when the image has it, else sh.
+var loginShell = []string{"/bin/sh", "-c", `if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh -l; fi`}
+
+// runSession attaches a Client Session to the sandbox (starting it if
+// needed) and runs the command with podman exec in this process, so the
+// command's streams never pass through the coordinator.
+func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
+	if err := g.refuseRoot(); err != nil {
+		return err
+	}
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return err
+	}
+	p, a, err := g.resolveDomain(cfg, r.profile, "")
+	if err != nil {
+		return err
+	}
+	stdin, stdout, stderr := g.files()
+	sessionID, err := newSessionID()
+	if err != nil {
+		return err
+	}
+	shown := r.command
+	if r.shell {
+		shown = []string{"shell"}
+	}
+	hello := ctl.Hello{Session: &ctl.SessionInfo{ID: sessionID, PID: os.Getpid(), Profile: p.Name, TTY: r.tty, Command: shown}}
+
+	client := ctl.NewClient(g.log)
+	stop := make(chan struct{})
+	var stopOnce sync.Once
+	var reason string
+	end := func(why string) {
+		stopOnce.Do(func() { reason = why; close(stop) })
+	}
+	client.Handle(ctl.TypeShutdown, func(_ context.Context, req *ctl.Request) (any, error) {
+		var sd ctl.Shutdown
+		_ = req.Decode(&sd)
+		end(sd.Reason)
+		return nil, nil
+	})
+	args, err := g.coordinatorArgs(cfg, p.Name, a.Workspace)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := coord.Connect(cctx, a, client, hello, coord.Spawn{Args: args}, g.log); err != nil {
+		return sessionError(err)
+	}
+	defer client.Close()
+	var spec ctl.ExecSpec
+	if err := client.Call(cctx, ctl.TypeExecSpec, ctl.ExecSpecRequest{SessionID: sessionID, TTY: r.tty}, &spec); err != nil {
+		return fmt.Errorf("asking the coordinator how to run the command: %w", err)
+	}
+	command := r.command
+	if r.shell {
+		command = loginShell
+	}
+	argv, err := podman.ExecArgs(podman.ExecOptions{
+		Container: spec.Container, Interactive: true, TTY: r.tty,
+		Env: spec.Env, Workdir: spec.Workdir, User: spec.User, Command: command,
+	})
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-client.Done()
+		end("the session coordinator exited unexpectedly")
+	}()
+	pm := &podman.Client{Log: g.log}
+	// Not tied to ctx: SIGINT is for the command (forwarded by attach),
+	// not for lazaret.
+	pc := pm.Command(context.Background(), argv...)
+	code, err := attach.Run(pc, attach.Options{TTY: r.tty, Stdin: stdin, Stdout: stdout, Stderr: stderr, Stop: stop})
+	if err != nil {
+		return fmt.Errorf("podman exec: %w", err)
+	}
+	select {
+	case <-stop:
+		// The sandbox went away under the command (lazaret stop, or the
+		// coordinator died): that is not the command's own exit.
+		return fmt.Errorf("session ended: %s", reason)
+	default:
+	}
+	switch code {
+	case 0:
+		return nil
+	case podman.ExitPodmanError:
+		return fmt.Errorf("podman exec failed (exit 125; podman's message is above)")
+	}
+	return exitError{code}
+}
+
+// sessionError adds the fix to errors of reaching or starting the sandbox.
+func sessionError(err error) error {
+	var am *ctl.APIMismatchError
+	if errors.As(err, &am) {
+		return withHint(err, exitSetup, "a coordinator of another lazaret version is running")
+	}
+	return err
+}
+
+func newSessionID() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// files returns the process's standard streams as files (attach hands them
+// to podman directly); streams replaced for tests fall back to the real
+// ones.
+func (g *globalOptions) files() (in, out, errOut *os.File) {
+	in, out, errOut = os.Stdin, os.Stdout, os.Stderr
+	if f, ok := g.io.In.(*os.File); ok {
+		in = f
+	}
+	if f, ok := g.io.Out.(*os.File); ok {
+		out = f
+	}
+	if f, ok := g.io.ErrOut.(*os.File); ok {
+		errOut = f
+	}
+	return in, out, errOut
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool { return f != nil && term.IsTerminal(int(f.Fd())) }
+
+// coordinatorArgs are the arguments of the hidden __coordinator command
+// for profile and workspace, carrying the global flags that matter.
+func (g *globalOptions) coordinatorArgs(cfg *config.Config, profile, workspace string) ([]string, error) {
+	args := []string{coordinatorCmdName}
+	file := cfg.File
+	if file != "" {
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--config", abs)
+	}
+	if g.verbose {
+		args = append(args, "--verbose")
+	}
+	if g.allowRoot {
+		args = append(args, "--allow-root")
+	}
+	return append(args, "--profile", profile, "--workspace", workspace), nil
+}

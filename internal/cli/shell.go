@@ -1,0 +1,28 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+)
+
+func newShellCmd(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "shell [PROFILE]",
+		Short: "Open an interactive login shell in the sandbox of this directory",
+		Long: `Open a login shell (bash if the image has it, else sh) in the sandbox of
+PROFILE (default "default") for the current directory, starting the sandbox
+if needed. Several shells and commands can share one sandbox; it stops when
+the last of them ends.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			profile := ""
+			if len(args) == 1 {
+				profile = args[0]
+			}
+			stdin, stdout, _ := g.files()
+			// A shell gets a terminal when lazaret has one; piped into, it
+			// reads commands from stdin like sh -s.
+			tty := isTerminal(stdin) && isTerminal(stdout)
+			return runSession(cmd.Context(), g, sessionRequest{profile: profile, tty: tty, shell: true})
+		},
+	}
+}

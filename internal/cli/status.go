@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lazaret-dev/lazaret/internal/coord"
+	"github.com/lazaret-dev/lazaret/internal/ctl"
+)
+
+// controlTimeout bounds a status or ps request.
+const controlTimeout = 10 * time.Second
+
+type statusOptions struct {
+	json bool
+}
+
+func newStatusCmd(g *globalOptions) *cobra.Command {
+	o := &statusOptions{}
+	cmd := &cobra.Command{
+		Use:   "status [PROFILE]",
+		Short: "Show the sandbox of this directory: container, sessions, uptime",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			profile := ""
+			if len(args) == 1 {
+				profile = args[0]
+			}
+			return runStatus(cmd.Context(), g, o, profile)
+		},
+	}
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+// statusJSON is `lazaret status --json`: Running is false (and Status
+// nil) when no coordinator runs for the domain.
+type statusJSON struct {
+	Running   bool        `json:"running"`
+	Domain    string      `json:"domain"`
+	Profile   string      `json:"profile"`
+	Workspace string      `json:"workspace"`
+	Status    *ctl.Status `json:"status,omitempty"`
+}
+
+func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile string) error {
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return err
+	}
+	_, a, err := g.resolveDomain(cfg, profile, "")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
+	out := statusJSON{Domain: a.Hash, Profile: a.Profile, Workspace: a.Workspace}
+	c, err := coord.Dial(ctx, a.ControlSocket(), g.log)
+	switch {
+	case errors.Is(err, coord.ErrNotRunning):
+	case err != nil:
+		return err
+	default:
+		defer c.Close()
+		var st ctl.Status
+		if err := c.Call(ctx, ctl.TypeStatus, nil, &st); err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+		out.Running, out.Status = true, &st
+	}
+	if o.json {
+		enc := json.NewEncoder(g.io.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	if !out.Running {
+		fmt.Fprintf(g.io.Out, "not running: profile %s in %s (domain %s)\n", a.Profile, a.Workspace, a.Hash)
+		return nil
+	}
+	printStatus(g.io.Out, out.Status)
+	return nil
+}
+
+func printStatus(w io.Writer, st *ctl.Status) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	state := "running"
+	if st.ShuttingDown {
+		state = "shutting down"
+	}
+	fmt.Fprintf(tw, "domain\t%s\nprofile\t%s\nworkspace\t%s\ncoordinator\tpid %d, %s, up %s\n",
+		st.Domain, st.Profile, st.Workspace, st.PID, state, roundDuration(time.Duration(st.Uptime)))
+	fmt.Fprintf(tw, "container\t%s (%s)\nimage\t%s\nruntime\t%s\n", st.Container.Name, st.Container.State, st.Container.Image, st.Container.Runtime)
+	comps := "none"
+	if len(st.Components) > 0 {
+		comps = strings.Join(st.Components, ", ")
+	}
+	fmt.Fprintf(tw, "components\t%s\nsessions\t%d\n", comps, len(st.Sessions))
+	tw.Flush()
+	if len(st.Sessions) == 0 {
+		return
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nSESSION\tPID\tTTY\tATTACHED\tCOMMAND")
+	for _, s := range st.Sessions {
+		fmt.Fprintf(tw, "%s\t%d\t%v\t%s ago\t%s\n", s.ID[:12], s.PeerPID, s.TTY, roundDuration(time.Since(s.Attached)), strings.Join(s.Command, " "))
+	}
+	tw.Flush()
+}
+
+func roundDuration(d time.Duration) time.Duration {
+	if d > time.Minute {
+		return d.Round(time.Second)
+	}
+	return d.Round(100 * time.Millisecond)
+}

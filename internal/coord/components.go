@@ -1,0 +1,42 @@
+package coord
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/sandbox"
+)
+
+// Deps is what the sandbox components are built from.
+type Deps struct {
+	Config  *config.Config
+	Profile *config.Profile
+	Anchor  *domain.Anchor
+	Podman  *podman.Client
+	// Server is the control socket: components register their message
+	// handlers on it (Server.Handle) and push to one CLI session with
+	// Server.Session(id).Call / Notify.
+	Server *ctl.Server
+	Log    *slog.Logger
+}
+
+// components returns the sandbox components of a domain in the order they
+// are prepared (they are closed in reverse). Each part of lazaret adds one
+// line here.
+func components(d *Deps) []sandbox.Component {
+	return []sandbox.Component{
+		// netd, stateanchor, gitsentry, escalation: one line each, e.g.
+		// netd.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
+	}
+}
+
+// ExecEnver is implemented by a component that adds environment variables
+// to every `podman exec` of a session (for example escalation credentials
+// delegated to that session).
+type ExecEnver interface {
+	ExecEnv(ctx context.Context, session *ctl.Session, req *ctl.ExecSpecRequest) (map[string]string, error)
+}

@@ -1,0 +1,86 @@
+package coord
+
+import (
+	"context"
+	"maps"
+	"os"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/sandbox"
+	"github.com/lazaret-dev/lazaret/internal/version"
+)
+
+func (c *coordinator) handleStatus(ctx context.Context, _ *ctl.Request) (any, error) {
+	a := c.o.Anchor
+	st := &ctl.Status{
+		Domain: a.Hash, Profile: a.Profile, Workspace: a.Workspace, DataRoot: a.DataRoot,
+		PID: os.Getpid(), Version: version.Version, Started: c.started,
+		Uptime:   ctl.Duration(time.Since(c.started)),
+		Sessions: []ctl.SessionStatus{}, Components: []string{},
+	}
+	for _, comp := range c.comps {
+		st.Components = append(st.Components, comp.Name())
+	}
+	c.mu.Lock()
+	st.ShuttingDown = c.shuttingDown
+	c.mu.Unlock()
+	for _, s := range c.srv.Sessions() {
+		st.Sessions = append(st.Sessions, ctl.SessionStatus{SessionInfo: s.SessionInfo, PeerPID: s.PeerPID, Attached: s.Attached})
+	}
+	select {
+	case <-c.ready:
+	default:
+		st.Container.State = "starting"
+		return st, nil
+	}
+	if c.spec != nil {
+		st.Container.Name, st.Container.Image, st.Container.Runtime = c.spec.Name, c.spec.Image, c.pm.Runtime
+	}
+	st.Container.ID = c.containerID
+	if c.containerID == "" {
+		st.Container.State = "not running"
+		return st, nil
+	}
+	if info, err := c.pm.InspectContainer(ctx, c.containerID); err != nil {
+		st.Container.State = "unknown: " + err.Error()
+	} else {
+		st.Container.State = info.State.Status
+	}
+	return st, nil
+}
+
+func (c *coordinator) handleStop(ctx context.Context, _ *ctl.Request) (any, error) {
+	c.stopWG.Add(1)
+	defer c.stopWG.Done()
+	c.shutdown(ReasonStopped, false)
+	c.poke()
+	select {
+	case <-c.torndown:
+		return struct{}{}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (c *coordinator) handleExecSpec(ctx context.Context, r *ctl.Request) (any, error) {
+	if r.Session == nil {
+		return nil, ctl.Errorf(ctl.ErrNoSession.Code, "exec_spec needs an attached session")
+	}
+	var req ctl.ExecSpecRequest
+	if err := r.Decode(&req); err != nil {
+		return nil, err
+	}
+	req.SessionID = r.Session.ID
+	env := map[string]string{"LAZARET_SESSION_ID": r.Session.ID}
+	for _, comp := range c.comps {
+		if e, ok := comp.(ExecEnver); ok {
+			extra, err := e.ExecEnv(ctx, r.Session, &req)
+			if err != nil {
+				return nil, err
+			}
+			maps.Copy(env, extra)
+		}
+	}
+	return &ctl.ExecSpec{Container: c.spec.Name, Env: env, Workdir: sandbox.WorkspaceDir}, nil
+}

@@ -1,0 +1,120 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/lazaret-dev/lazaret/internal/audit"
+)
+
+// Audit trail requests (client → coordinator). The coordinator owns the
+// state store while it runs, so `lazaret audit` asks it instead of opening
+// the file.
+const (
+	// TypeAuditQuery is an audit.Filter answered by an AuditPage.
+	TypeAuditQuery = "audit.query"
+	// TypeAuditVerify has no payload and is answered by an audit.Report.
+	TypeAuditVerify = "audit.verify"
+)
+
+// AuditPage is one page of an audit query. More says that entries after
+// the last one returned may match: ask again with AfterSeq set to it.
+type AuditPage struct {
+	Entries []audit.Entry `json:"entries"`
+	More    bool          `json:"more,omitempty"`
+}
+
+// auditPageEntries and auditPageBytes bound one page well below
+// MaxMessage, whatever the size of the entries.
+const (
+	auditPageEntries = 1000
+	auditPageBytes   = MaxMessage / 2
+)
+
+// AuditStore is what the audit handlers need of the state store.
+type AuditStore interface {
+	Audit(ctx context.Context, f audit.Filter) ([]audit.Entry, error)
+	Verify(ctx context.Context) (audit.Report, error)
+}
+
+// AuditHandlers returns the coordinator's handlers of the audit requests,
+// keyed by type, for Server.Handle.
+func AuditHandlers(st AuditStore) map[string]HandlerFunc {
+	return map[string]HandlerFunc{
+		TypeAuditQuery: func(ctx context.Context, req *Request) (any, error) {
+			var f audit.Filter
+			if err := req.Decode(&f); err != nil {
+				return nil, err
+			}
+			return auditPage(ctx, st, f)
+		},
+		TypeAuditVerify: func(ctx context.Context, _ *Request) (any, error) {
+			return st.Verify(ctx)
+		},
+	}
+}
+
+func auditPage(ctx context.Context, st AuditStore, f audit.Filter) (*AuditPage, error) {
+	capped := false
+	if f.Last <= 0 && (f.Limit <= 0 || f.Limit > auditPageEntries) {
+		f.Limit, capped = auditPageEntries, true
+	}
+	entries, err := st.Audit(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	page := &AuditPage{Entries: entries, More: capped && len(entries) == auditPageEntries}
+	size := 0
+	for i := range entries {
+		b, err := json.Marshal(&entries[i])
+		if err != nil {
+			return nil, err
+		}
+		size += len(b) + 1
+		if size > auditPageBytes {
+			if i == 0 {
+				return nil, Errorf(ErrInternal.Code, "audit entry %d is too large for a control message (%d bytes)", entries[i].Seq, len(b))
+			}
+			page.Entries, page.More = entries[:i], true
+			break
+		}
+	}
+	return page, nil
+}
+
+// QueryAudit asks the coordinator for the entries matching f, following
+// pages, and calls fn with each page in order.
+func QueryAudit(ctx context.Context, c *Conn, f audit.Filter, fn func([]audit.Entry) error) error {
+	for {
+		var page AuditPage
+		if err := c.Call(ctx, TypeAuditQuery, f, &page); err != nil {
+			return fmt.Errorf("audit query: %w", err)
+		}
+		if len(page.Entries) > 0 {
+			if err := fn(page.Entries); err != nil {
+				return err
+			}
+		}
+		if !page.More || len(page.Entries) == 0 {
+			return nil
+		}
+		// The rest of the selection is what follows the last entry
+		// received: for "last N", the remaining count of them.
+		f.AfterSeq = page.Entries[len(page.Entries)-1].Seq
+		if f.Last > 0 {
+			f.Limit, f.Last = f.Last-len(page.Entries), 0
+		} else if f.Limit > 0 {
+			f.Limit -= len(page.Entries)
+		}
+	}
+}
+
+// VerifyAudit asks the coordinator to verify the audit chain.
+func VerifyAudit(ctx context.Context, c *Conn) (audit.Report, error) {
+	var r audit.Report
+	if err := c.Call(ctx, TypeAuditVerify, nil, &r); err != nil {
+		return r, fmt.Errorf("audit verify: %w", err)
+	}
+	return r, nil
+}

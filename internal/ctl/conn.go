@@ -1,0 +1,267 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// writeTimeout bounds one write: a peer that stops reading must not block
+// the coordinator.
+const writeTimeout = 10 * time.Second
+
+// Request is an incoming request or notification given to a handler.
+type Request struct {
+	Type    string
+	Payload json.RawMessage
+	// Conn is the connection it arrived on; Session is its registered
+	// session on the server side (nil for a connection that did not
+	// attach, and always nil on the client side).
+	Conn    *Conn
+	Session *Session
+}
+
+// Decode unmarshals the payload into v; a bad payload is ErrBadRequest.
+func (r *Request) Decode(v any) error {
+	if len(r.Payload) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(r.Payload, v); err != nil {
+		return Errorf(ErrBadRequest.Code, "%s: %v", r.Type, err)
+	}
+	return nil
+}
+
+// HandlerFunc answers one request. Its result is encoded as the reply's
+// payload; an error becomes the reply's Error (an *Error keeps its code,
+// anything else is ErrInternal). ctx ends when the connection closes.
+type HandlerFunc func(ctx context.Context, req *Request) (any, error)
+
+// handlers is a concurrency-safe handler registry.
+type handlers struct {
+	mu sync.RWMutex
+	m  map[string]HandlerFunc
+}
+
+func (h *handlers) set(typ string, f HandlerFunc) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[string]HandlerFunc{}
+	}
+	h.m[typ] = f
+}
+
+func (h *handlers) get(typ string) HandlerFunc {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.m[typ]
+}
+
+// Conn is one end of a control connection. It is symmetric: both ends can
+// Call and Notify, and both dispatch incoming requests to handlers.
+type Conn struct {
+	nc  net.Conn
+	log *slog.Logger
+
+	// dispatch handles an incoming request; set before the read loop.
+	dispatch func(ctx context.Context, m *Message) (any, error)
+
+	wmu sync.Mutex
+
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]chan *Message
+	err     error
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newConn(nc net.Conn, log *slog.Logger) *Conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Conn{nc: nc, log: log, pending: map[uint64]chan *Message{}, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+// Done is closed when the connection has ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err is why the connection ended (io.EOF for a clean close by the peer).
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close ends the connection; pending calls fail with ErrClosed.
+func (c *Conn) Close() error {
+	c.fail(ErrClosed)
+	return nil
+}
+
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	pending := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	c.cancel()
+	_ = c.nc.Close()
+	for _, ch := range pending {
+		close(ch)
+	}
+	close(c.done)
+}
+
+func (c *Conn) write(m *Message) error {
+	b, err := encode(m)
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := c.nc.Write(b); err != nil {
+		c.fail(err)
+		return fmt.Errorf("control socket: %w", err)
+	}
+	return nil
+}
+
+// Call sends a request of type typ with payload req and decodes the reply's
+// payload into resp (which may be nil). A failed reply is returned as its
+// *Error.
+func (c *Conn) Call(ctx context.Context, typ string, req, resp any) error {
+	payload, err := marshal(req)
+	if err != nil {
+		return err
+	}
+	ch := make(chan *Message, 1)
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.nextID++
+	id := c.nextID
+	c.pending[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+	}()
+	if err := c.write(&Message{Type: typ, ID: id, Payload: payload}); err != nil {
+		return err
+	}
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			return ErrClosed
+		}
+		if m.Error != nil {
+			return m.Error
+		}
+		if resp != nil && len(m.Payload) > 0 {
+			if err := json.Unmarshal(m.Payload, resp); err != nil {
+				return fmt.Errorf("control reply %s: %w", typ, err)
+			}
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Notify sends a message that gets no reply.
+func (c *Conn) Notify(typ string, payload any) error {
+	p, err := marshal(payload)
+	if err != nil {
+		return err
+	}
+	return c.write(&Message{Type: typ, Payload: p})
+}
+
+func marshal(v any) (json.RawMessage, error) {
+	if v == nil {
+		return nil, nil
+	}
+	return json.Marshal(v)
+}
+
+// readLoop reads until the connection ends, routing replies to their
+// callers and requests to dispatch (each in its own goroutine, so a slow
+// handler such as a prompt never blocks the connection).
+func (c *Conn) readLoop(r *reader) {
+	for {
+		m, err := r.next()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				err = io.EOF
+			}
+			c.fail(err)
+			return
+		}
+		if m.Reply {
+			c.mu.Lock()
+			ch := c.pending[m.ID]
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- m
+			}
+			continue
+		}
+		go c.serve(m)
+	}
+}
+
+func (c *Conn) serve(m *Message) {
+	res, err := c.dispatch(c.ctx, m)
+	if m.ID == 0 {
+		if err != nil {
+			c.log.Debug("control notification failed", "type", m.Type, "err", err)
+		}
+		return
+	}
+	reply := &Message{Type: m.Type, ID: m.ID, Reply: true}
+	if err != nil {
+		reply.Error = toWire(err)
+	} else if reply.Payload, err = marshal(res); err != nil {
+		reply.Error = Errorf(ErrInternal.Code, "encoding %s reply: %v", m.Type, err)
+	}
+	_ = c.write(reply)
+}
+
+func toWire(err error) *Error {
+	var we *Error
+	if errors.As(err, &we) {
+		return we
+	}
+	var am *APIMismatchError
+	if errors.As(err, &am) {
+		data, _ := json.Marshal(map[string]int{"api": am.Coordinator})
+		return &Error{Code: ErrAPIMismatch.Code, Message: am.Error(), Data: data}
+	}
+	return &Error{Code: ErrInternal.Code, Message: err.Error()}
+}
+
+func dispatchTo(h *handlers, req func(m *Message) *Request) func(context.Context, *Message) (any, error) {
+	return func(ctx context.Context, m *Message) (any, error) {
+		f := h.get(m.Type)
+		if f == nil {
+			return nil, Errorf(ErrUnknownType.Code, "unknown control message type %q", m.Type)
+		}
+		return f(ctx, req(m))
+	}
+}

@@ -1,0 +1,341 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"regexp"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lazaret-dev/lazaret/internal/version"
+)
+
+// helloTimeout bounds how long a new connection may take to send its hello.
+const helloTimeout = 10 * time.Second
+
+var sessionIDRe = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// Session is an attached Client Session as the server sees it. Use Call
+// and Notify to push messages to that one CLI.
+type Session struct {
+	SessionInfo
+	// PeerPID is the CLI's pid as the kernel reports it (SO_PEERCRED),
+	// which unlike SessionInfo.PID cannot be forged.
+	PeerPID  int
+	Attached time.Time
+	conn     *Conn
+}
+
+// Call sends a request to the session's CLI and waits for its reply.
+func (s *Session) Call(ctx context.Context, typ string, req, resp any) error {
+	return s.conn.Call(ctx, typ, req, resp)
+}
+
+// Notify sends a notification to the session's CLI.
+func (s *Session) Notify(typ string, payload any) error { return s.conn.Notify(typ, payload) }
+
+// Done is closed when the session's connection ends.
+func (s *Session) Done() <-chan struct{} { return s.conn.Done() }
+
+// Server serves the control socket. Register handlers with Handle before
+// Serve; set the hooks before Serve.
+type Server struct {
+	// Log receives connection-level events.
+	Log *slog.Logger
+	// UID is the only uid allowed to connect (checked with SO_PEERCRED).
+	UID int
+	// Hello, if set, runs for every hello after the API check and before
+	// the reply; an error rejects the connection (the coordinator uses it
+	// to wait until the sandbox is running, or to report why it is not).
+	Hello func(ctx context.Context, h *Hello) (*HelloReply, error)
+	// Attached runs when a session registers, before the hello reply; an
+	// error rejects the hello. Detached runs when an attached session's
+	// connection ends. They are how the coordinator counts references.
+	Attached func(*Session) error
+	Detached func(*Session)
+
+	h handlers
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+	conns    map[*Conn]struct{}
+	closed   bool
+	ln       net.Listener
+	wg       sync.WaitGroup
+}
+
+// NewServer returns a Server that accepts only uid.
+func NewServer(uid int, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{Log: log, UID: uid, sessions: map[string]*Session{}, conns: map[*Conn]struct{}{}}
+}
+
+// Handle registers f for requests and notifications of type typ.
+func (s *Server) Handle(typ string, f HandlerFunc) { s.h.set(typ, f) }
+
+// Listen creates the control socket at path with mode 0600. A file already
+// there is an error: the caller decides whether it is stale.
+func Listen(path string) (*net.UnixListener, error) {
+	// The umask makes the socket 0600 from the moment it exists.
+	old := syscall.Umask(0o177)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	syscall.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	// Unlinking is the coordinator's job, done after teardown.
+	ln.SetUnlinkOnClose(false)
+	return ln, nil
+}
+
+// Serve accepts connections until ln is closed or Close is called.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return net.ErrClosed
+	}
+	s.ln = ln
+	s.mu.Unlock()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(nc)
+		}()
+	}
+}
+
+// peerCred returns the credentials of the process at the other end.
+func peerCred(nc net.Conn) (*unix.Ucred, error) {
+	uc, ok := nc.(*net.UnixConn)
+	if !ok {
+		return nil, fmt.Errorf("not a unix socket")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	return cred, cerr
+}
+
+func (s *Server) serveConn(nc net.Conn) {
+	cred, err := peerCred(nc)
+	if err != nil || int(cred.Uid) != s.UID {
+		// Another user (or an unknown peer) never gets a byte back.
+		if err == nil {
+			s.Log.Warn("control socket: refused peer of another user", "uid", cred.Uid, "pid", cred.Pid)
+		} else {
+			s.Log.Warn("control socket: cannot read peer credentials", "err", err)
+		}
+		_ = nc.Close()
+		return
+	}
+	c := newConn(nc, s.Log)
+	if !s.track(c) {
+		return
+	}
+	defer s.untrack(c)
+	r := newReader(nc)
+	_ = nc.SetReadDeadline(time.Now().Add(helloTimeout))
+	m, err := r.next()
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	_ = nc.SetReadDeadline(time.Time{})
+	if m.Type != TypeHello || m.Reply || m.ID == 0 {
+		_ = c.write(&Message{Type: m.Type, ID: max(m.ID, 1), Reply: true, Error: Errorf(ErrHelloRequired.Code, "the first control message must be a hello request")})
+		c.fail(ErrHelloRequired)
+		return
+	}
+	// Read the rest concurrently from here on: the Hello hook may wait a
+	// long time (sandbox start) and the client may give up meanwhile.
+	sess, reply, herr := s.handshake(c, m, int(cred.Pid))
+	out := &Message{Type: TypeHello, ID: m.ID, Reply: true}
+	if herr != nil {
+		out.Error = toWire(herr)
+	} else if out.Payload, err = marshal(reply); err != nil {
+		out.Error = toWire(err)
+	}
+	if sess != nil && out.Error == nil {
+		if err := s.register(sess); err != nil {
+			out.Error = toWire(err)
+			sess = nil
+		}
+	}
+	if err := c.write(out); err != nil || out.Error != nil {
+		if sess != nil {
+			s.unregister(sess)
+		}
+		c.fail(errors.New("handshake failed"))
+		return
+	}
+	c.dispatch = dispatchTo(&s.h, func(m *Message) *Request {
+		return &Request{Type: m.Type, Payload: m.Payload, Conn: c, Session: sess}
+	})
+	c.readLoop(r)
+	if sess != nil {
+		s.unregister(sess)
+	}
+}
+
+func (s *Server) handshake(c *Conn, m *Message, peerPID int) (*Session, *HelloReply, error) {
+	var h Hello
+	if err := (&Request{Type: m.Type, Payload: m.Payload}).Decode(&h); err != nil {
+		return nil, nil, err
+	}
+	if h.API != version.APIVersion {
+		return nil, nil, &APIMismatchError{Coordinator: version.APIVersion, Client: h.API}
+	}
+	var sess *Session
+	if h.Session != nil {
+		if !sessionIDRe.MatchString(h.Session.ID) {
+			return nil, nil, Errorf(ErrBadRequest.Code, "hello: session id must be 32 lowercase hex characters")
+		}
+		sess = &Session{SessionInfo: *h.Session, PeerPID: peerPID, Attached: time.Now(), conn: c}
+	}
+	reply := &HelloReply{API: version.APIVersion, Version: version.Version, PID: os.Getpid()}
+	if s.Hello != nil {
+		r, err := s.Hello(c.ctx, &h)
+		if err != nil {
+			return nil, nil, err
+		}
+		if r != nil {
+			reply = r
+			reply.API = version.APIVersion
+		}
+	}
+	return sess, reply, nil
+}
+
+func (s *Server) track(c *Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.fail(ErrShuttingDown)
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c *Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+func (s *Server) register(sess *Session) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.sessions[sess.ID]; dup {
+		return Errorf(ErrBadRequest.Code, "session %s is already attached", sess.ID)
+	}
+	// Attached runs under the lock so that registrations and the
+	// coordinator's reference count change together.
+	if s.Attached != nil {
+		if err := s.Attached(sess); err != nil {
+			return err
+		}
+	}
+	s.sessions[sess.ID] = sess
+	s.Log.Info("session attached", "session", sess.ID, "pid", sess.PeerPID, "tty", sess.TTY)
+	return nil
+}
+
+func (s *Server) unregister(sess *Session) {
+	s.mu.Lock()
+	cur, ok := s.sessions[sess.ID]
+	if !ok || cur != sess {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.sessions, sess.ID)
+	if s.Detached != nil {
+		s.Detached(sess)
+	}
+	s.mu.Unlock()
+	s.Log.Info("session detached", "session", sess.ID)
+}
+
+// Session returns the attached session id, or nil.
+func (s *Server) Session(id string) *Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[id]
+}
+
+// Sessions returns the attached sessions, oldest first.
+func (s *Server) Sessions() []*Session {
+	s.mu.Lock()
+	list := make([]*Session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		list = append(list, sess)
+	}
+	s.mu.Unlock()
+	sort.Slice(list, func(i, j int) bool { return list[i].Attached.Before(list[j].Attached) })
+	return list
+}
+
+// Broadcast notifies every attached session.
+func (s *Server) Broadcast(typ string, payload any) {
+	for _, sess := range s.Sessions() {
+		if err := sess.Notify(typ, payload); err != nil {
+			s.Log.Debug("broadcast failed", "session", sess.ID, "err", err)
+		}
+	}
+}
+
+// Close stops accepting, closes every connection and waits for their
+// goroutines. Detached runs for every session still attached.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	ln := s.ln
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	var err error
+	if ln != nil {
+		err = ln.Close()
+	}
+	for _, c := range conns {
+		c.fail(ErrShuttingDown)
+	}
+	s.wg.Wait()
+	return err
+}

@@ -1,0 +1,200 @@
+package podman
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ContainerInfo is the part of `podman container inspect` lazaret uses.
+type ContainerInfo struct {
+	ID          string         `json:"Id"`
+	Name        string         `json:"Name"`
+	Created     time.Time      `json:"Created"`
+	State       ContainerState `json:"State"`
+	Image       string         `json:"Image"` // image ID
+	ImageName   string         `json:"ImageName"`
+	ImageDigest string         `json:"ImageDigest"`
+	OCIRuntime  string         `json:"OCIRuntime"`
+	Config      struct {
+		Labels map[string]string `json:"Labels"`
+	} `json:"Config"`
+}
+
+// ContainerState is the State object of an inspect.
+type ContainerState struct {
+	Status    string    `json:"Status"` // "running", "exited", "created", ...
+	Running   bool      `json:"Running"`
+	Pid       int       `json:"Pid"`
+	ConmonPid int       `json:"ConmonPid"`
+	ExitCode  int       `json:"ExitCode"`
+	StartedAt time.Time `json:"StartedAt"`
+}
+
+// ContainerSummary is one entry of `podman ps --format json`.
+type ContainerSummary struct {
+	ID      string            `json:"Id"`
+	Names   []string          `json:"Names"`
+	Image   string            `json:"Image"`
+	State   string            `json:"State"`
+	Labels  map[string]string `json:"Labels"`
+	Pid     int               `json:"Pid"`
+	Created int64             `json:"Created"` // Unix seconds
+}
+
+// Name is the container's first name.
+func (s ContainerSummary) Name() string {
+	if len(s.Names) == 0 {
+		return ""
+	}
+	return s.Names[0]
+}
+
+// InspectContainer returns the container nameOrID. A missing container is
+// an error wrapping ErrNoSuchContainer.
+func (c *Client) InspectContainer(ctx context.Context, nameOrID string) (*ContainerInfo, error) {
+	out, err := c.Output(ctx, "container", "inspect", "--format", "json", nameOrID)
+	if err != nil {
+		return nil, err
+	}
+	return decodeContainerInspect(out, nameOrID)
+}
+
+func decodeContainerInspect(out []byte, nameOrID string) (*ContainerInfo, error) {
+	var infos []ContainerInfo
+	if err := json.Unmarshal(out, &infos); err != nil {
+		return nil, fmt.Errorf("podman container inspect %s: decoding: %w", nameOrID, err)
+	}
+	if len(infos) != 1 {
+		return nil, fmt.Errorf("podman container inspect %s: %d results: %w", nameOrID, len(infos), ErrNoSuchContainer)
+	}
+	return &infos[0], nil
+}
+
+// ContainerExists reports whether a container nameOrID exists (in any state).
+func (c *Client) ContainerExists(ctx context.Context, nameOrID string) (bool, error) {
+	err := c.Run(ctx, "container", "exists", nameOrID)
+	var pe *Error
+	if errors.As(err, &pe) && pe.ExitCode == 1 {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// ListByLabel returns every container (running or not) whose label key
+// has value; an empty value matches any value of key.
+func (c *Client) ListByLabel(ctx context.Context, key, value string) ([]ContainerSummary, error) {
+	filter := "label=" + key
+	if value != "" {
+		filter += "=" + value
+	}
+	out, err := c.Output(ctx, "ps", "-a", "--filter", filter, "--format", "json")
+	if err != nil {
+		return nil, err
+	}
+	return decodePS(out)
+}
+
+func decodePS(out []byte) ([]ContainerSummary, error) {
+	var list []ContainerSummary
+	if err := json.Unmarshal(out, &list); err != nil {
+		return nil, fmt.Errorf("podman ps: decoding: %w", err)
+	}
+	return list, nil
+}
+
+// RunDetached creates and starts spec (see RunArgs) and returns the new
+// container's ID. The image must already be in local storage: lazaret
+// never pulls at start (ErrNoSuchImage tells the user to build it).
+func (c *Client) RunDetached(ctx context.Context, spec *ContainerSpec) (string, error) {
+	args, err := c.RunArgs(spec)
+	if err != nil {
+		return "", err
+	}
+	// --pull=never goes right after "run" so it precedes the image.
+	args = append([]string{args[0], "--pull=never"}, args[1:]...)
+	out, err := c.Output(ctx, args...)
+	if err != nil {
+		return "", err
+	}
+	id := strings.TrimSpace(string(out))
+	if i := strings.LastIndexByte(id, '\n'); i >= 0 { // warnings before the ID
+		id = id[i+1:]
+	}
+	return id, nil
+}
+
+// StopContainer stops nameOrID, waiting timeout for its processes to exit
+// after SIGTERM before killing them. A missing container is not an error.
+func (c *Client) StopContainer(ctx context.Context, nameOrID string, timeout time.Duration) error {
+	err := c.Run(ctx, "stop", "--time", seconds(timeout), nameOrID)
+	if errors.Is(err, ErrNoSuchContainer) {
+		return nil
+	}
+	return err
+}
+
+// RemoveContainer force-removes nameOrID, stopping it first with timeout
+// (SIGTERM, then SIGKILL). A missing container is not an error.
+func (c *Client) RemoveContainer(ctx context.Context, nameOrID string, timeout time.Duration) error {
+	err := c.Run(ctx, "rm", "--force", "--time", seconds(timeout), nameOrID)
+	if errors.Is(err, ErrNoSuchContainer) {
+		return nil
+	}
+	return err
+}
+
+func seconds(d time.Duration) string {
+	s := int((d + time.Second - 1) / time.Second)
+	return strconv.Itoa(max(s, 0))
+}
+
+// ExecOptions describe a command to run in a running container.
+type ExecOptions struct {
+	Container   string
+	Interactive bool // -i: keep stdin open
+	TTY         bool // -t: allocate a terminal
+	Env         map[string]string
+	Workdir     string
+	User        string
+	Command     []string
+}
+
+// ExecArgs returns the argv (after "podman") of `podman exec` for o. The
+// command's exit code becomes podman's, except that 125 means podman
+// itself failed (see Error).
+func ExecArgs(o ExecOptions) ([]string, error) {
+	if o.Container == "" {
+		return nil, fmt.Errorf("exec: no container")
+	}
+	if len(o.Command) == 0 {
+		return nil, fmt.Errorf("exec: no command")
+	}
+	args := []string{"exec"}
+	if o.Interactive {
+		args = append(args, "-i")
+	}
+	if o.TTY {
+		args = append(args, "-t")
+	}
+	for _, k := range sortedKeys(o.Env) {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(o.Env[k], 0) {
+			return nil, fmt.Errorf("exec: invalid environment variable %q", k)
+		}
+		args = append(args, "--env", k+"="+o.Env[k])
+	}
+	if o.Workdir != "" {
+		args = append(args, "--workdir", o.Workdir)
+	}
+	if o.User != "" {
+		args = append(args, "--user", o.User)
+	}
+	// The container name ends podman's options: the command's own
+	// arguments follow and are never read as podman flags.
+	args = append(args, o.Container)
+	return append(args, o.Command...), nil
+}

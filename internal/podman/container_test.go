@@ -1,0 +1,113 @@
+package podman
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The testdata files are real outputs of podman 4.3.1 (rootless, runsc
+// through lazaret-runsc) captured on the development machine.
+
+func TestDecodeContainerInspect(t *testing.T) {
+	out, err := os.ReadFile("testdata/container_inspect.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := decodeContainerInspect(out, "lazaret-lc-capture")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Name != "lazaret-lc-capture" || len(info.ID) != 64 {
+		t.Errorf("name/id: %q %q", info.Name, info.ID)
+	}
+	if !info.State.Running || info.State.Status != "running" || info.State.Pid == 0 || info.State.ConmonPid == 0 {
+		t.Errorf("state: %+v", info.State)
+	}
+	if info.State.StartedAt.IsZero() {
+		t.Error("StartedAt not decoded")
+	}
+	if info.Config.Labels["lazaret.domain"] != "abcdef012345" {
+		t.Errorf("labels: %v", info.Config.Labels)
+	}
+	if info.OCIRuntime != "/tmp/lc/bin/lazaret-runsc" {
+		t.Errorf("runtime: %q", info.OCIRuntime)
+	}
+	if info.ImageDigest == "" || info.ImageName != "localhost/lazaret-default:latest" {
+		t.Errorf("image: %q %q", info.ImageName, info.ImageDigest)
+	}
+}
+
+func TestDecodeContainerInspectEmpty(t *testing.T) {
+	// podman prints [] (and exits 125) for a missing container.
+	_, err := decodeContainerInspect([]byte("[]\n"), "x")
+	if !errors.Is(err, ErrNoSuchContainer) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := decodeContainerInspect([]byte("{"), "x"); err == nil {
+		t.Fatal("bad JSON accepted")
+	}
+}
+
+func TestNoSuchContainerError(t *testing.T) {
+	e := &Error{Args: []string{"container", "inspect"}, ExitCode: 125, Stderr: "Error: inspecting object: no such container nonexist\n"}
+	if !errors.Is(e, ErrNoSuchContainer) || !errors.Is(e, ErrPodman) {
+		t.Fatalf("%v does not unwrap", e)
+	}
+}
+
+func TestDecodePS(t *testing.T) {
+	out, err := os.ReadFile("testdata/ps_label.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := decodePS(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 {
+		t.Fatalf("%d entries", len(list))
+	}
+	c := list[0]
+	if c.Name() != "lazaret-lc-capture" || c.State != "running" || c.Labels["lazaret.profile"] != "default" || c.Pid == 0 {
+		t.Errorf("entry: %+v", c)
+	}
+	empty, err := os.ReadFile("testdata/ps_empty.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list, err := decodePS(empty); err != nil || len(list) != 0 {
+		t.Errorf("empty: %v %v", list, err)
+	}
+}
+
+func TestExecArgs(t *testing.T) {
+	got, err := ExecArgs(ExecOptions{
+		Container: "c", Interactive: true, TTY: true,
+		Env:     map[string]string{"B": "2", "A": "x y"},
+		Workdir: "/workspace", Command: []string{"sh", "-c", "--help"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"exec", "-i", "-t", "--env", "A=x y", "--env", "B=2", "--workdir", "/workspace", "c", "sh", "-c", "--help"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	if _, err := ExecArgs(ExecOptions{Container: "c"}); err == nil {
+		t.Error("empty command accepted")
+	}
+	if _, err := ExecArgs(ExecOptions{Container: "c", Command: []string{"x"}, Env: map[string]string{"A=B": "1"}}); err == nil {
+		t.Error("bad env key accepted")
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "0", time.Second: "1", 1500 * time.Millisecond: "2", -time.Second: "0"} {
+		if got := seconds(d); got != want {
+			t.Errorf("seconds(%v) = %s, want %s", d, got, want)
+		}
+	}
+}

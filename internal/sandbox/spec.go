@@ -1,0 +1,115 @@
+package sandbox
+
+import (
+	"fmt"
+	"path"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+)
+
+// Paths inside the sandbox.
+const (
+	WorkspaceDir = "/workspace"
+)
+
+// Labels every agent container carries.
+const (
+	LabelDomain   = domain.LabelKey // the Domain Anchor hash
+	LabelProfile  = "lazaret.profile"
+	LabelDataRoot = "lazaret.data_root" // scopes `lazaret stop --all`
+)
+
+// PidsLimit bounds the number of tasks in the sandbox: enough for a
+// parallel build (make -j, node worker pools), low enough that a fork bomb
+// stops long before it starves the host.
+const PidsLimit = 4096
+
+// Capabilities is the short list of capabilities the sandbox's root keeps
+// after --cap-drop=ALL. They are what package managers (apt/dpkg, npm -g,
+// pip) need as root inside the container, and all of them act only inside
+// the rootless user namespace under gVisor:
+//   - CHOWN, FOWNER, FSETID: dpkg and tar restore the owner and mode
+//     (including setgid directories) of the files they unpack.
+//   - DAC_OVERRIDE: root writing into directories owned by other users of
+//     the image (/var/lib/apt/lists/partial is owned by _apt).
+//   - SETUID, SETGID: apt drops to the _apt user for downloads; su/runuser
+//     to a build user.
+//   - KILL: signalling processes that run as another uid (apt's helpers).
+//
+// Dropped on purpose, among others: NET_RAW (no raw sockets to craft
+// packets), NET_BIND_SERVICE, SYS_CHROOT, MKNOD, SETFCAP, SETPCAP,
+// AUDIT_WRITE.
+var Capabilities = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL"}
+
+// InitCommand is the sandbox's PID 1: a POSIX shell (every agent image has
+// one) that waits forever. `wait` in dash and bash reaps any child, so
+// orphans re-parented to PID 1 do not stay zombies, and the trap makes it
+// exit at once on podman's SIGTERM (a PID 1 without a handler ignores
+// SIGTERM, which would make every stop wait for its timeout).
+var InitCommand = []string{"/bin/sh", "-c", `trap 'exit 0' TERM INT HUP; while :; do sleep 2147483647 & wait $!; done`}
+
+// NewSpec returns the container spec of profile p in the domain a, before
+// the components' Prepare. volumes are the profile's custom volumes
+// resolved for a (Profile.ResolveVolumes).
+func NewSpec(p *config.Profile, a *domain.Anchor, volumes []config.ResolvedVolume) (*podman.ContainerSpec, error) {
+	spec := &podman.ContainerSpec{
+		Name:  a.Container(),
+		Image: p.Image,
+		Labels: map[string]string{
+			LabelDomain:   a.Hash,
+			LabelProfile:  p.Name,
+			LabelDataRoot: a.DataRoot,
+		},
+		Env:         map[string]string{},
+		CapDrop:     []string{"ALL"},
+		CapAdd:      append([]string(nil), Capabilities...),
+		SecurityOpt: []string{"no-new-privileges"},
+		PidsLimit:   PidsLimit,
+		Hostname:    "lazaret-" + p.Name,
+		Workdir:     WorkspaceDir,
+		Command:     append([]string(nil), InitCommand...),
+	}
+	for k, v := range p.Env {
+		spec.Env[k] = v
+	}
+	spec.Env["LAZARET_PROFILE"] = p.Name
+	spec.Env["LAZARET_DOMAIN"] = a.Hash
+	for _, v := range volumes {
+		if !path.IsAbs(v.Container) {
+			return nil, fmt.Errorf("volume %s: container path %q is not absolute", v.Host, v.Container)
+		}
+		spec.Mounts = append(spec.Mounts, podman.Mount{
+			Type: "bind", Source: v.Host, Target: path.Clean(v.Container),
+			ReadOnly: v.ReadOnly, Options: append([]string(nil), v.Options...),
+		})
+	}
+	return spec, nil
+}
+
+// Finalize fills in what no component set: the Agent Workspace at
+// /workspace (direct mode; Git Sentry mounts its agent clone there in
+// branch mode) and the network "none" (the network sidecar joins the
+// container to its namespace when it runs). It runs after every
+// component's Prepare.
+func Finalize(spec *podman.ContainerSpec, a *domain.Anchor) {
+	if !HasMount(spec, WorkspaceDir) {
+		spec.Mounts = append([]podman.Mount{{
+			Type: "bind", Source: a.Workspace, Target: WorkspaceDir, Options: []string{"z"},
+		}}, spec.Mounts...)
+	}
+	if spec.Network == "" {
+		spec.Network = "none"
+	}
+}
+
+// HasMount reports whether spec already mounts something at target.
+func HasMount(spec *podman.ContainerSpec, target string) bool {
+	for _, m := range spec.Mounts {
+		if path.Clean(m.Target) == path.Clean(target) {
+			return true
+		}
+	}
+	return false
+}
