@@ -5,6 +5,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/gitsentry"
+	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -19,6 +20,8 @@ func classify(err error) (int, string) {
 		return exitSetup, "run `lazaret doctor` (or `make run`, which installs what is missing)"
 	case errors.Is(err, podman.ErrNoSuchImage):
 		return exitSetup, "run `lazaret image build` to build the local images"
+	case errors.Is(err, locate.ErrNotFound):
+		return exitSetup, "run `lazaret doctor` to see what is missing (the pinned runsc is installed by `make install`)"
 	case errors.Is(err, gitsentry.ErrNoCommits):
 		return exitUsage, "branch mode starts the agent from your current commit: commit once, or set git_mode = \"direct\" in the profile"
 	case errors.Is(err, gitsentry.ErrBranchModeNeedsRepo), errors.Is(err, gitsentry.ErrNotRepository), errors.Is(err, gitsentry.ErrBareRepository):
