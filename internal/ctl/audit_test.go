@@ -30,9 +30,9 @@ func TestAuditOverSocket(t *testing.T) {
 			defer wg.Done()
 			for i := g; i < n; i += 10 {
 				e := audit.Entry{Kind: audit.KindPolicyChange, Profile: "claude", Fields: map[string]string{"i": fmt.Sprint(i)}}
-				if i%250 == 0 {
+				if i%100 == 0 {
 					// Big entries force pages cut by size, not by count.
-					e.Fields["blob"] = strings.Repeat("x", 300_000)
+					e.Fields["blob"] = strings.Repeat("x", 120_000)
 				}
 				if _, err := st.AppendAudit(context.Background(), e); err != nil {
 					t.Error(err)
