@@ -42,6 +42,7 @@ type Config struct {
 
 // Server serves the escalation socket.
 type Server struct {
+	mu     sync.Mutex // guards cfg.Workspace
 	cfg    Config
 	tls    *tls.Config
 	san    string
@@ -86,6 +87,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			s.Handle(ctx, c)
 		}()
 	}
+}
+
+// setWorkspace changes the host directory of /workspace (the component
+// learns it once every component has prepared the spec).
+func (s *Server) setWorkspace(dir string) {
+	s.mu.Lock()
+	s.cfg.Workspace = dir
+	s.mu.Unlock()
 }
 
 // Rejection is a failed verification: the stage and the reason, which go
@@ -265,7 +274,10 @@ func (s *Server) ask(ctx context.Context, sess *Session, pr PromptRequest) (Answ
 // workspace (os.Root refuses any escape, symlinks included). A cwd outside
 // /workspace runs at the workspace root and always asks the human.
 func (s *Server) openDir(cwd string) (dir *os.File, hostDir, force string, err error) {
-	root, err := os.OpenRoot(s.cfg.Workspace)
+	s.mu.Lock()
+	ws := s.cfg.Workspace
+	s.mu.Unlock()
+	root, err := os.OpenRoot(ws)
 	if err != nil {
 		return nil, "", "", fmt.Errorf("workspace: %w", err)
 	}

@@ -3,6 +3,7 @@ package prompt
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"sync"
 
@@ -25,9 +26,12 @@ type Runner struct {
 	TTY *os.File
 	// Resolve resolves edited commands (see Resolver).
 	Resolve Resolver
-	// Pause and Resume stop and restart the TTY forwarding of the attached
-	// shell around the prompt (may be nil).
-	Pause, Resume func()
+	// Pause stops the TTY forwarding of the attached command before a
+	// prompt and returns where the prompt reads keys from: the attach layer
+	// keeps reading the terminal and hands its input over (nil: read the
+	// TTY directly). Resume restarts forwarding. Both may be nil.
+	Pause  func() io.Reader
+	Resume func()
 	// OnAbort is called once after the human pressed Q (the CLI then asks
 	// the coordinator to stop).
 	OnAbort func()
@@ -80,8 +84,11 @@ func (r *Runner) Prompt(ctx context.Context, req escalation.PromptRequest) (esca
 
 // start runs a program for reqs; r.mu is held.
 func (r *Runner) start(reqs []escalation.PromptRequest) {
+	var in io.Reader = r.TTY
 	if r.Pause != nil {
-		r.Pause()
+		if gated := r.Pause(); gated != nil {
+			in = gated
+		}
 	}
 	// Whatever was typed for the shell before the prompt appeared must not
 	// answer it.
@@ -92,7 +99,7 @@ func (r *Runner) start(reqs []escalation.PromptRequest) {
 	for _, q := range reqs[1:] {
 		m.queue = append(m.queue, q)
 	}
-	p := tea.NewProgram(m, tea.WithInput(r.TTY), tea.WithOutput(r.TTY), tea.WithoutSignalHandler())
+	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(r.TTY), tea.WithoutSignalHandler())
 	r.prog = p
 	go func() {
 		_, err := p.Run()
@@ -121,6 +128,21 @@ func (r *Runner) start(reqs []escalation.PromptRequest) {
 			r.Resume()
 		}
 	}()
+}
+
+// Cancel withdraws the prompt of id (its requester went away).
+func (r *Runner) Cancel(id string) {
+	r.mu.Lock()
+	pr, ok := r.pending[id]
+	delete(r.pending, id)
+	p := r.prog
+	r.mu.Unlock()
+	if ok {
+		pr.ch <- escalation.Answer{Action: escalation.Deny}
+	}
+	if p != nil {
+		p.Send(CancelMsg{RequestID: id})
+	}
 }
 
 // deliver is the model's decide callback (runs inside Update).

@@ -1,0 +1,291 @@
+package escalation
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/locate"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/trust"
+)
+
+// Paths inside the sandbox.
+const (
+	SandboxTLSDir = "/run/lazaret/tls"
+	SandboxSocket = "/run/lazaret/escalate.sock"
+	SandboxBinDir = "/run/lazaret/bin"
+	SandboxClient = SandboxBinDir + "/lazaret-escalate"
+	// defaultPath is the PATH of a Debian-like image, used when the spec
+	// sets none (podman would otherwise keep the image's).
+	defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+)
+
+// Control-socket messages of escalation.
+const (
+	// TypeRegister registers the Session Anchor's public key of the
+	// attached session that sends it (CLI → coordinator): RegisterRequest,
+	// answered by RegisterReply. Unknown to a coordinator whose escalation
+	// is disabled.
+	TypeRegister = "escalation.register"
+	// TypePrompt asks the session's human (coordinator → CLI):
+	// PromptRequest, answered by Answer.
+	TypePrompt = "escalation.prompt"
+	// TypePromptCancel withdraws a prompt whose requester went away
+	// (coordinator → CLI notification): PromptCancel.
+	TypePromptCancel = "escalation.prompt_cancel"
+)
+
+// RegisterRequest carries the session public key.
+type RegisterRequest struct {
+	PublicKey []byte `json:"public_key"`
+}
+
+// RegisterReply tells the CLI which sandbox its delegations must name.
+type RegisterReply struct {
+	SandboxID string `json:"sandbox_id"`
+}
+
+// PromptCancel withdraws the prompt of RequestID.
+type PromptCancel struct {
+	RequestID string `json:"request_id"`
+}
+
+// ComponentOptions configure the escalation component.
+type ComponentOptions struct {
+	Anchor *domain.Anchor
+	// AutoApprove are the config's parsed auto_approve entries.
+	AutoApprove [][]string
+	// Server is the control socket (session registration, prompts).
+	Server  *ctl.Server
+	Auditor Auditor
+	Log     *slog.Logger
+}
+
+// Component runs Host Escalation beside one sandbox: the Trust Anchor and
+// its TLS directory, the escalation socket and its server, the mounts of
+// the client, and the session registrations arriving on the control
+// socket. It implements sandbox.Component.
+type Component struct {
+	o        ComponentOptions
+	registry *Registry
+
+	mu     sync.Mutex
+	spec   *podman.ContainerSpec
+	anchor *trust.Anchor
+	ln     net.Listener
+	cancel context.CancelFunc
+	done   chan struct{}
+	server *Server
+}
+
+// NewComponent returns the component; nothing happens before Prepare.
+func NewComponent(o ComponentOptions) *Component {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Auditor == nil {
+		o.Auditor = LogAuditor(o.Log)
+	}
+	return &Component{o: o, registry: NewRegistry()}
+}
+
+// Name implements sandbox.Component.
+func (c *Component) Name() string { return "escalation" }
+
+// Registry is where sessions are registered (tests register directly).
+func (c *Component) Registry() *Registry { return c.registry }
+
+// SandboxID is the id in the sandbox's certificate SAN and in every
+// delegation: the Domain Anchor hash (one sandbox per domain).
+func (c *Component) SandboxID() string { return c.o.Anchor.Hash }
+
+// Prepare starts the Trust Anchor, writes the TLS directory, listens on the
+// escalation socket (0600 in a 0700 socket_dir) and adds the mounts: TLS
+// directory read-only at /run/lazaret/tls (a directory mount, so rotated
+// files are seen), the socket at /run/lazaret/escalate.sock, the client
+// read-only at /run/lazaret/bin/lazaret-escalate, and /run/lazaret/bin on
+// PATH.
+func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) error {
+	a := c.o.Anchor
+	client, err := locate.Find(locate.Escalate)
+	if err != nil {
+		return err
+	}
+	if err := domain.EnsurePrivateDir(a.SocketDir); err != nil {
+		return fmt.Errorf("escalation socket_dir: %w", err)
+	}
+	ta, err := trust.Start(trust.Options{Dir: a.TLSDir(), Profile: a.Profile, SandboxID: a.Hash,
+		OnError: func(err error) { c.o.Log.Error("trust anchor", "err", err) }})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.anchor, c.spec = ta, spec
+	c.mu.Unlock()
+	ln, err := listenPrivate(a.EscalationSocket())
+	if err != nil {
+		return err
+	}
+	home, _ := os.UserHomeDir()
+	srv := NewServer(Config{
+		Profile: a.Profile, SandboxID: a.Hash, Workspace: a.Workspace, Registry: c.registry,
+		Policy:   &Policy{AutoApprove: c.o.AutoApprove, Path: SafePath(os.Getenv("PATH"))},
+		Executor: &Executor{Env: MinimalEnv(os.Getenv("PATH"), home, os.Getenv("LANG"))},
+		Auditor:  c.o.Auditor, Log: c.o.Log,
+	}, ta.ServerConfig())
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	c.mu.Lock()
+	c.ln, c.cancel, c.done, c.server = ln, cancel, done, srv
+	c.mu.Unlock()
+	go func() {
+		defer close(done)
+		if err := srv.Serve(sctx, ln); err != nil {
+			c.o.Log.Error("escalation socket", "err", err)
+		}
+	}()
+	if c.o.Server != nil {
+		c.o.Server.Handle(TypeRegister, c.handleRegister)
+	}
+	spec.Mounts = append(spec.Mounts,
+		podman.Mount{Type: "bind", Source: a.TLSDir(), Target: SandboxTLSDir, ReadOnly: true},
+		podman.Mount{Type: "bind", Source: a.EscalationSocket(), Target: SandboxSocket},
+		podman.Mount{Type: "bind", Source: client, Target: SandboxClient, ReadOnly: true},
+	)
+	if spec.Env == nil {
+		spec.Env = map[string]string{}
+	}
+	path := spec.Env["PATH"]
+	if path == "" {
+		path = defaultPath
+	}
+	if !strings.Contains(":"+path+":", ":"+SandboxBinDir+":") {
+		spec.Env["PATH"] = path + ":" + SandboxBinDir
+	}
+	return nil
+}
+
+// Started resolves the host directory mounted at /workspace (every
+// component has prepared by now, and the spec is final).
+func (c *Component) Started(ctx context.Context, container string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.spec == nil || c.server == nil {
+		return nil
+	}
+	for _, m := range c.spec.Mounts {
+		if m.Target == SandboxWorkspace && m.Type == "bind" {
+			c.server.setWorkspace(m.Source)
+		}
+	}
+	return nil
+}
+
+// Close stops the server (killing commands in flight), removes the socket
+// and the TLS directory. Safe to call more than once.
+func (c *Component) Close(ctx context.Context) error {
+	c.mu.Lock()
+	cancel, done, ta := c.cancel, c.done, c.anchor
+	c.cancel, c.anchor = nil, nil
+	c.mu.Unlock()
+	var errs []error
+	if cancel != nil {
+		cancel()
+		<-done
+		if err := os.Remove(c.o.Anchor.EscalationSocket()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if ta != nil {
+		errs = append(errs, ta.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// listenPrivate listens on a UNIX socket at path with mode 0600. A stale
+// socket (left by a killed coordinator; the coordinator holds the domain
+// lock, so no live one can own it) is removed first; any other file there
+// is an error.
+func listenPrivate(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("escalation socket %s: exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("escalation socket %s: %w", path, err)
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("escalation socket: %w", err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("escalation socket: %w", err)
+	}
+	return ln, nil
+}
+
+// handleRegister registers the calling session's public key; the
+// registration ends with the session's control connection.
+func (c *Component) handleRegister(ctx context.Context, r *ctl.Request) (any, error) {
+	if r.Session == nil {
+		return nil, ctl.Errorf(ctl.ErrNoSession.Code, "%s needs an attached session", TypeRegister)
+	}
+	var req RegisterRequest
+	if err := r.Decode(&req); err != nil {
+		return nil, err
+	}
+	if len(req.PublicKey) != ed25519.PublicKeySize {
+		return nil, ctl.Errorf(ctl.ErrBadRequest.Code, "%s: public_key must be an Ed25519 key", TypeRegister)
+	}
+	sess := r.Session
+	unregister, err := c.registry.Register(&Session{ID: sess.ID, Public: ed25519.PublicKey(req.PublicKey), Prompt: ctlPrompter{sess}})
+	if err != nil {
+		return nil, ctl.Errorf(ctl.ErrBadRequest.Code, "%s: %v", TypeRegister, err)
+	}
+	go func() {
+		<-sess.Done()
+		unregister()
+	}()
+	c.o.Log.Info("escalation session registered", "session", sess.ID)
+	return &RegisterReply{SandboxID: c.SandboxID()}, nil
+}
+
+// ctlPrompter asks the human of one session over its control connection,
+// and no one else.
+type ctlPrompter struct{ s *ctl.Session }
+
+func (p ctlPrompter) Prompt(ctx context.Context, r PromptRequest) (Answer, error) {
+	var a Answer
+	err := p.s.Call(ctx, TypePrompt, r, &a)
+	if ctx.Err() != nil {
+		_ = p.s.Notify(TypePromptCancel, PromptCancel{RequestID: r.RequestID})
+		return Answer{Action: Deny}, ctx.Err()
+	}
+	if err != nil {
+		return Answer{Action: Deny}, fmt.Errorf("asking the session: %w", err)
+	}
+	return a, nil
+}
+
+// LogAuditor writes audit events to the coordinator log (used when no
+// state store is wired).
+func LogAuditor(log *slog.Logger) Auditor {
+	return AuditFunc(func(_ context.Context, e Event) error {
+		log.Info("audit", "kind", e.Kind, "stage", e.Stage, "reason", e.Reason, "request", e.RequestID,
+			"session", e.SessionID, "argv", e.Argv, "command", e.Command, "decision", e.Decision, "exit", e.ExitCode)
+		return nil
+	})
+}

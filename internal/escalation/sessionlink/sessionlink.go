@@ -1,0 +1,124 @@
+// Package sessionlink is the CLI's side of Host Escalation: it owns the
+// Session Anchor of one `lazaret shell`/`exec`, registers its public key
+// with the coordinator, answers the prompts the coordinator routes to this
+// session on the CLI's own terminal, and hands each `podman exec` a fresh
+// delegation. The session private key never leaves this process.
+package sessionlink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/escalation"
+	"github.com/lazaret-dev/lazaret/internal/prompt"
+	"github.com/lazaret-dev/lazaret/internal/session"
+)
+
+// Link is one Client Session's escalation state.
+type Link struct {
+	anchor    *session.Anchor
+	runner    *prompt.Runner
+	sandboxID string
+	// TTL of delegations; session.DefaultDelegationTTL when zero.
+	TTL time.Duration
+}
+
+// Options of New.
+type Options struct {
+	// TTY is the terminal prompts are shown on; nil (or not a terminal)
+	// denies every prompt.
+	TTY *os.File
+	// Pause and Resume suspend and restore the attached command's terminal
+	// forwarding around a prompt (attach.Gate).
+	Pause  func() io.Reader
+	Resume func()
+	// Abort runs when the human presses Q: the CLI asks the coordinator to
+	// stop.
+	Abort func()
+}
+
+// New makes the Session Anchor. Use SessionID as the hello's session id.
+func New(o Options) (*Link, error) {
+	a, err := session.New()
+	if err != nil {
+		return nil, err
+	}
+	r := &prompt.Runner{TTY: o.TTY, OnAbort: o.Abort, Pause: o.Pause, Resume: o.Resume,
+		Resolve: func(argv0, hostDir string) (string, error) {
+			// The coordinator resolves with the same absolute PATH entries
+			// (it was started from this user's environment) and checks again.
+			return escalation.Resolve(argv0, hostDir, escalation.SafePath(os.Getenv("PATH")))
+		}}
+	return &Link{anchor: a, runner: r}, nil
+}
+
+// SessionID is LAZARET_SESSION_ID.
+func (l *Link) SessionID() string { return l.anchor.ID }
+
+// Install registers the prompt handlers on c; call it before Connect.
+func (l *Link) Install(c *ctl.Client) {
+	c.Handle(escalation.TypePrompt, func(ctx context.Context, req *ctl.Request) (any, error) {
+		var pr escalation.PromptRequest
+		if err := req.Decode(&pr); err != nil {
+			return nil, err
+		}
+		a, _ := l.runner.Prompt(ctx, pr)
+		return &a, nil
+	})
+	c.Handle(escalation.TypePromptCancel, func(ctx context.Context, req *ctl.Request) (any, error) {
+		var pc escalation.PromptCancel
+		if err := req.Decode(&pc); err != nil {
+			return nil, err
+		}
+		l.runner.Cancel(pc.RequestID)
+		return nil, nil
+	})
+}
+
+// ErrDisabled is returned by Register when the coordinator has no
+// escalation (disabled in the config).
+var ErrDisabled = errors.New("host escalation is disabled")
+
+// Register sends the session public key on the attached connection c.
+func (l *Link) Register(ctx context.Context, c *ctl.Client) error {
+	var reply escalation.RegisterReply
+	err := c.Call(ctx, escalation.TypeRegister, escalation.RegisterRequest{PublicKey: l.anchor.Public}, &reply)
+	if errors.Is(err, ctl.ErrUnknownType) {
+		return ErrDisabled
+	}
+	if err != nil {
+		return fmt.Errorf("registering the session for host escalation: %w", err)
+	}
+	l.sandboxID = reply.SandboxID
+	return nil
+}
+
+// ExecEnv adds a fresh delegation for one `podman exec` to env. Without a
+// registration (escalation disabled) it adds nothing.
+func (l *Link) ExecEnv(env map[string]string) error {
+	if l.sandboxID == "" {
+		return nil
+	}
+	ttl := l.TTL
+	if ttl <= 0 {
+		ttl = session.DefaultDelegationTTL
+	}
+	d, err := l.anchor.Delegate(l.sandboxID, ttl, time.Now())
+	if err != nil {
+		return err
+	}
+	for _, kv := range d.Env() {
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				env[kv[:i]] = kv[i+1:]
+				break
+			}
+		}
+	}
+	return nil
+}
