@@ -191,7 +191,20 @@ func ExpandPath(s string, t Tokens) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return canonicalize(p)
+	return canonicalizeChecked(p)
+}
+
+// canonicalizeChecked canonicalizes p and checks the characters of the
+// result again: a symlink may point at a name with ',' or ':'.
+func canonicalizeChecked(p string) (string, error) {
+	c, err := canonicalize(p)
+	if err != nil {
+		return "", err
+	}
+	if err := checkPathChars(c); err != nil {
+		return "", err
+	}
+	return c, nil
 }
 
 // canonicalize resolves every symlink of the absolute, clean path p. A

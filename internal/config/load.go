@@ -94,6 +94,14 @@ func Load(path string) (*Config, error) {
 		}
 		return nil, &Error{File: path, Msg: "cannot read: " + unwrapPathError(err).Error()}
 	}
+	if err := checkFileOwner(path); err != nil {
+		e := &Error{File: path, Msg: err.Error()}
+		var re *ruleError
+		if errors.As(err, &re) {
+			e.IsSecurity = re.security
+		}
+		return nil, e
+	}
 	return Parse(path, data)
 }
 
@@ -277,7 +285,7 @@ func (v *validator) globalPath(key keyPath, s string) string {
 		p, err = expandString(s, func(string) string { return "" })
 	}
 	if err == nil {
-		p, err = canonicalize(p)
+		p, err = canonicalizeChecked(p)
 	}
 	if err == nil {
 		err = checkSystemPath(p)
@@ -430,7 +438,7 @@ func (v *validator) volume(p *Profile, key keyPath, vol fileVolume, dataRoot str
 		t := Tokens{ProfileName: p.Name, DataRoot: dataRoot, DomainHash: "000000000000", WorkspaceDir: "/nonexistent-workspace"}
 		host, err := expandString(vol.Host, t.value)
 		if err == nil && !hasDomainToken(vol.Host) && dataRoot != "" {
-			if host, err = canonicalize(host); err == nil {
+			if host, err = canonicalizeChecked(host); err == nil {
 				err = p.guard.checkMountSource(host)
 			}
 		}
