@@ -2,9 +2,9 @@ package prompt
 
 import (
 	"bytes"
-	"io"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"strings"
 	"sync"
