@@ -289,3 +289,15 @@ func LogAuditor(log *slog.Logger) Auditor {
 		return nil
 	})
 }
+
+// RotateNow rotates the sandbox's client certificate at once (tests; the
+// Trust Anchor rotates on its own schedule).
+func (c *Component) RotateNow() error {
+	c.mu.Lock()
+	ta := c.anchor
+	c.mu.Unlock()
+	if ta == nil {
+		return errors.New("escalation component not prepared")
+	}
+	return ta.Rotate()
+}

@@ -1,0 +1,293 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/escalation"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/session"
+)
+
+// escRig is a real runsc sandbox with the escalation component prepared
+// exactly as the coordinator does (socket, TLS dir, client mount, PATH);
+// the test process plays the coordinator's part, so requests made by the
+// real lazaret-escalate inside the sandbox reach the real server here.
+type escRig struct {
+	t         *testing.T
+	anchor    *domain.Anchor
+	comp      *escalation.Component
+	container string
+	sess      *session.Anchor
+	prompt    *scriptedPrompter
+
+	mu     sync.Mutex
+	events []escalation.Event
+}
+
+type scriptedPrompter struct {
+	mu     sync.Mutex
+	asked  []escalation.PromptRequest
+	answer escalation.Answer
+}
+
+func (p *scriptedPrompter) Prompt(ctx context.Context, r escalation.PromptRequest) (escalation.Answer, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.asked = append(p.asked, r)
+	return p.answer, nil
+}
+
+func newEscRig(t *testing.T, auto ...[]string) *escRig {
+	t.Helper()
+	env := NewEnv(t)
+	bin := binDir(t)
+	t.Setenv("LAZARET_ESCALATE", filepath.Join(bin, "lazaret-escalate"))
+	a, err := domain.New("default", env.Workspace, env.DataRoot, filepath.Join(env.Root, "run"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := domain.EnsurePrivateDir(a.RuntimeDir); err != nil {
+		t.Fatal(err)
+	}
+	r := &escRig{t: t, anchor: a, prompt: &scriptedPrompter{}}
+	r.comp = escalation.NewComponent(escalation.ComponentOptions{Anchor: a, AutoApprove: auto,
+		Auditor: escalation.AuditFunc(func(_ context.Context, e escalation.Event) error {
+			r.mu.Lock()
+			r.events = append(r.events, e)
+			r.mu.Unlock()
+			return nil
+		})})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r.container = "lazaret-esc-it-" + a.Hash
+	spec := &podman.ContainerSpec{
+		Name: r.container, Image: "localhost/lazaret-default:latest",
+		Mounts:      []podman.Mount{{Type: "bind", Source: a.Workspace, Target: "/workspace"}},
+		CapDrop:     []string{"ALL"},
+		SecurityOpt: []string{"no-new-privileges"},
+		Network:     "none",
+		Command:     []string{"sleep", "infinity"},
+	}
+	if err := r.comp.Prepare(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = Podman(t, "rm", "-f", "-t", "0", r.container)
+		if err := r.comp.Close(context.Background()); err != nil {
+			t.Errorf("component close: %v", err)
+		}
+		if _, err := os.Stat(a.TLSDir()); !os.IsNotExist(err) {
+			t.Errorf("TLS dir left behind: %v", err)
+		}
+	})
+	pm := &podman.Client{Runtime: filepath.Join(bin, "lazaret-runsc")}
+	args, err := pm.RunArgs(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(ctx, "podman", args...).CombinedOutput(); err != nil {
+		t.Fatalf("podman run: %v\n%s", err, out)
+	}
+	if err := r.comp.Started(ctx, r.container); err != nil {
+		t.Fatal(err)
+	}
+	r.sess, _ = session.New()
+	if _, err := r.comp.Registry().Register(&escalation.Session{ID: r.sess.ID, Public: r.sess.Public, Prompt: r.prompt}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// delegationEnv is the exec environment the CLI gives one podman exec.
+func (r *escRig) delegationEnv(s *session.Anchor) []string {
+	d, err := s.Delegate(r.anchor.Hash, time.Hour, time.Now())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return d.Env()
+}
+
+// exec runs argv in the sandbox with env and returns stdout, stderr, exit.
+func (r *escRig) exec(env []string, argv ...string) (string, string, int) {
+	r.t.Helper()
+	args := []string{"exec", "-w", "/workspace"}
+	for _, kv := range env {
+		args = append(args, "-e", kv)
+	}
+	args = append(append(args, r.container), argv...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "podman", args...)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		r.t.Fatal(err)
+	}
+	return so.String(), se.String(), code
+}
+
+func (r *escRig) lastRejection() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.events) - 1; i >= 0; i-- {
+		if r.events[i].Kind == escalation.EventRejected {
+			return r.events[i].Stage
+		}
+	}
+	return ""
+}
+
+func TestEscalationFromSandbox(t *testing.T) {
+	r := newEscRig(t, []string{"echo"}, []string{"false"}, []string{"cat"}, []string{"readlink"}, []string{"pwd"})
+	env := r.delegationEnv(r.sess)
+
+	t.Run("sandbox is gVisor", func(t *testing.T) {
+		if out, _, _ := r.exec(nil, "cat", "/proc/version"); !strings.Contains(out, "4.4.0") {
+			t.Fatalf("not a runsc sandbox: %q", out)
+		}
+	})
+
+	t.Run("client is mounted read-only on PATH", func(t *testing.T) {
+		out, _, code := r.exec(nil, "sh", "-c", "command -v lazaret-escalate; ls /run/lazaret/tls; echo x > /run/lazaret/bin/lazaret-escalate")
+		if code == 0 || !strings.Contains(out, "/run/lazaret/bin/lazaret-escalate") || !strings.Contains(out, "ca.pem\nclient-key.pem\nclient.pem") {
+			t.Fatalf("exit %d out %q", code, out)
+		}
+	})
+
+	t.Run("auto-approved command runs on the host", func(t *testing.T) {
+		// pwd shows where it ran: the host workspace, not the sandbox.
+		out, errOut, code := r.exec(env, "lazaret-escalate", "--reason", "it", "--", "pwd")
+		if code != 0 || strings.TrimSpace(out) != r.anchor.Workspace {
+			t.Fatalf("exit %d out %q err %q", code, out, errOut)
+		}
+		out, _, code = r.exec(env, "lazaret-escalate", "--", "echo", "hello", "from", "host")
+		if code != 0 || out != "hello from host\n" {
+			t.Fatalf("exit %d out %q", code, out)
+		}
+		if _, _, code := r.exec(env, "lazaret-escalate", "--", "false"); code != 1 {
+			t.Fatalf("exit code of false: %d", code)
+		}
+	})
+
+	t.Run("executed process has only fds 0-2 and no controlling terminal", func(t *testing.T) {
+		probe := []string{"readlink"}
+		for i := 0; i < 10; i++ {
+			probe = append(probe, "/proc/self/fd/"+string(rune('0'+i)))
+		}
+		out, _, _ := r.exec(env, append([]string{"lazaret-escalate", "--"}, probe...)...)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 3 || lines[0] != "/dev/null" {
+			t.Fatalf("host command saw descriptors %q", lines)
+		}
+		out, _, code := r.exec(env, "lazaret-escalate", "--", "cat", "/proc/self/stat")
+		if code != 0 || statTTY(t, out) != "0" {
+			t.Fatalf("tty_nr of the host command: %q (exit %d)", out, code)
+		}
+		// Positive controls: the probes do see an extra descriptor and a
+		// terminal when there is one.
+		f, _ := os.Open("/dev/null")
+		defer f.Close()
+		cmd := exec.Command(probe[0], probe[1:]...)
+		cmd.ExtraFiles = []*os.File{f}
+		ctl, _ := cmd.Output()
+		if n := len(strings.Split(strings.TrimSpace(string(ctl)), "\n")); n != 4 {
+			t.Fatalf("control: fd probe saw %d descriptors", n)
+		}
+		c := exec.Command("cat", "/proc/self/stat")
+		ptmx, err := pty.Start(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		_, _ = buf.ReadFrom(ptmx)
+		_ = c.Wait()
+		ptmx.Close()
+		if statTTY(t, buf.String()) == "0" {
+			t.Fatal("control: tty probe saw no terminal under a pty")
+		}
+	})
+
+	t.Run("not approved goes to the session's prompt", func(t *testing.T) {
+		n := len(r.prompt.asked)
+		r.prompt.answer = escalation.Answer{Action: escalation.Deny}
+		_, errOut, code := r.exec(env, "lazaret-escalate", "--shell", "echo a; touch /tmp/pwned", "--reason", "x")
+		if code != 126 || !strings.Contains(errOut, "denied") || len(r.prompt.asked) != n+1 {
+			t.Fatalf("exit %d err %q", code, errOut)
+		}
+		r.prompt.answer = escalation.Answer{Action: escalation.Approve}
+		out, _, code := r.exec(env, "lazaret-escalate", "--", "echo", "--approved")
+		if code != 0 || out != "--approved\n" {
+			t.Fatalf("approved: exit %d out %q", code, out)
+		}
+	})
+
+	t.Run("forged requests from inside the sandbox are rejected", func(t *testing.T) {
+		// Control: the genuine delegation works (above); these do not.
+		other, _ := session.New()
+		_, errOut, code := r.exec(r.delegationEnv(other), "lazaret-escalate", "--", "echo", "x")
+		if code != 125 || r.lastRejection() != escalation.StageSession {
+			t.Fatalf("unregistered session: exit %d stage %q err %q", code, r.lastRejection(), errOut)
+		}
+		// A delegation claiming the registered session, signed by another key.
+		pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+		d := session.Delegation{SessionID: r.sess.ID, DelegatedPub: pub, NotAfter: time.Now().Add(time.Hour).Unix(), SandboxID: r.anchor.Hash}
+		od, _ := other.Delegate(r.anchor.Hash, time.Hour, time.Now())
+		d.Signature = od.Delegation.Signature
+		forged := (&session.Delegated{SessionID: r.sess.ID, Key: priv, Delegation: d}).Env()
+		_, _, code = r.exec(forged, "lazaret-escalate", "--", "echo", "x")
+		if code != 125 || r.lastRejection() != escalation.StageDelegation {
+			t.Fatalf("forged delegation: exit %d stage %q", code, r.lastRejection())
+		}
+		// No session environment at all.
+		_, errOut, code = r.exec(nil, "lazaret-escalate", "--", "echo", "x")
+		if code != 125 || !strings.Contains(errOut, "LAZARET_SESSION_ID") {
+			t.Fatalf("no session env: exit %d err %q", code, errOut)
+		}
+	})
+
+	t.Run("rotated certificate is seen through the read-only dir mount", func(t *testing.T) {
+		before, _, _ := r.exec(nil, "cat", "/run/lazaret/tls/client.pem")
+		if err := r.comp.RotateNow(); err != nil {
+			t.Fatal(err)
+		}
+		after, _, _ := r.exec(nil, "cat", "/run/lazaret/tls/client.pem")
+		if before == after || !strings.Contains(after, "BEGIN CERTIFICATE") {
+			t.Fatal("sandbox does not see the rotated certificate")
+		}
+		if out, _, code := r.exec(env, "lazaret-escalate", "--", "echo", "rotated"); code != 0 || out != "rotated\n" {
+			t.Fatalf("after rotation: exit %d out %q", code, out)
+		}
+	})
+}
+
+func statTTY(t *testing.T, stat string) string {
+	t.Helper()
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		t.Fatalf("bad stat %q", stat)
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 5 {
+		t.Fatalf("bad stat %q", stat)
+	}
+	return f[4]
+}
