@@ -57,9 +57,6 @@ type Component struct {
 	// Notices receives the few user-facing notes (uncommitted host changes
 	// not carried over); nil sends them to the log.
 	Notices io.Writer
-	// NoExclusiveHint turns off the gVisor exclusive-access hints on the
-	// clone (for measurements).
-	NoExclusiveHint bool
 
 	mode   string
 	repo   *HostRepo
@@ -124,9 +121,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	}
 	clone := c.Anchor.AgentClone()
 	spec.Mounts = append(spec.Mounts, BranchMounts(clone, cfg, repo.CommonDir)...)
-	if !c.NoExclusiveHint {
-		AddExclusiveHints(spec, clone)
-	}
+	AddSharedHint(spec, HostGitHintName, repo.CommonDir)
 	return nil
 }
 

@@ -108,6 +108,9 @@ func env() []string {
 	}
 	return append(out,
 		"GIT_TERMINAL_PROMPT=0",
+		// git status must not refresh (rewrite) the user's index behind
+		// their back.
+		"GIT_OPTIONAL_LOCKS=0",
 		"GIT_PAGER=cat",
 		"PAGER=cat",
 		"GIT_EDITOR=true",

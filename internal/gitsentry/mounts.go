@@ -7,24 +7,28 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
-// gVisor mount hints (runsc/boot/mount_hints.go): a hint names a mount by
-// its source; share=container makes runsc use exclusive file access for it
-// (the sentry caches metadata instead of revalidating each lookup against
-// the host). That is only correct for a mount nothing outside the sandbox
-// changes while it runs: the agent clone and its .git (lazaret writes them
-// only before the start, and reads them from the host side). Never for the
-// host's .git, which the user changes at any time.
+// gVisor mount hints (runsc/boot/mount_hints.go) name a mount by its
+// source. Measured (docs/PERFORMANCE.md, "Git"): a share=container hint on a
+// bind mount makes runsc put a sandbox-local overlay over it, so the
+// agent's writes to the clone never reach the host and are lost at stop;
+// lazaret therefore never sets one. What it does set is share=shared on the
+// host's .git, which forces revalidating file access for that mount even
+// when the runtime runs with --file-access-mounts=exclusive (the fast mode
+// for the clone): the user changes the host .git at any time and the
+// sandbox must see it (config include, alternates).
 const hintPrefix = "dev.gvisor.spec.mount."
 
-// exclusiveHint adds the annotations that make runsc mount source with
-// exclusive access.
-func exclusiveHint(spec *podman.ContainerSpec, name, source string) {
+// HostGitHintName is the hint name of the host .git mount.
+const HostGitHintName = "lazarethostgit"
+
+// AddSharedHint marks the bind mount of source as shared with the host.
+func AddSharedHint(spec *podman.ContainerSpec, name, source string) {
 	if spec.Annotations == nil {
 		spec.Annotations = map[string]string{}
 	}
 	spec.Annotations[hintPrefix+name+".source"] = source
 	spec.Annotations[hintPrefix+name+".type"] = "bind"
-	spec.Annotations[hintPrefix+name+".share"] = "container"
+	spec.Annotations[hintPrefix+name+".share"] = "shared"
 }
 
 // BranchMounts are the mounts of branch mode (DESIGN §6), in mount order:
@@ -57,10 +61,4 @@ func DirectMounts(workspace string) []podman.Mount {
 		return nil
 	}
 	return []podman.Mount{{Type: "bind", Source: p, Target: ContainerGitDir, ReadOnly: true}}
-}
-
-// AddExclusiveHints marks the clone mounts for exclusive file access.
-func AddExclusiveHints(spec *podman.ContainerSpec, clone string) {
-	exclusiveHint(spec, "lazaretws", clone)
-	exclusiveHint(spec, "lazaretgit", filepath.Join(clone, ".git"))
 }

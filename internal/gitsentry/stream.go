@@ -126,7 +126,7 @@ func ReadBundleHeader(br *bufio.Reader, objectFormat string) (*BundleHeader, err
 	}
 	sig, err := readLine(br)
 	if err != nil {
-		return nil, fmt.Errorf("bundle: %w", err)
+		return nil, noBundleOn(err, "bundle")
 	}
 	h := &BundleHeader{}
 	switch sig {
@@ -144,7 +144,7 @@ func ReadBundleHeader(br *bufio.Reader, objectFormat string) (*BundleHeader, err
 	for {
 		line, err := readLine(br)
 		if err != nil {
-			return nil, fmt.Errorf("bundle header: %w", err)
+			return nil, noBundleOn(err, "bundle header")
 		}
 		if line == "" {
 			break
@@ -183,9 +183,23 @@ func ReadBundleHeader(br *bufio.Reader, objectFormat string) (*BundleHeader, err
 	if format != objectFormat {
 		return nil, fmt.Errorf("bundle: object format %s, repository uses %s", format, objectFormat)
 	}
+	if _, err := br.Peek(1); err == io.EOF {
+		return nil, errNoBundle
+	}
 	magic, err := br.Peek(4)
 	if err != nil || !bytes.Equal(magic, []byte("PACK")) {
 		return nil, fmt.Errorf("bundle: no pack after the header")
 	}
 	return h, nil
+}
+
+// noBundleOn maps the end of the stream inside a bundle header to
+// errNoBundle: git writes the signature line before it refuses to create
+// an empty bundle. Nothing has been imported at that point, and tips
+// whose objects the host lacks then fail the connectivity check.
+func noBundleOn(err error, what string) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errNoBundle
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }

@@ -1,0 +1,358 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/gitsentry"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+)
+
+// The Git Sentry tests start the sandbox container themselves through
+// internal/podman, with exactly the spec changes the gitsentry Component
+// makes (its Prepare/Started/Close), under the pinned runsc.
+
+const gsImage = "localhost/lazaret-default:latest"
+
+// gsGit runs host git in dir with a fixed identity and fails the test on
+// error.
+func gsGit(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=Host", "-c", "user.email=host@example.com", "-c", "init.defaultBranch=main"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git %v in %s: %v: %s", args, dir, err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// gsRepo makes a host repository with two commits in dir.
+func gsRepo(t testing.TB, dir string) {
+	t.Helper()
+	gsGit(t, dir, "init", "-q")
+	gsGit(t, dir, "config", "user.name", "Agent Smith")
+	gsGit(t, dir, "config", "user.email", "agent@example.com")
+	os.WriteFile(filepath.Join(dir, "README"), []byte("hello\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("one\ntwo\nthree\n"), 0o644)
+	gsGit(t, dir, "add", ".")
+	gsGit(t, dir, "commit", "-q", "-m", "first")
+	os.WriteFile(filepath.Join(dir, "b.txt"), []byte("b\n"), 0o644)
+	gsGit(t, dir, "add", ".")
+	gsGit(t, dir, "commit", "-q", "-m", "second")
+}
+
+// gsSandbox is a running sandbox with the Git Sentry component.
+type gsSandbox struct {
+	t      testing.TB
+	anchor *domain.Anchor
+	comp   *gitsentry.Component
+	name   string
+}
+
+func gsRuntime(t testing.TB) string {
+	if p := os.Getenv("LAZARET_RUNSC"); p != "" {
+		return p
+	}
+	return "/usr/local/lib/lazaret/runsc"
+}
+
+// gsStart prepares the component for (profile, workspace), starts the
+// container and the ref sync.
+func gsStart(t testing.TB, e *Env, profile, gitMode string, extraMounts ...podman.Mount) *gsSandbox {
+	t.Helper()
+	ctx := context.Background()
+	rt, err := domain.RuntimeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := domain.New(profile, e.Workspace, e.DataRoot, rt, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	pc := &podman.Client{Log: log}
+	comp := gitsentry.New(a, gitMode, pc, log)
+	var notices bytes.Buffer
+	comp.Notices = &notices
+	spec := &podman.ContainerSpec{
+		Name:        a.Container() + "-gs",
+		Image:       gsImage,
+		Runtime:     gsRuntime(t),
+		Labels:      map[string]string{domain.LabelKey: a.Hash, "lazaret.test": "gitsentry"},
+		CapDrop:     []string{"ALL"},
+		CapAdd:      []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL"},
+		SecurityOpt: []string{"no-new-privileges"},
+		Network:     "none",
+		Workdir:     "/workspace",
+		ExtraArgs:   []string{"--runtime-flag", "ignore-cgroups"},
+		Command:     []string{"sleep", "infinity"},
+	}
+	if err := comp.Prepare(ctx, spec); err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	if comp.Mode() == gitsentry.ModeDirect {
+		spec.Mounts = append([]podman.Mount{{Type: "bind", Source: a.Workspace, Target: "/workspace", Options: []string{"z"}}}, spec.Mounts...)
+	}
+	spec.Mounts = append(spec.Mounts, extraMounts...)
+	args, err := pc.RunArgs(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &gsSandbox{t: t, anchor: a, comp: comp, name: spec.Name}
+	t.Cleanup(func() {
+		_ = comp.Close(context.Background())
+		_ = exec.Command("podman", "rm", "-f", "-t", "0", spec.Name).Run()
+	})
+	if _, err := pc.Output(ctx, args...); err != nil {
+		t.Fatalf("podman run: %v", err)
+	}
+	if err := comp.Started(ctx, spec.Name); err != nil {
+		t.Fatalf("Started: %v", err)
+	}
+	if notices.Len() > 0 {
+		t.Logf("notices: %s", notices.String())
+	}
+	return s
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+
+// sh runs a shell script in the sandbox.
+func (s *gsSandbox) sh(script string) (stdout, stderr string, code int) {
+	s.t.Helper()
+	cmd := exec.Command("podman", "exec", "-e", "GIT_AUTHOR_DATE", "-w", "/workspace", s.name, "sh", "-c", script)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		s.t.Fatalf("podman exec: %v", err)
+	}
+	return o.String(), e.String(), code
+}
+
+// must runs a script that has to succeed and returns its trimmed stdout.
+func (s *gsSandbox) must(script string) string {
+	s.t.Helper()
+	out, errOut, code := s.sh(script)
+	if code != 0 {
+		s.t.Fatalf("in sandbox: %q: exit %d\nstdout: %s\nstderr: %s", script, code, out, errOut)
+	}
+	return strings.TrimSpace(out)
+}
+
+// fails runs a script that has to fail with a message containing want.
+func (s *gsSandbox) fails(script, want string) {
+	s.t.Helper()
+	out, errOut, code := s.sh(script)
+	if code == 0 || !strings.Contains(out+errOut, want) {
+		s.t.Errorf("in sandbox: %q: exit %d, output %q; want a failure with %q", script, code, out+errOut, want)
+	}
+}
+
+// hostState is everything of the host repository that must not change:
+// HEAD, the index, the working tree, and every ref outside lazaret/.
+func hostState(t testing.TB, ws string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, f := range []string{".git/HEAD", ".git/index"} {
+		data, err := os.ReadFile(filepath.Join(ws, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(data)
+		fmt.Fprintf(&b, "%s %s\n", f, hex.EncodeToString(sum[:]))
+	}
+	var files []string
+	filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() {
+			data, _ := os.ReadFile(p)
+			sum := sha256.Sum256(data)
+			files = append(files, fmt.Sprintf("%s %s", p, hex.EncodeToString(sum[:])))
+		}
+		return nil
+	})
+	sort.Strings(files)
+	b.WriteString(strings.Join(files, "\n") + "\n")
+	for _, l := range strings.Split(gsGit(t, ws, "for-each-ref", "--format=%(objectname) %(refname) %(symref)"), "\n") {
+		if !strings.Contains(l, " refs/heads/lazaret/") && !strings.Contains(l, " refs/lazaret/") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// hostRef reads a host ref (loose, as update-ref writes it) or "".
+func hostRef(ws, ref string) string {
+	data, err := os.ReadFile(filepath.Join(ws, ".git", ref))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
+
+func TestGitSentryMountBoundary(t *testing.T) {
+	e := NewEnv(t)
+	gsRepo(t, e.Workspace)
+	s := gsStart(t, e, "gsbound", "")
+	clone := s.anchor.AgentClone()
+
+	// The config: read-only file mount.
+	s.fails("echo x >> /workspace/.git/config", "Read-only file system")
+	s.fails("rm /workspace/.git/config", "busy")
+	s.fails("mv /workspace/.git/config /workspace/.git/config2", "busy")
+	// .git is its own mount point.
+	s.fails("mv /workspace/.git /workspace/g2", "")
+	if _, _, code := s.sh("test -d /workspace/.git/objects && test ! -e /workspace/g2"); code != 0 {
+		t.Errorf(".git moved")
+	}
+	// The host repository is read-only.
+	s.fails("touch /run/lazaret/host.git/config.evil", "Read-only file system")
+	// Hooks land on a tmpfs, never on the host.
+	s.must("printf '#!/bin/sh\\ntouch /tmp/x\\n' > /workspace/.git/hooks/post-commit && chmod +x /workspace/.git/hooks/post-commit")
+	if _, err := os.Stat(filepath.Join(clone, ".git", "hooks", "post-commit")); err == nil {
+		t.Errorf("a hook written in the sandbox appeared on the host")
+	}
+
+	// Real git works.
+	s.must("git status --short")
+	s.must("echo four >> a.txt && git add a.txt && git commit -q -m 'agent: four'")
+	s.must("git checkout -q -b side && echo s > s.txt && git add s.txt && git commit -q -m side && git checkout -q lazaret/agent-gsbound")
+	s.must("echo wip >> README && git stash -q && git stash pop -q && git checkout -q -- README")
+	s.must("echo five >> a.txt && git commit -qam five && echo six >> a.txt && git commit -qam six")
+	s.must("GIT_SEQUENCE_EDITOR=true git rebase -q -i HEAD~2")
+	s.must("git -c sequence.editor=\"sed -i '2s/^pick/fixup/'\" rebase -q -i HEAD~2 && test \"$(git log -1 --format=%s)\" = five")
+
+	// A host-side `git config` (lock + rename of .git/config) is seen at
+	// once, and the sandbox's config stays read-only.
+	gsGit(t, e.Workspace, "config", "user.name", "Renamed Host")
+	if got := s.must("git config user.name"); got != "Renamed Host" {
+		t.Errorf("sandbox sees user.name %q after the host changed it", got)
+	}
+	s.fails("echo x >> /workspace/.git/config", "Read-only file system")
+	s.fails("git config core.fsmonitor 'touch /tmp/m'", "")
+	s.fails("echo '[core] fsmonitor = x' >> /run/lazaret/host.git/config", "Read-only file system")
+}
+
+// TestGitSentryMountBoundaryControl is the positive control of the
+// boundary test: the naive layout (the clone's .git as a plain directory
+// of the workspace mount, only the config file read-only) lets the same
+// attacks through.
+func TestGitSentryMountBoundaryControl(t *testing.T) {
+	e := NewEnv(t)
+	gsRepo(t, e.Workspace)
+	name := "lazaret-gitsentry-naive-" + strconv.Itoa(os.Getpid())
+	defer exec.Command("podman", "rm", "-f", "-t", "0", name).Run()
+	out, err := exec.Command("podman", "run", "-d", "--replace", "--name", name, "--runtime", gsRuntime(t),
+		"--runtime-flag", "ignore-cgroups", "--network", "none",
+		"--mount", "type=bind,source="+e.Workspace+",destination=/workspace",
+		"--mount", "type=bind,source="+e.Workspace+"/.git/config,destination=/workspace/.git/config,readonly=true",
+		gsImage, "sleep", "infinity").CombinedOutput()
+	if err != nil {
+		t.Fatalf("podman run: %v: %s", err, out)
+	}
+	run := func(script string) error {
+		return exec.Command("podman", "exec", name, "sh", "-c", script).Run()
+	}
+	if err := run("printf '#!/bin/sh\\n' > /workspace/.git/hooks/post-commit"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(e.Workspace, ".git", "hooks", "post-commit")); err != nil {
+		t.Errorf("control: a hook written in the naive layout did not reach the host: %v", err)
+	}
+	if err := run("mv /workspace/.git /workspace/g2 && mv /workspace/g2 /workspace/.git"); err != nil {
+		t.Errorf("control: renaming .git failed in the naive layout: %v", err)
+	}
+}
+
+func TestGitSentryRefSyncAndHostUntouched(t *testing.T) {
+	e := NewEnv(t)
+	gsRepo(t, e.Workspace)
+	gsGit(t, e.Workspace, "branch", "feature")
+	gsGit(t, e.Workspace, "tag", "v1")
+	os.WriteFile(filepath.Join(e.Workspace, "untracked.txt"), []byte("mine\n"), 0o644)
+	os.WriteFile(filepath.Join(e.Workspace, "a.txt"), []byte("host edit\n"), 0o644)
+	before := hostState(t, e.Workspace)
+
+	s := gsStart(t, e, "gssync", "")
+	ref := "refs/heads/lazaret/agent-gssync"
+	waitRef := func(ref, want string) {
+		t.Helper()
+		Eventually(t, 10*time.Second, ref+" = "+want, func() bool { return hostRef(e.Workspace, ref) == want })
+	}
+	// The clone has the host's committed state, not the uncommitted edit.
+	if got := s.must("cat a.txt"); got != "one\ntwo\nthree" {
+		t.Errorf("clone a.txt = %q", got)
+	}
+	c1 := s.must("echo agent > agent.txt && git add agent.txt && git commit -q -m 'agent 1' && git rev-parse HEAD")
+	waitRef(ref, c1)
+	side := s.must("git branch side && git checkout -q -b exp && git commit -q --allow-empty -m exp && git rev-parse HEAD && git checkout -q lazaret/agent-gssync")
+	waitRef("refs/lazaret/gssync/heads/exp", side)
+	waitRef("refs/lazaret/gssync/heads/side", c1)
+	// A rewrite: the host ref moves, the old tip stays in the reflog.
+	c2 := s.must("git reset -q --hard HEAD~1 && git commit -q --allow-empty -m 'agent 2' && git rev-parse HEAD")
+	waitRef(ref, c2)
+	if reflog := gsGit(t, e.Workspace, "reflog", "show", "--format=%H", ref); !strings.Contains(reflog, c1) {
+		t.Errorf("old tip %s not in the reflog of %s: %s", c1, ref, reflog)
+	}
+	s.must("git branch -D side && git gc -q --prune=now")
+	Eventually(t, 10*time.Second, "side deleted on the host", func() bool {
+		return hostRef(e.Workspace, "refs/lazaret/gssync/heads/side") == ""
+	})
+	c3 := s.must("git commit -q --allow-empty -m 'after gc' && git rev-parse HEAD")
+	waitRef(ref, c3)
+	gsGit(t, e.Workspace, "fsck", "--no-dangling", "--connectivity-only")
+	if got := gsGit(t, e.Workspace, "log", "-1", "--format=%s", "lazaret/agent-gssync"); got != "after gc" {
+		t.Errorf("host log of the agent branch: %q", got)
+	}
+	if after := hostState(t, e.Workspace); after != before {
+		t.Errorf("host repository changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+
+	// Commit → host latency, median of 20 (reported, not asserted).
+	var lat []time.Duration
+	for i := 0; i < 20; i++ {
+		out := s.must("git commit -q --allow-empty -m 'lat " + strconv.Itoa(i) + "' && git rev-parse HEAD && date +%s.%N")
+		oid, ts, _ := strings.Cut(out, "\n")
+		sec, _ := strconv.ParseFloat(ts, 64)
+		committed := time.Unix(0, int64(sec*1e9))
+		deadline := time.Now().Add(10 * time.Second)
+		for hostRef(e.Workspace, ref) != oid && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Millisecond)
+		}
+		if hostRef(e.Workspace, ref) != oid {
+			t.Fatalf("commit %d never reached the host", i)
+		}
+		lat = append(lat, time.Since(committed))
+	}
+	slices.Sort(lat)
+	t.Logf("GITSENTRY_LATENCY commit→host over 20 commits: median %v, min %v, max %v", lat[10], lat[0], lat[19])
+}

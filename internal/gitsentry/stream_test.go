@@ -1,0 +1,134 @@
+package gitsentry
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+)
+
+const oidA = "0123456789abcdef0123456789abcdef01234567"
+const oidB = "89abcdef0123456789abcdef0123456789abcdef"
+
+func TestValidBranch(t *testing.T) {
+	good := []string{"main", "lazaret/agent-x", "feature/a.b", "v1.2", "a-b_c+d@e"}
+	bad := []string{"", "-x", "a..b", "a/.b", "a.lock", "a/b.lock/c", "a//b", "/a", "a/", "a.", "@", "a@{1}",
+		"a b", "a\tb", "a~1", "a^", "a:b", "a?", "a*", "a[", `a\b`, "a\x7f", "é", "a\nb", `a"b`, strings.Repeat("a", 201)}
+	for _, n := range good {
+		if err := ValidBranch(n); err != nil {
+			t.Errorf("ValidBranch(%q) = %v, want nil", n, err)
+		}
+	}
+	for _, n := range bad {
+		if ValidBranch(n) == nil {
+			t.Errorf("ValidBranch(%q) = nil, want error", n)
+		}
+	}
+}
+
+func TestRefMap(t *testing.T) {
+	m := RefMap{Profile: "dev"}
+	for in, want := range map[string]string{
+		"refs/heads/lazaret/agent-dev": "refs/heads/lazaret/agent-dev",
+		"refs/heads/main":              "refs/lazaret/dev/heads/main",
+		"refs/heads/old/1":             "refs/lazaret/dev/heads/old/1",
+	} {
+		got, err := m.HostRef(in)
+		if err != nil || got != want {
+			t.Errorf("HostRef(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"refs/tags/v1", "refs/heads/../x", "HEAD", "refs/remotes/origin/main"} {
+		if _, err := m.HostRef(in); err == nil {
+			t.Errorf("HostRef(%q) accepted", in)
+		}
+	}
+}
+
+func TestReadRefListAndBundle(t *testing.T) {
+	stream := oidA + " refs/heads/lazaret/agent-x\n" + oidB + " refs/heads/bad..name\n\n" +
+		"# v2 git bundle\n-" + oidB + " base\n" + oidA + " refs/heads/lazaret/agent-x\n\nPACKdata"
+	br := bufio.NewReader(strings.NewReader(stream))
+	refs, skipped, err := ReadRefList(br, 40)
+	if err != nil || len(refs) != 1 || refs[0].OID != oidA || len(skipped) != 1 {
+		t.Fatalf("ReadRefList = %v, %v, %v", refs, skipped, err)
+	}
+	h, err := ReadBundleHeader(br, "sha1")
+	if err != nil || len(h.Refs) != 1 || len(h.Prerequisites) != 1 {
+		t.Fatalf("ReadBundleHeader = %+v, %v", h, err)
+	}
+	rest, _ := io.ReadAll(br)
+	if string(rest) != "PACKdata" {
+		t.Fatalf("pack = %q", rest)
+	}
+}
+
+func TestReadBundleHeaderRejects(t *testing.T) {
+	for name, s := range map[string]string{
+		"signature":  "# v9 git bundle\n\nPACK",
+		"no pack":    "# v2 git bundle\n" + oidA + " refs/heads/a\n\nJUNK",
+		"tag ref":    "# v2 git bundle\n" + oidA + " refs/tags/a\n\nPACK",
+		"bad oid":    "# v2 git bundle\nzz refs/heads/a\n\nPACK",
+		"filter":     "# v3 git bundle\n@filter=blob:none\n" + oidA + " refs/heads/a\n\nPACK",
+		"format":     "# v3 git bundle\n@object-format=sha256\n" + oidA + " refs/heads/a\n\nPACK",
+		"truncated":  "# v2 git bundle\n" + oidA + " refs/heads/a",
+		"long line":  "# v2 git bundle\n" + strings.Repeat("a", 5000) + "\n\nPACK",
+		"cap late":   "# v3 git bundle\n" + oidA + " refs/heads/a\n@object-format=sha1\n\nPACK",
+		"name space": "# v2 git bundle\n" + oidA + " refs/heads/a b\n\nPACK",
+	} {
+		if _, err := ReadBundleHeader(bufio.NewReader(strings.NewReader(s)), "sha1"); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := ReadBundleHeader(bufio.NewReader(strings.NewReader("")), "sha1"); err != errNoBundle {
+		t.Errorf("empty stream: %v, want errNoBundle", err)
+	}
+}
+
+// FuzzSandboxStream feeds arbitrary sandbox output to the parsers: they
+// must never panic, and whatever they accept must be valid ref names and
+// object names.
+func FuzzSandboxStream(f *testing.F) {
+	f.Add([]byte(oidA + " refs/heads/main\n\n# v2 git bundle\n" + oidA + " refs/heads/main\n\nPACK"))
+	f.Add([]byte("\n"))
+	f.Add([]byte(oidA + " refs/heads/a/../b\n\n# v3 git bundle\n@object-format=sha1\n-" + oidB + "\n\nPACK"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		br := bufio.NewReader(bytes.NewReader(data))
+		refs, _, err := ReadRefList(br, 40)
+		if err != nil {
+			return
+		}
+		for _, r := range refs {
+			if !ValidOID(r.OID, 40) || ValidBranch(strings.TrimPrefix(r.Name, "refs/heads/")) != nil {
+				t.Fatalf("accepted %+v", r)
+			}
+		}
+		h, err := ReadBundleHeader(br, "sha1")
+		if err != nil {
+			return
+		}
+		for _, r := range h.Refs {
+			if _, err := (RefMap{Profile: "p"}).HostRef(r.Name); err != nil || !ValidOID(r.OID, 40) {
+				t.Fatalf("bundle accepted %+v", r)
+			}
+		}
+	})
+}
+
+func TestSafeTerminal(t *testing.T) {
+	var b bytes.Buffer
+	w := SafeTerminal(&b)
+	for _, part := range []string{"a\x1b[3", "1mred\x1b[0m\n", "\x1b]0;title\x07x\r\n", "é\u202e\xff\x9b"} {
+		w.Write([]byte(part))
+	}
+	got := b.String()
+	for _, bad := range []string{"\x07", "\r", "\u202e", "\x1b]"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("output %q contains %q", got, bad)
+		}
+	}
+	if !strings.Contains(got, "\x1b[31mred\x1b[0m\n") {
+		t.Errorf("SGR colors lost: %q", got)
+	}
+}
