@@ -136,7 +136,10 @@ func gsStart(t testing.TB, e *Env, profile, gitMode string, extraMounts ...podma
 
 type testWriter struct{ t testing.TB }
 
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
 
 // sh runs a shell script in the sandbox.
 func (s *gsSandbox) sh(script string) (stdout, stderr string, code int) {
