@@ -75,6 +75,7 @@ func indexPositions(doc []byte) *positions {
 	var p unstable.Parser
 	p.Reset(doc)
 	var table keyPath
+	arrayTables := map[string]int{} // [[x]] header → elements so far
 	for p.NextExpression() {
 		e := p.Expression()
 		switch e.Kind {
@@ -88,8 +89,14 @@ func indexPositions(doc []byte) *positions {
 				}
 				table = table.child(string(it.Node().Data))
 				ps.checkNUL(table, it.Node())
+				ps.set(table, line)
 			}
-			ps.set(table, line)
+			if e.Kind == unstable.ArrayTable {
+				k := table.String()
+				table = table.index(arrayTables[k])
+				arrayTables[k]++
+				ps.set(table, line)
+			}
 		case unstable.KeyValue:
 			ps.keyValue(table, e, 0)
 		}
@@ -109,6 +116,7 @@ func (ps *positions) keyValue(prefix keyPath, kv *unstable.Node, parentLine int)
 		}
 		path = path.child(string(it.Node().Data))
 		ps.checkNUL(path, it.Node())
+		ps.set(path, line) // dotted keys also locate their tables
 	}
 	if line == 0 {
 		line = parentLine

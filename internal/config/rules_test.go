@@ -358,3 +358,23 @@ func TestProfileLookup(t *testing.T) {
 		t.Error("invalid name accepted")
 	}
 }
+
+func TestLinesOfOtherTOMLForms(t *testing.T) {
+	testEnv(t)
+	// Dotted keys define the profile table: a missing image is reported on
+	// the line that introduces it.
+	e := wantErr(t, "\n\nprofiles.claude.persistent_dirs = [\"/usr\"]\n", "profiles.claude.image", "needs an image", false)
+	if e.Line != 3 {
+		t.Errorf("dotted keys: line %d, want 3", e.Line)
+	}
+	// Arrays of tables count their elements.
+	doc := "[profiles.claude]\nimage = \"x:1\"\n[[profiles.claude.volumes]]\nhost = \"/srv\"\ncontainer = \"/a\"\n[[profiles.claude.volumes]]\nhost = \"/srv\"\ncontainer = \"/b\"\nmode = \"rx\"\n"
+	if e := wantErr(t, doc, "profiles.claude.volumes[1].mode", "invalid mode", false); e.Line != 9 {
+		t.Errorf("array of tables: line %d, want 9", e.Line)
+	}
+	// Inline tables.
+	doc = "profiles = { claude = { image = \"x:1\",\n allow_egress = [\"1.2.3.4/40\"] } }\n"
+	if e := wantErr(t, doc, "profiles.claude.allow_egress[0]", "invalid CIDR", false); e.Line != 2 {
+		t.Errorf("inline tables: line %d, want 2", e.Line)
+	}
+}
