@@ -386,3 +386,27 @@ volumes = [
 		t.Errorf("ResolveVolumes(workspace by path) = %v", err)
 	}
 }
+
+func TestLoadRefusesHugeAndForeignFiles(t *testing.T) {
+	root := testEnv(t)
+	big := filepath.Join(root, "big.toml")
+	if err := os.WriteFile(big, []byte(strings.Repeat("# x\n", maxConfigSize/4+1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("Load(big) = %v", err)
+	}
+	ww := filepath.Join(root, "ww.toml")
+	if err := os.WriteFile(ww, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(ww); err != nil {
+		t.Fatalf("positive control: %v", err)
+	}
+	if err := os.Chmod(ww, 0o646); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(ww); !IsSecurity(err) {
+		t.Errorf("world-writable config: %v", err)
+	}
+}

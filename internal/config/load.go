@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -87,14 +88,11 @@ func Load(path string) (*Config, error) {
 			return nil, err
 		}
 	}
-	data, err := os.ReadFile(path)
+	data, err := readConfigFile(path)
 	if err != nil {
 		if !explicit && errors.Is(err, fs.ErrNotExist) {
 			return Parse("", nil)
 		}
-		return nil, &Error{File: path, Msg: "cannot read: " + unwrapPathError(err).Error()}
-	}
-	if err := checkFileOwner(path); err != nil {
 		e := &Error{File: path, Msg: err.Error()}
 		var re *ruleError
 		if errors.As(err, &re) {
@@ -103,6 +101,41 @@ func Load(path string) (*Config, error) {
 		return nil, e
 	}
 	return Parse(path, data)
+}
+
+// maxConfigSize bounds what Load reads: a configuration is a few
+// kilobytes, and --config /dev/zero must not exhaust memory.
+const maxConfigSize = 1 << 20
+
+// readConfigFile reads a regular file of at most maxConfigSize bytes, after
+// checking its owner and mode on the opened file itself.
+func readConfigFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("cannot read: %w", unwrapPathError(err))
+		}
+		return nil, ruleErrf("cannot read: %v", unwrapPathError(err))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, ruleErrf("cannot read: %v", unwrapPathError(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, ruleErrf("not a regular file")
+	}
+	if err := checkFileOwner(fi); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
+	if err != nil {
+		return nil, ruleErrf("cannot read: %v", unwrapPathError(err))
+	}
+	if len(data) > maxConfigSize {
+		return nil, ruleErrf("larger than %d bytes", maxConfigSize)
+	}
+	return data, nil
 }
 
 // Parse validates the configuration document data, read from file (used in

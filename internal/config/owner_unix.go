@@ -3,6 +3,7 @@
 package config
 
 import (
+	"io/fs"
 	"os"
 	"syscall"
 )
@@ -11,11 +12,7 @@ import (
 // have written: it decides what is mounted into sandboxes and which host
 // commands run without asking. Owned by the current user or root, and
 // not writable by others.
-func checkFileOwner(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return ruleErrf("cannot stat: %v", unwrapPathError(err))
-	}
+func checkFileOwner(fi fs.FileInfo) error {
 	if fi.Mode().Perm()&0o002 != 0 {
 		return securityErrf("is writable by every user (mode %v); run chmod o-w on it", fi.Mode().Perm())
 	}
