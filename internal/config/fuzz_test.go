@@ -96,3 +96,13 @@ func FuzzExpand(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkParseDeep measures a hostile, deeply nested document: indexing
+// positions must stay linear (it was quadratic before maxIndexDepth).
+func BenchmarkParseDeep(b *testing.B) {
+	doc := []byte("a = " + strings.Repeat("[", 9000) + strings.Repeat("]", 9000) + "\n" +
+		strings.Repeat("x.", 5000) + "y = 1\n")
+	for b.Loop() {
+		_, _ = Parse("deep.toml", doc)
+	}
+}

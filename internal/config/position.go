@@ -87,6 +87,9 @@ func indexPositions(doc []byte) *positions {
 				if line == 0 {
 					line = ps.line(it.Node())
 				}
+				if len(table) >= maxIndexDepth {
+					continue
+				}
 				table = table.child(string(it.Node().Data))
 				ps.checkNUL(table, it.Node())
 				ps.set(table, line)
@@ -106,11 +109,19 @@ func indexPositions(doc []byte) *positions {
 	return ps
 }
 
+// maxIndexDepth bounds the key depth indexed: the schema is at most five
+// levels deep (profiles.x.volumes[0].host), and indexing a hostile document
+// nested thousands of levels deep would cost quadratic time and memory.
+const maxIndexDepth = 8
+
 func (ps *positions) keyValue(prefix keyPath, kv *unstable.Node, parentLine int) {
 	path := prefix
 	line := 0
 	it := kv.Key()
 	for it.Next() {
+		if len(path) >= maxIndexDepth {
+			return
+		}
 		if line == 0 {
 			line = ps.line(it.Node())
 		}
@@ -126,6 +137,9 @@ func (ps *positions) keyValue(prefix keyPath, kv *unstable.Node, parentLine int)
 }
 
 func (ps *positions) value(path keyPath, v *unstable.Node, line int) {
+	if len(path) >= maxIndexDepth {
+		return
+	}
 	switch v.Kind {
 	case unstable.String:
 		ps.checkNUL(path, v)
