@@ -32,6 +32,8 @@ type Review struct {
 	Git  *Git
 	Repo *HostRepo
 	Map  RefMap
+
+	savedIndex []byte // the index before a merge, restored if it fails
 }
 
 // agentTip returns the agent branch's commit on the host.
@@ -146,6 +148,12 @@ func (r *Review) Merge(ctx context.Context, squash bool) (*MergeResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A failed merge is undone by git, but git rewrites the index on the
+	// way (same entries, new stat data); the saved bytes are put back so
+	// the repository is exactly as it was.
+	index, _ := os.ReadFile(filepath.Join(r.Repo.GitDir, "index"))
+	r.savedIndex = index
+	defer func() { r.savedIndex = nil }()
 	res := &MergeResult{Branch: strings.TrimPrefix(branch, "refs/heads/"), Before: before}
 	if ok, _ := r.isAncestor(ctx, tip, before); ok {
 		res.After, res.UpToDate = before, true
@@ -203,11 +211,26 @@ func (r *Review) abort(ctx context.Context, before string, cause error, squash b
 	if now, _ := r.Repo.Head(ctx, r.Git); now != before || aerr != nil {
 		return fmt.Errorf("merge failed (%v) and restoring the repository failed too (HEAD %s, was %s): %v", cause, now, before, aerr)
 	}
+	if dirty, err := r.Repo.Dirty(ctx, r.Git, false); err == nil && dirty == "" && r.savedIndex != nil {
+		r.restoreIndex()
+	}
 	if conflicts != "" {
 		return fmt.Errorf("%w (conflicts in %s); the merge was aborted and the repository left as it was",
 			ErrMergeConflict, strings.ReplaceAll(conflicts, "\n", ", "))
 	}
 	return fmt.Errorf("merge failed, repository left as it was: %w", cause)
+}
+
+// restoreIndex puts the saved index bytes back (atomically, by rename).
+func (r *Review) restoreIndex() {
+	path := filepath.Join(r.Repo.GitDir, "index")
+	tmp := path + ".lazaret-restore"
+	if err := os.WriteFile(tmp, r.savedIndex, 0o644); err != nil {
+		return
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+	}
 }
 
 // SandboxRunning reports whether the domain's container is running.
