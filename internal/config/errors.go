@@ -22,14 +22,14 @@ type Error struct {
 func (e *Error) Error() string {
 	var b strings.Builder
 	if e.File != "" {
-		b.WriteString(e.File)
+		b.WriteString(oneLine(e.File))
 		if e.Line > 0 {
 			b.WriteString(":" + strconv.Itoa(e.Line))
 		}
 		b.WriteString(": ")
 	}
 	if e.Key != "" {
-		b.WriteString(e.Key + ": ")
+		b.WriteString(oneLine(e.Key) + ": ")
 	}
 	b.WriteString(oneLine(e.Msg))
 	return b.String()

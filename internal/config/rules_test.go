@@ -378,3 +378,10 @@ func TestLinesOfOtherTOMLForms(t *testing.T) {
 		t.Errorf("inline tables: line %d, want 2", e.Line)
 	}
 }
+
+func TestErrorIsOneLineWhateverItHolds(t *testing.T) {
+	e := &Error{File: "a\nb.toml", Line: 3, Key: "k\r", Msg: "x\ny\u2028z"}
+	if s := e.Error(); strings.ContainsFunc(s, isControl) || s != `a\nb.toml:3: k\r: x\ny\u2028z` {
+		t.Errorf("Error() = %q", s)
+	}
+}
