@@ -78,6 +78,13 @@ func gsRuntime(t testing.TB) string {
 // gsStart prepares the component for (profile, workspace), starts the
 // container and the ref sync.
 func gsStart(t testing.TB, e *Env, profile, gitMode string, extraMounts ...podman.Mount) *gsSandbox {
+	return gsStartNamed(t, e, profile, gitMode, "-gs", extraMounts...)
+}
+
+// gsStartNamed is gsStart with the container named <a.Container()><suffix>;
+// an empty suffix gives the name lazaret itself uses (for `lazaret diff
+// --uncommitted`).
+func gsStartNamed(t testing.TB, e *Env, profile, gitMode, suffix string, extraMounts ...podman.Mount) *gsSandbox {
 	t.Helper()
 	ctx := context.Background()
 	rt, err := domain.RuntimeDir()
@@ -94,7 +101,7 @@ func gsStart(t testing.TB, e *Env, profile, gitMode string, extraMounts ...podma
 	var notices bytes.Buffer
 	comp.Notices = &notices
 	spec := &podman.ContainerSpec{
-		Name:        a.Container() + "-gs",
+		Name:        a.Container() + suffix,
 		Image:       gsImage,
 		Runtime:     gsRuntime(t),
 		Labels:      map[string]string{domain.LabelKey: a.Hash, "lazaret.test": "gitsentry"},
@@ -358,4 +365,103 @@ func TestGitSentryRefSyncAndHostUntouched(t *testing.T) {
 	}
 	slices.Sort(lat)
 	t.Logf("GITSENTRY_LATENCY commit→host over 20 commits: median %v, min %v, max %v", lat[10], lat[0], lat[19])
+}
+
+// TestGitSentryHostRunsNoAgentCommand plants, everywhere the agent can
+// write, configuration and hooks that would run a command on the host,
+// then runs the host-side git commands a user runs during review. No
+// marker may appear. Controls: host git pointed at the clone itself (what
+// the naive layout amounts to) fires the same plants.
+func TestGitSentryHostRunsNoAgentCommand(t *testing.T) {
+	e := NewEnv(t)
+	gsRepo(t, e.Workspace)
+	// The user's repository runs hooks from the tree (the husky pattern).
+	gsGit(t, e.Workspace, "config", "core.hooksPath", ".githooks")
+	m := filepath.Join(e.Root, "markers")
+	if err := os.MkdirAll(m, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	s := gsStartNamed(t, e, "default", "", "")
+	ref := "refs/heads/lazaret/agent-default"
+	// A command git runs through the shell; '#' drops the arguments git
+	// appends.
+	touch := func(name string) string { return "touch " + m + "/" + name + " #" }
+
+	// Committed plants: hooks under core.hooksPath and attributes that
+	// select filter, diff and merge drivers.
+	tip := s.must(`set -e
+mkdir -p .githooks
+for h in pre-commit post-commit post-merge pre-merge-commit post-checkout reference-transaction post-rewrite; do
+  printf '#!/bin/sh\n` + touch("hook") + `\n' > .githooks/$h; chmod +x .githooks/$h
+done
+printf '* filter=evil diff=evil merge=evil\n' > .gitattributes
+echo agent >> a.txt
+git add -A && git -c core.hooksPath=/dev/null commit -q -m 'agent work with plants'
+git rev-parse HEAD`)
+	Eventually(t, 10*time.Second, "agent commit on the host", func() bool { return hostRef(e.Workspace, ref) == tip })
+
+	// An uncommitted hook under core.hooksPath, seen by --uncommitted.
+	s.must(`printf '#!/bin/sh\n` + touch("hooksdir") + `\n' > .githooks/pre-commit`)
+	if out := e.MustRun("diff", "--uncommitted"); !strings.Contains(out, "hooksdir") {
+		t.Errorf("lazaret diff --uncommitted does not show the uncommitted hook change:\n%s", out)
+	}
+
+	// Uncommitted plants in the clone's .git and tree (the commondir plant
+	// breaks the agent's own git, so it comes last).
+	s.must(`set -e
+printf '[core]\n\tfsmonitor = "` + touch("config-worktree") + `"\n[filter "evil"]\n\tclean = "` + touch("filter") + `"\n\tsmudge = "` + touch("filter") + `"\n' > .git/config.worktree
+mkdir -p .git/info .git/modules/sub .git/evil/objects .git/evil/refs
+printf '* filter=evil\n' > .git/info/attributes
+printf '[core]\n\tfsmonitor = "` + touch("modules") + `"\n' > .git/modules/sub/config
+printf '[core]\n\trepositoryformatversion = 1\n\tfsmonitor = "` + touch("commondir") + `"\n[extensions]\n\tworktreeConfig = true\n' > .git/evil/config
+echo evil > .git/commondir
+mkdir -p nested && git -C nested init -q && git -C nested config core.fsmonitor "` + touch("nested") + `"`)
+
+	// What the user runs on the host during review.
+	gsGit(t, e.Workspace, "status")
+	gsGit(t, e.Workspace, "log", "-p", "lazaret/agent-default")
+	gsGit(t, e.Workspace, "diff", "lazaret/agent-default")
+	gsGit(t, e.Workspace, "diff", "HEAD...lazaret/agent-default")
+	if out := e.MustRun("diff"); !strings.Contains(out, "+agent") {
+		t.Errorf("lazaret diff does not show the agent's change:\n%s", out)
+	}
+	if out := e.MustRun("diff", "--stat"); !strings.Contains(out, "a.txt") {
+		t.Errorf("lazaret diff --stat:\n%s", out)
+	}
+	if out := e.MustRun("log", "--oneline"); !strings.Contains(out, "agent work with plants") {
+		t.Errorf("lazaret log:\n%s", out)
+	}
+	e.MustRun("merge")
+	if got := gsGit(t, e.Workspace, "rev-parse", "HEAD"); got != tip {
+		t.Errorf("after lazaret merge HEAD = %s, want the agent tip %s (fast-forward)", got, tip)
+	}
+	gsGit(t, e.Workspace, "status")
+	gsGit(t, e.Workspace, "log", "-1")
+
+	if entries, _ := os.ReadDir(m); len(entries) > 0 {
+		var names []string
+		for _, en := range entries {
+			names = append(names, en.Name())
+		}
+		t.Errorf("host-side git ran agent-chosen commands: markers %v", names)
+	}
+
+	// Controls: the plants are live. Host git run in the clone (what the
+	// naive layout amounts to) reads the config the planted commondir
+	// points to, and the planted config.worktree, and runs their fsmonitor
+	// and filter; in the nested repository, its own fsmonitor.
+	clone := s.anchor.AgentClone()
+	for _, dir := range []string{clone, filepath.Join(clone, "nested")} {
+		cmd := exec.Command("git", "-C", dir, "status")
+		cmd.Env = append(os.Environ(), "GIT_CEILING_DIRECTORIES="+filepath.Dir(dir))
+		out, _ := cmd.CombinedOutput()
+		entries, _ := os.ReadDir(m)
+		if len(entries) == 0 {
+			t.Errorf("control: host git in %s fired no plant: %s", dir, out)
+		}
+		for _, en := range entries {
+			t.Logf("control: host git in %s fired %s", dir, en.Name())
+			os.Remove(filepath.Join(m, en.Name()))
+		}
+	}
 }
