@@ -275,7 +275,10 @@ func TestStateAnchorPersistsAcrossRestartAndImageUpdate(t *testing.T) {
 	if err != nil || rec2 == nil {
 		t.Fatalf("record: %v %v", rec2, err)
 	}
-	if rec2.ImageID == rec1.ImageID || rec2.PreviousImageID != rec1.ImageID || rec2.Image != tag {
+	if rec1.Driver != stateanchor.DriverOverlay {
+		t.Errorf("new changes dir on Linux >= 5.11: driver %q, want kernel overlay", rec1.Driver)
+	}
+	if rec2.ImageID == rec1.ImageID || rec2.PreviousImageID != rec1.ImageID || rec2.Image != tag || rec2.Driver != rec1.Driver {
 		t.Errorf("record after update = %+v, before = %+v", rec2, rec1)
 	}
 }
@@ -370,11 +373,14 @@ func TestStateAnchorHolder(t *testing.T) {
 	if spec == "" {
 		t.Skip("helper process for TestStateAnchorCrashRecovery")
 	}
-	var a domain.Anchor
-	if err := json.Unmarshal([]byte(spec), &a); err != nil {
+	var h struct {
+		Anchor domain.Anchor
+		Driver string
+	}
+	if err := json.Unmarshal([]byte(spec), &h); err != nil {
 		t.Fatal(err)
 	}
-	comp := stateanchor.New(stateanchor.Options{Anchor: &a, Image: config.DefaultImage, Dirs: []string{"/usr", "/var"}, Podman: &podman.Client{}})
+	comp := stateanchor.New(stateanchor.Options{Anchor: &h.Anchor, Image: config.DefaultImage, Dirs: []string{"/usr", "/var"}, Podman: &podman.Client{}, Driver: h.Driver})
 	if err := comp.Prepare(context.Background(), &podman.ContainerSpec{}); err != nil {
 		t.Fatal(err)
 	}
@@ -383,10 +389,25 @@ func TestStateAnchorHolder(t *testing.T) {
 }
 
 func TestStateAnchorCrashRecovery(t *testing.T) {
+	for _, driver := range []string{stateanchor.DriverFuse, stateanchor.DriverOverlay} {
+		t.Run(driver, func(t *testing.T) { testCrashRecovery(t, driver) })
+	}
+}
+
+func testCrashRecovery(t *testing.T, driver string) {
 	s := newSAEnv(t)
-	a, _ := json.Marshal(s.anchor)
+	// Another domain's overlay, mounted throughout: the sweep must not
+	// touch it.
+	other := newSAEnv(t)
+	otherComp := stateanchor.New(stateanchor.Options{Anchor: other.anchor, Image: config.DefaultImage, Dirs: []string{"/opt/other"}, Podman: other.pc, Driver: driver})
+	if err := otherComp.Prepare(context.Background(), &podman.ContainerSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	defer otherComp.Close(context.Background())
+
+	h, _ := json.Marshal(map[string]any{"Anchor": s.anchor, "Driver": driver})
 	cmd := exec.Command(os.Args[0], "-test.run=^TestStateAnchorHolder$", "-test.v")
-	cmd.Env = append(os.Environ(), holderEnv+"="+string(a))
+	cmd.Env = append(os.Environ(), holderEnv+"="+string(h))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -413,19 +434,24 @@ func TestStateAnchorCrashRecovery(t *testing.T) {
 	}
 	_ = cmd.Wait()
 
-	// Control: the crash really left mounts and daemons behind.
+	wantDaemons := 0
+	if driver == stateanchor.DriverFuse {
+		wantDaemons = 2
+	}
+	// Control: the crash really left mounts (and daemons) behind.
 	if ms := s.domainMounts(); len(ms) != 2 {
 		t.Fatalf("control: want 2 stale mounts after SIGKILL, have %v", ms)
 	}
-	if ds := s.domainDaemons(); len(ds) != 2 {
-		t.Fatalf("control: want 2 stale fuse-overlayfs after SIGKILL, have %v", ds)
+	if ds := s.domainDaemons(); len(ds) != wantDaemons {
+		t.Fatalf("control: want %d stale fuse-overlayfs after SIGKILL, have %v", wantDaemons, ds)
 	}
-	// Kill one daemon too, as a crash of the whole session would: its
-	// mount is then dead (ENOTCONN) and must still be swept.
-	ds := s.domainDaemons()
-	var pid int
-	fmt.Sscanf(ds[0], "%d", &pid)
-	_ = syscall.Kill(pid, syscall.SIGKILL)
+	if wantDaemons > 0 {
+		// Kill one daemon too, as a crash of the whole session would: its
+		// mount is then dead (ENOTCONN) and must still be swept.
+		var pid int
+		fmt.Sscanf(s.domainDaemons()[0], "%d", &pid)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 
 	// A new start sweeps them and mounts fresh ones.
 	comp := s.component(config.DefaultImage, "/usr", "/var")
@@ -433,8 +459,8 @@ func TestStateAnchorCrashRecovery(t *testing.T) {
 	if ms := s.domainMounts(); len(ms) != 2 {
 		t.Errorf("after new start: want exactly the 2 new mounts, have %v", ms)
 	}
-	if ds := s.domainDaemons(); len(ds) != 2 {
-		t.Errorf("after new start: want exactly the 2 new daemons, have %v", ds)
+	if ds := s.domainDaemons(); len(ds) != wantDaemons {
+		t.Errorf("after new start: want exactly %d new daemons, have %v", wantDaemons, ds)
 	}
 	if out := s.sh("ls /usr/bin/dpkg /var/lib/dpkg/status"); !strings.Contains(out, "status") {
 		t.Errorf("sandbox after recovery: %q", out)
@@ -444,6 +470,13 @@ func TestStateAnchorCrashRecovery(t *testing.T) {
 		t.Errorf("after close: mounts left %v", ms)
 	}
 	Eventually(t, 10*time.Second, "no fuse-overlayfs of the domain", func() bool { return len(s.domainDaemons()) == 0 })
+	// The other domain's overlay is untouched.
+	if ms := other.domainMounts(); len(ms) != 1 {
+		t.Errorf("other domain's mounts: %v", ms)
+	}
+	if ds := other.domainDaemons(); len(ds) != wantDaemons/2 {
+		t.Errorf("other domain's daemons: %v", ds)
+	}
 }
 
 func TestStateAnchorStateCommands(t *testing.T) {

@@ -29,7 +29,18 @@ type Options struct {
 	// FuseOverlayfs is the fuse-overlayfs executable ("fuse-overlayfs" on
 	// PATH when empty).
 	FuseOverlayfs string
+	// Driver picks the overlay implementation of new changes dirs:
+	// DriverAuto (empty), DriverOverlay or DriverFuse. An existing changes
+	// dir keeps the driver it was made with.
+	Driver string
 }
+
+// Overlay drivers.
+const (
+	DriverAuto    = "auto"
+	DriverOverlay = "overlay"        // kernel overlayfs in the user namespace
+	DriverFuse    = "fuse-overlayfs" // FUSE daemon
+)
 
 // Component mounts the State Anchor of one domain. It implements
 // sandbox.Component: Prepare mounts and adds the bind mounts to the
@@ -72,6 +83,11 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	}
 	if err := ValidateDirs(c.opt.Dirs); err != nil {
 		return err
+	}
+	switch c.opt.Driver {
+	case "", DriverAuto, DriverOverlay, DriverFuse:
+	default:
+		return fmt.Errorf("state anchor: unknown overlay driver %q", c.opt.Driver)
 	}
 	if c.opt.Anchor == nil || c.opt.Podman == nil {
 		return errors.New("state anchor: no domain anchor or podman client")
@@ -143,12 +159,18 @@ func (c *Component) mountDir(ctx context.Context, dir, base, empty string, img *
 		c.log.Warn("unreadable overlay record; rewriting it", "dir", dir, "err", err)
 		prev = nil
 	}
-	logf := filepath.Join(odir, "fuse-overlayfs.log")
-	if _, err := c.opt.Podman.Unshare(ctx, "bash", "-c", mountScript, "stateanchor-mount",
-		base, dir, empty, changes, work, merged, c.opt.FuseOverlayfs, fresh, logf); err != nil {
-		return fmt.Errorf("mounting fuse-overlayfs on %s: %w", merged, err)
+	driver := c.driverFor(fresh == "new", prev)
+	logf := filepath.Join(odir, "mount.log")
+	out, err := c.opt.Podman.Unshare(ctx, "bash", "-c", mountScript, "stateanchor-mount",
+		base, dir, empty, changes, work, merged, c.opt.FuseOverlayfs, fresh, logf, driver)
+	if err != nil {
+		return fmt.Errorf("mounting the overlay (%s) on %s: %w", driver, merged, err)
 	}
 	c.mounted = append(c.mounted, merged)
+	used := strings.TrimSpace(string(out))
+	if used != DriverOverlay && used != DriverFuse {
+		return fmt.Errorf("mounting the overlay on %s: unexpected output %q", merged, out)
+	}
 	if dir == "/etc" {
 		// resolv.conf, hosts and hostname must never come from an overlay:
 		// podman binds its own over them, except resolv.conf with
@@ -161,7 +183,7 @@ func (c *Component) mountDir(ctx context.Context, dir, base, empty string, img *
 		}
 	}
 
-	rec := Record{Dir: dir, Image: c.opt.Image, ImageID: img.ID, ImageDigest: img.Digest, MountedAt: time.Now().UTC()}
+	rec := Record{Dir: dir, Image: c.opt.Image, ImageID: img.ID, ImageDigest: img.Digest, MountedAt: time.Now().UTC(), Driver: used}
 	if prev != nil {
 		rec.PreviousImageID = prev.PreviousImageID
 		if prev.ImageID != "" && prev.ImageID != img.ID {
@@ -174,8 +196,23 @@ func (c *Component) mountDir(ctx context.Context, dir, base, empty string, img *
 	if err := writeJSON(filepath.Join(odir, recordFile), rec); err != nil {
 		return err
 	}
-	c.log.Debug("mounted", "dir", dir, "merged", merged, "image", short(img.ID))
+	c.log.Debug("mounted", "dir", dir, "merged", merged, "image", short(img.ID), "driver", used)
 	return nil
+}
+
+// driverFor picks the driver for a changes dir: the one it was made with,
+// fuse-overlayfs for one of unknown origin, the configured one for a new
+// one.
+func (c *Component) driverFor(fresh bool, prev *Record) string {
+	switch {
+	case prev != nil && prev.Driver != "":
+		return prev.Driver
+	case !fresh:
+		return DriverFuse
+	case c.opt.Driver == "":
+		return DriverAuto
+	}
+	return c.opt.Driver
 }
 
 // bindMounts returns the bind mounts of the merged views over their dirs,

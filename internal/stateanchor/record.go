@@ -23,6 +23,12 @@ type Record struct {
 	ImageID     string    `json:"image_id"`
 	ImageDigest string    `json:"image_digest,omitempty"`
 	MountedAt   time.Time `json:"mounted_at"`
+	// Driver is the overlay implementation the changes were made with:
+	// "overlay" (kernel) or "fuse-overlayfs". The two mark opaque
+	// directories with different xattrs, so a changes dir stays with the
+	// driver it began with. Empty in records of the first version, which
+	// always used fuse-overlayfs.
+	Driver string `json:"driver,omitempty"`
 	// PreviousImageID is the image the changes were made on before the
 	// last image update, for `lazaret state`.
 	PreviousImageID string `json:"previous_image_id,omitempty"`

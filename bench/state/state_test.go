@@ -1,0 +1,247 @@
+//go:build bench
+
+// Package state benchmarks the State Anchor: many small files written and
+// read under a persistent /usr (fuse-overlayfs inside podman unshare,
+// bound into the runsc sandbox) against non-persistent dirs of the same
+// sandbox, and dpkg -i of a 2,000-file package with and without the
+// State Anchor. Run by `make bench` (scripts/bench) as the unprivileged
+// user; prints a markdown table for docs/PERFORMANCE.md.
+package state
+
+import (
+	"archive/tar"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/locate"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/stateanchor"
+)
+
+const (
+	nFiles = 2000
+	rounds = 5
+)
+
+// workload extracts the tarball into $1, reads every file back, then
+// removes the tree, printing the nanoseconds each phase took.
+const workload = `set -e
+t0=$(date +%s%N)
+mkdir -p "$1" && tar -xf /mnt/bench/files.tar -C "$1"
+t1=$(date +%s%N)
+find "$1" -type f -exec cat {} + >/dev/null
+t2=$(date +%s%N)
+rm -rf "$1"
+t3=$(date +%s%N)
+echo $((t1-t0)) $((t2-t1)) $((t3-t2))
+`
+
+const dpkgWorkload = `set -e
+t0=$(date +%s%N)
+dpkg -i /mnt/bench/lzbench.deb >/dev/null
+t1=$(date +%s%N)
+dpkg -r lzbench >/dev/null
+t2=$(date +%s%N)
+echo $((t1-t0)) $((t2-t1))
+`
+
+type sandbox struct {
+	name string
+	pc   *podman.Client
+}
+
+func (s *sandbox) sh(b *testing.B, script string, args ...string) string {
+	b.Helper()
+	out, err := s.pc.Output(context.Background(), append([]string{"exec", s.name, "sh", "-c", script, "sh"}, args...)...)
+	if err != nil {
+		b.Fatalf("%s: %v", script, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func BenchmarkStateAnchorSmallFiles(b *testing.B) {
+	ctx := context.Background()
+	root, err := os.MkdirTemp("", "lzbench-state-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	pc := &podman.Client{}
+	defer func() {
+		_ = exec.Command("podman", "unshare", "rm", "-rf", root).Run()
+		_ = os.RemoveAll(root)
+	}()
+	data := filepath.Join(root, "bench")
+	ws := filepath.Join(root, "ws")
+	for _, d := range []string{data, ws} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	makeTar(b, filepath.Join(data, "files.tar"))
+	makeDeb(b, data)
+	rt, err := domain.RuntimeDir()
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := domain.New("bench", ws, filepath.Join(root, "data"), rt, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	runsc, err := locate.Find(locate.Runsc)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	start := func(name string, comp *stateanchor.Component) *sandbox {
+		spec := &podman.ContainerSpec{
+			Name: name, Image: config.DefaultImage, Runtime: runsc, Network: "none",
+			Mounts:    []podman.Mount{{Type: "bind", Source: data, Target: "/mnt/bench", ReadOnly: true}},
+			ExtraArgs: []string{"--runtime-flag", "ignore-cgroups"},
+			Command:   []string{"sleep", "infinity"},
+		}
+		if comp != nil {
+			if err := comp.Prepare(ctx, spec); err != nil {
+				b.Fatal(err)
+			}
+		}
+		args, err := pc.RunArgs(spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pc.Run(ctx, args...); err != nil {
+			b.Fatal(err)
+		}
+		return &sandbox{name: name, pc: pc}
+	}
+	stop := func(s *sandbox) { _ = pc.Run(ctx, "rm", "-f", "-t", "0", s.name) }
+
+	comp := stateanchor.New(stateanchor.Options{Anchor: a, Image: config.DefaultImage, Dirs: []string{"/usr"}, Podman: pc})
+	withSA := start("lazaret-bench-state-sa-"+a.Hash, comp)
+	defer func() { stop(withSA); _ = comp.Close(ctx) }()
+	plain := start("lazaret-bench-state-plain-"+a.Hash, nil)
+	defer stop(plain)
+
+	targets := []struct{ label, dir string }{
+		{"persistent /usr (State Anchor)", "/usr/local/lzbench"},
+		{"/var/tmp (container rootfs)", "/var/tmp/lzbench"},
+		{"/dev/shm (tmpfs)", "/dev/shm/lzbench"},
+	}
+	res := map[string][][]float64{}
+	b.ResetTimer()
+	for r := 0; r < rounds; r++ {
+		for _, t := range targets { // interleaved, so drift hits all alike
+			res[t.label] = append(res[t.label], parse(b, withSA.sh(b, workload, t.dir)))
+		}
+		res["dpkg SA"] = append(res["dpkg SA"], parse(b, withSA.sh(b, dpkgWorkload)))
+		res["dpkg plain"] = append(res["dpkg plain"], parse(b, plain.sh(b, dpkgWorkload)))
+	}
+	b.StopTimer()
+
+	fmt.Printf("\n%d files (%d dirs), %d rounds, median wall time inside the runsc sandbox, %s\n\n", nFiles, nFiles/100, rounds, time.Now().UTC().Format("2006-01-02"))
+	fmt.Println("| where | extract tar | read all | rm -rf | total | ratio to /var/tmp |")
+	fmt.Println("|---|---|---|---|---|---|")
+	base := median(res[targets[1].label], -1)
+	for _, t := range targets {
+		tot := median(res[t.label], -1)
+		fmt.Printf("| %s | %s | %s | %s | %s | %.2f |\n", t.label, ms(median(res[t.label], 0)), ms(median(res[t.label], 1)), ms(median(res[t.label], 2)), ms(tot), tot/base)
+	}
+	dsa, dpl := median(res["dpkg SA"], -1), median(res["dpkg plain"], -1)
+	fmt.Println()
+	fmt.Println("| dpkg, 2,000-file package | install | remove | total | ratio |")
+	fmt.Println("|---|---|---|---|---|")
+	fmt.Printf("| sandbox without State Anchor | %s | %s | %s | 1.00 |\n", ms(median(res["dpkg plain"], 0)), ms(median(res["dpkg plain"], 1)), ms(dpl))
+	fmt.Printf("| sandbox with persistent /usr | %s | %s | %s | %.2f |\n", ms(median(res["dpkg SA"], 0)), ms(median(res["dpkg SA"], 1)), ms(dsa), dsa/dpl)
+	b.ReportMetric(median(res[targets[0].label], -1)/base, "usr/rootfs-ratio")
+	b.ReportMetric(dsa/dpl, "dpkg-ratio")
+}
+
+// parse reads the space-separated nanosecond figures of one run.
+func parse(b *testing.B, out string) []float64 {
+	var v []float64
+	for _, f := range strings.Fields(out) {
+		n, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			b.Fatalf("timing %q: %v", out, err)
+		}
+		v = append(v, n)
+	}
+	return v
+}
+
+// median of phase i of each run (i < 0: of the sums).
+func median(runs [][]float64, i int) float64 {
+	var xs []float64
+	for _, r := range runs {
+		if i >= 0 {
+			xs = append(xs, r[i])
+			continue
+		}
+		s := 0.0
+		for _, x := range r {
+			s += x
+		}
+		xs = append(xs, s)
+	}
+	sort.Float64s(xs)
+	return xs[len(xs)/2]
+}
+
+func ms(ns float64) string { return fmt.Sprintf("%.0f ms", ns/1e6) }
+
+func makeTar(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	for i := 0; i < nFiles; i++ {
+		if i%100 == 0 {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: fmt.Sprintf("d%02d/", i/100), Mode: 0o755}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		body := []byte(strings.Repeat(fmt.Sprintf("line %d\n", i), 40)) // ~300 bytes
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: fmt.Sprintf("d%02d/f%04d.txt", i/100, i), Mode: 0o644, Size: int64(len(body))}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tw.Write(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func makeDeb(b *testing.B, dir string) {
+	root := filepath.Join(dir, "deb")
+	if err := os.MkdirAll(filepath.Join(root, "DEBIAN"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "DEBIAN", "control"), []byte("Package: lzbench\nVersion: 1.0\nArchitecture: all\nMaintainer: bench <b@example.invalid>\nDescription: State Anchor benchmark\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < nFiles; i++ {
+		d := filepath.Join(root, "usr", "share", "lzbench", fmt.Sprintf("d%02d", i/100))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, fmt.Sprintf("f%04d.txt", i)), []byte(strings.Repeat(fmt.Sprintf("line %d\n", i), 40)), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if out, err := exec.Command("dpkg-deb", "--root-owner-group", "-Zgzip", "--build", root, filepath.Join(dir, "lzbench.deb")).CombinedOutput(); err != nil {
+		b.Fatalf("dpkg-deb: %v: %s", err, out)
+	}
+}
