@@ -43,6 +43,12 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 // code (128+n when it died of signal n). An error means the command could
 // not be run at all.
 func Run(cmd *exec.Cmd, o Options) (int, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	// If lazaret is killed (SIGKILL leaves no chance to forward anything),
+	// podman exec goes too rather than lingering without its terminal.
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
 	if o.TTY {
 		return runTTY(cmd, o)
 	}
@@ -104,7 +110,6 @@ func runTTY(cmd *exec.Cmd, o Options) (code int, err error) {
 	winch := make(chan os.Signal, 1)
 	if isTerm {
 		signal.Notify(winch, syscall.SIGWINCH)
-		defer signal.Stop(winch)
 		go func() {
 			defer guard()
 			for range winch {
@@ -137,15 +142,10 @@ func runTTY(cmd *exec.Cmd, o Options) (code int, err error) {
 	case <-time.After(2 * time.Second):
 	}
 	if isTerm {
-		close(winchStop(winch))
+		signal.Stop(winch)
+		close(winch)
 	}
 	return code, err
-}
-
-// winchStop stops SIGWINCH delivery to ch and returns it for closing.
-func winchStop(ch chan os.Signal) chan os.Signal {
-	signal.Stop(ch)
-	return ch
 }
 
 // wait waits for cmd, passing forwarded signals on and killing it when

@@ -57,23 +57,20 @@ name) that word is the profile.`,
 // splitProfile separates the optional PROFILE from the command: with "--"
 // everything before it (at most one word) is the profile; without, the
 // first word is the profile only if it names a configured profile and a
-// command follows.
+// command follows. Flags stop at the first argument (so the command's own
+// flags are never lazaret's), which leaves a "--" after PROFILE in args.
 func splitProfile(g *globalOptions, cmd *cobra.Command, args []string) (string, []string, error) {
-	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
-		switch dash {
-		case 0:
-		case 1:
-			if len(args) == 1 {
-				return "", nil, usageError{errors.New("exec: no command after --")}
-			}
-			return args[0], args[1:], nil
-		default:
-			return "", nil, usageError{fmt.Errorf("exec: expected at most one PROFILE before --, got %q", args[:dash])}
-		}
+	if cmd.ArgsLenAtDash() == 0 {
 		if len(args) == 0 {
-			return "", nil, usageError{errors.New("exec: no command")}
+			return "", nil, usageError{errors.New("exec: no command after --")}
 		}
 		return "", args, nil
+	}
+	if len(args) >= 2 && args[1] == "--" {
+		if len(args) == 2 {
+			return "", nil, usageError{errors.New("exec: no command after --")}
+		}
+		return args[0], args[2:], nil
 	}
 	if len(args) > 1 && config.ValidProfileName(args[0]) == nil {
 		if cfg, err := g.loadConfig(); err == nil {

@@ -1,0 +1,519 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// lcDomain is what the lifecycle tests need to know about their domain.
+type lcDomain struct {
+	Hash      string            `json:"hash"`
+	Resources map[string]string `json:"resources"`
+}
+
+func domainOf(t *testing.T, e *Env, profile string) lcDomain {
+	t.Helper()
+	var d lcDomain
+	if err := json.Unmarshal([]byte(e.MustRun("domain", "--json", "--profile", profile)), &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// containersOf lists the containers labelled with the domain hash.
+func containersOf(t *testing.T, hash string) []string {
+	t.Helper()
+	out, err := Podman(t, "ps", "-a", "--filter", "label=lazaret.domain="+hash, "--format", "{{.ID}}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(out)
+}
+
+// coordinatorPIDs returns the pids of coordinator processes of workspace.
+func coordinatorPIDs(workspace string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		isCoord, ws := false, ""
+		for i, a := range args {
+			if a == "__coordinator" {
+				isCoord = true
+			}
+			if a == "--workspace" && i+1 < len(args) {
+				ws = args[i+1]
+			}
+		}
+		if isCoord && ws == workspace {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// requireGone waits until the domain has no container, socket or
+// coordinator left.
+func requireGone(t *testing.T, d lcDomain, within time.Duration) {
+	t.Helper()
+	ws := d.Resources["workspace"]
+	Eventually(t, within, "container, socket and coordinator gone", func() bool {
+		return len(containersOf(t, d.Hash)) == 0 && !exists(d.Resources["control_socket"]) && len(coordinatorPIDs(ws)) == 0
+	})
+	if !exists(d.Resources["lock_file"]) {
+		t.Error("the lock file was unlinked")
+	}
+}
+
+func lcEnv(t *testing.T) (*Env, lcDomain) {
+	e := NewEnv(t)
+	d := domainOf(t, e, "default")
+	d.Resources["workspace"] = canonical(t, e.Workspace)
+	return e, d
+}
+
+func canonical(t *testing.T, p string) string {
+	t.Helper()
+	c, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestLifecycleExecRunsc(t *testing.T) {
+	e, d := lcEnv(t)
+	out := e.MustRun("exec", "--", "dmesg")
+	if !strings.Contains(out, "gVisor") {
+		t.Fatalf("the sandbox is not gVisor; dmesg:\n%s", out)
+	}
+	if r := e.Run("exec", "--", "sh", "-c", "exit 7"); r.Code != 7 {
+		t.Fatalf("exit 7 gave %d; stderr %s", r.Code, r.Stderr)
+	}
+	if r := e.Run("exec", "default", "--", "sh", "-c", "echo out; echo err >&2; exit 3"); r.Code != 3 || r.Stdout != "out\n" || r.Stderr != "err\n" {
+		t.Fatalf("streams: %+v", r)
+	}
+	if r := e.RunStdin("line one\nline two\n", "exec", "--", "sh", "-c", "tr a-z A-Z"); r.Code != 0 || r.Stdout != "LINE ONE\nLINE TWO\n" {
+		t.Fatalf("stdin piping: %+v", r)
+	}
+	// 127 is the command's (not found), not lazaret's.
+	if r := e.Run("exec", "--", "no-such-command-here"); r.Code != 127 {
+		t.Fatalf("missing command gave %d; stderr %s", r.Code, r.Stderr)
+	}
+	if out := e.MustRun("exec", "--", "sh", "-c", "pwd; echo $LAZARET_SESSION_ID"); !regexp.MustCompile(`^/workspace\n[0-9a-f]{32}\n$`).MatchString(out) {
+		t.Fatalf("workdir/session id: %q", out)
+	}
+	requireGone(t, d, 5*time.Second)
+}
+
+// TestLifecycleConcurrentStart starts 8 sessions at the same instant: one
+// coordinator, one container, all succeed; after the last, all is gone.
+func TestLifecycleConcurrentStart(t *testing.T) {
+	e, d := lcEnv(t)
+	const n = 8
+	var wg sync.WaitGroup
+	results := make([]Result, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			// /run/.containerenv names the container each command ran in.
+			results[i] = e.Run("exec", "--", "sh", "-c", "grep ^id= /run/.containerenv; sleep 1")
+		}()
+	}
+	close(start)
+	wg.Wait()
+	ids := map[string]bool{}
+	for i, r := range results {
+		if r.Code != 0 {
+			t.Fatalf("session %d: exit %d, stderr %s", i, r.Code, r.Stderr)
+		}
+		ids[strings.TrimSpace(r.Stdout)] = true
+	}
+	if len(ids) != 1 {
+		t.Fatalf("sessions ran in %d containers: %v", len(ids), ids)
+	}
+	log, err := os.ReadFile(d.Resources["coordinator_log"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := strings.Count(string(log), `msg="coordinator started"`); c != 1 {
+		t.Fatalf("%d coordinators started:\n%s", c, log)
+	}
+	if c := strings.Count(string(log), `msg="session attached"`); c != n {
+		t.Fatalf("%d sessions attached, want %d:\n%s", c, n, log)
+	}
+	requireGone(t, d, 5*time.Second)
+}
+
+// background starts lazaret with args and returns the command and its
+// stderr; the caller waits for it.
+func background(t *testing.T, e *Env, stdin io.Reader, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := e.Cmd(context.Background(), args...)
+	var errb bytes.Buffer
+	cmd.Stdin = stdin
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, &errb
+}
+
+type lcStatus struct {
+	Running bool `json:"running"`
+	Status  *struct {
+		PID      int `json:"pid"`
+		Sessions []struct {
+			ID      string `json:"id"`
+			PeerPID int    `json:"peer_pid"`
+		} `json:"sessions"`
+		Container struct {
+			Name  string `json:"name"`
+			State string `json:"state"`
+		} `json:"container"`
+	} `json:"status"`
+}
+
+func status(t *testing.T, e *Env) lcStatus {
+	t.Helper()
+	var st lcStatus
+	if err := json.Unmarshal([]byte(e.MustRun("status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func sessions(t *testing.T, e *Env) int {
+	st := status(t, e)
+	if st.Status == nil {
+		return -1
+	}
+	return len(st.Status.Sessions)
+}
+
+// TestLifecycleKilledCLI: a CLI killed with SIGKILL does not keep a
+// reference; teardown happens when the other session ends.
+func TestLifecycleKilledCLI(t *testing.T) {
+	e, d := lcEnv(t)
+	a, _ := background(t, e, nil, "exec", "--", "sleep", "600")
+	Eventually(t, 2*time.Minute, "first session", func() bool { return sessions(t, e) == 1 })
+	pr, pw := io.Pipe()
+	b, _ := background(t, e, pr, "exec", "--", "sh", "-c", "read line; echo got $line")
+	Eventually(t, 30*time.Second, "second session", func() bool { return sessions(t, e) == 2 })
+	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 10*time.Second, "killed session detached", func() bool { return sessions(t, e) == 1 })
+	fmt.Fprintln(pw, "bye")
+	pw.Close()
+	if err := b.Wait(); err != nil {
+		t.Fatalf("second session: %v", err)
+	}
+	requireGone(t, d, 5*time.Second)
+}
+
+// TestLifecycleKilledCoordinator: after SIGKILL of the coordinator, the
+// attached session ends with a clear error and the next start recovers
+// (dead socket, leftover container).
+func TestLifecycleKilledCoordinator(t *testing.T) {
+	e, d := lcEnv(t)
+	a, aerr := background(t, e, nil, "exec", "--", "sleep", "600")
+	Eventually(t, 2*time.Minute, "session", func() bool { return sessions(t, e) == 1 })
+	pid := status(t, e).Status.PID
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	werr := a.Wait()
+	if ee, ok := werr.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+		t.Fatalf("session survived its coordinator: %v", werr)
+	}
+	if !strings.Contains(aerr.String(), "coordinator exited unexpectedly") {
+		t.Errorf("stderr: %s", aerr)
+	}
+	if !exists(d.Resources["control_socket"]) || len(containersOf(t, d.Hash)) != 1 {
+		t.Fatalf("the kill left no dead socket or container to recover from; the test proves nothing")
+	}
+	if out := e.MustRun("exec", "--", "echo", "recovered"); out != "recovered\n" {
+		t.Fatalf("after recovery: %q", out)
+	}
+	requireGone(t, d, 5*time.Second)
+}
+
+// TestLifecycleStopWithSessions: `lazaret stop` ends attached sessions
+// with a clear message and removes everything.
+func TestLifecycleStopWithSessions(t *testing.T) {
+	e, d := lcEnv(t)
+	a, aerr := background(t, e, nil, "exec", "--", "sleep", "600")
+	Eventually(t, 2*time.Minute, "session", func() bool { return sessions(t, e) == 1 })
+	if out := e.MustRun("stop"); !strings.Contains(out, "stopped") {
+		t.Fatalf("stop: %q", out)
+	}
+	werr := a.Wait()
+	if ee, ok := werr.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+		t.Fatalf("session survived stop: %v", werr)
+	}
+	if !strings.Contains(aerr.String(), "stopped by `lazaret stop`") {
+		t.Errorf("stderr: %s", aerr)
+	}
+	requireGone(t, d, 5*time.Second)
+	if st := status(t, e); st.Running {
+		t.Fatal("status still running")
+	}
+}
+
+// ptyReader accumulates what lazaret writes to its terminal.
+type ptyReader struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (p *ptyReader) run(f *os.File) {
+	r := bufio.NewReader(f)
+	b := make([]byte, 4096)
+	for {
+		n, err := r.Read(b)
+		p.mu.Lock()
+		p.buf.Write(b[:n])
+		p.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *ptyReader) waitFor(t *testing.T, re *regexp.Regexp) {
+	t.Helper()
+	Eventually(t, time.Minute, "terminal output "+re.String(), func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return re.Match(p.buf.Bytes())
+	})
+}
+
+func (p *ptyReader) text() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.buf.String()
+}
+
+// TestLifecycleShellPTY drives `lazaret shell` through a terminal: a
+// command's output, window resizes seen by `stty size`, Ctrl-C reaching
+// the sandboxed process (not lazaret), and the shell's exit code.
+func TestLifecycleShellPTY(t *testing.T) {
+	e, d := lcEnv(t)
+	cmd := e.Cmd(context.Background(), "shell")
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	out := &ptyReader{}
+	go out.run(ptmx)
+	send := func(s string) {
+		if _, err := ptmx.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("echo mark-$((6*7))\n")
+	out.waitFor(t, regexp.MustCompile(`mark-42`))
+	send("stty size\n")
+	out.waitFor(t, regexp.MustCompile(`\b24 80\r\n`))
+	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 41, Cols: 113}); err != nil {
+		t.Fatal(err)
+	}
+	// lazaret gets SIGWINCH from the kernel and resizes the inner PTY.
+	Eventually(t, 30*time.Second, "resize seen", func() bool {
+		send("stty size\n")
+		time.Sleep(200 * time.Millisecond)
+		return regexp.MustCompile(`\b41 113\r\n`).MatchString(out.text())
+	})
+	send("test -t 0 && echo is-a-tty\n")
+	out.waitFor(t, regexp.MustCompile(`\bis-a-tty\r\n`))
+	// Ctrl-C interrupts the sandboxed sleep; the shell and lazaret live on.
+	// (bash abandons the rest of a line interrupted by Ctrl-C, so the
+	// status is asked for on the next line.)
+	send("sleep 300\n")
+	time.Sleep(time.Second)
+	send("\x03")
+	send("echo sleep-status-$?\n")
+	out.waitFor(t, regexp.MustCompile(`sleep-status-130`))
+	send("exit 5\n")
+	err = cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 5 {
+		t.Fatalf("shell exit: %v\n%s", err, out.text())
+	}
+	requireGone(t, d, 5*time.Second)
+}
+
+// lowFDs reads a recorded descriptor list and returns the descriptors
+// below 10 (the shell keeps its script on one of its own above).
+func lowFDs(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fds []string
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil && n < 10 {
+			fds = append(fds, f)
+		}
+	}
+	return strings.Join(fds, " ")
+}
+
+// TestLifecycleNoDescriptorLeaks: every podman that lazaret runs (from the
+// coordinator: podman run, rm; from the CLI: podman exec) starts with only
+// stdin, stdout and stderr, so neither the hold-to-bind lock nor a control
+// connection can outlive its owner in a child. A podman wrapper first on
+// PATH records its inherited descriptors and execs the real podman. The
+// positive control runs the same recording with a leaked descriptor.
+func TestLifecycleNoDescriptorLeaks(t *testing.T) {
+	realPodman, err := exec.LookPath("podman")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, d := lcEnv(t)
+	wrapDir := filepath.Join(e.Root, "wrap")
+	recDir := filepath.Join(e.Root, "fds")
+	for _, dir := range []string{wrapDir, recDir} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The shell reads the script on a descriptor of its own (>= 10), so
+	// only 0-9 are recorded: anything there besides 0-2 was inherited.
+	script := fmt.Sprintf("#!/bin/sh\nls /proc/$$/fd > %s/$$\nexec %s \"$@\"\n", recDir, realPodman)
+	if err := os.WriteFile(filepath.Join(wrapDir, "podman"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.ExtraEnv = append(e.ExtraEnv, "PATH="+wrapDir+":"+os.Getenv("PATH"))
+
+	// Positive control: the wrapper run with an extra descriptor shows it.
+	f, err := os.Open("/dev/null")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := exec.Command(filepath.Join(wrapDir, "podman"), "--version")
+	ctl.ExtraFiles = []*os.File{f}
+	if out, err := ctl.CombinedOutput(); err != nil {
+		t.Fatalf("control: %v %s", err, out)
+	}
+	f.Close()
+	rec := lowFDs(t, filepath.Join(recDir, strconv.Itoa(ctl.Process.Pid)))
+	if rec != "0 1 2 3" {
+		t.Fatalf("positive control: recorded %q, want the leaked fd 3 seen", rec)
+	}
+	os.Remove(filepath.Join(recDir, strconv.Itoa(ctl.Process.Pid)))
+
+	cli, _ := background(t, e, nil, "exec", "--", "sleep", "600")
+	Eventually(t, 2*time.Minute, "session", func() bool { return sessions(t, e) == 1 })
+	// The coordinator is not dumpable: its descriptors are hidden from
+	// the user's other processes (a CLI's are not: the control).
+	if _, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", cli.Process.Pid)); err != nil {
+		t.Fatalf("control: cannot read the CLI's fds: %v", err)
+	}
+	if _, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", status(t, e).Status.PID)); err == nil {
+		t.Error("the coordinator's descriptors are readable: PR_SET_DUMPABLE=0 not in effect")
+	}
+	if out := e.Run("stop"); out.Code != 0 {
+		t.Fatalf("stop: %+v", out)
+	}
+	cli.Wait()
+	requireGone(t, d, 5*time.Second)
+	recs, err := os.ReadDir(recDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// podman run and rm from the coordinator, podman exec from the CLI.
+	if len(recs) < 3 {
+		t.Fatalf("only %d podman runs recorded", len(recs))
+	}
+	for _, r := range recs {
+		if got := lowFDs(t, filepath.Join(recDir, r.Name())); got != "0 1 2" {
+			t.Errorf("podman (pid %s) started with descriptors %q", r.Name(), got)
+		}
+	}
+}
+
+// TestLifecycleSandboxFDs: the sandboxed command and the container's init
+// see only stdin, stdout and stderr (plus the directory ls reads).
+func TestLifecycleSandboxFDs(t *testing.T) {
+	e, d := lcEnv(t)
+	out := e.MustRun("exec", "--", "sh", "-c", "ls /proc/self/fd | tr '\\n' ' '; echo; ls /proc/1/fd | tr '\\n' ' '")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("output %q", out)
+	}
+	// ls has its own directory descriptor open (3).
+	if strings.TrimSpace(lines[0]) != "0 1 2 3" {
+		t.Errorf("exec'd command descriptors: %q", lines[0])
+	}
+	if strings.TrimSpace(lines[1]) != "0 1 2" {
+		t.Errorf("container init descriptors: %q", lines[1])
+	}
+	requireGone(t, d, 5*time.Second)
+}
+
+// TestLifecycleBadInput: an unknown profile and a missing image give a
+// one-line error with a hint and leave nothing running.
+func TestLifecycleBadInput(t *testing.T) {
+	e, d := lcEnv(t)
+	r := e.Run("exec", "nosuch", "--", "true")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "unknown profile") || strings.Count(strings.TrimSpace(r.Stderr), "\n") > 1 {
+		t.Fatalf("unknown profile: %+v", r)
+	}
+	if exists(d.Resources["control_socket"]) {
+		t.Fatal("a coordinator started for a bad profile")
+	}
+
+	e.WriteConfig("[profiles.ghost]\nimage = \"localhost/lazaret-lifecycle-missing:1\"\ngit_mode = \"direct\"\n")
+	g := domainOf(t, e, "ghost")
+	g.Resources["workspace"] = canonical(t, e.Workspace)
+	r = e.Run("exec", "ghost", "--", "true")
+	if r.Code != 3 || !strings.Contains(r.Stderr, "lazaret image build") {
+		t.Fatalf("missing image: %+v", r)
+	}
+	lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "lazaret: ") || !strings.HasPrefix(lines[1], "hint: ") {
+		t.Fatalf("want one error line and one hint, got %q", r.Stderr)
+	}
+	requireGone(t, g, 5*time.Second)
+}
