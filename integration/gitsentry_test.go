@@ -465,3 +465,90 @@ mkdir -p nested && git -C nested init -q && git -C nested config core.fsmonitor 
 		}
 	}
 }
+
+// TestGitSentryDirectMode: git_mode = "direct" mounts the host directory
+// itself, its .git read-only as its own mount point: git reads work,
+// writes to .git fail, and .git cannot be renamed away.
+func TestGitSentryDirectMode(t *testing.T) {
+	e := NewEnv(t)
+	gsRepo(t, e.Workspace)
+	before := hostState(t, e.Workspace)
+	s := gsStart(t, e, "gsdirect", "direct")
+	if got := s.must("git log -1 --format=%s"); got != "second" {
+		t.Errorf("git log in direct mode: %q", got)
+	}
+	s.must("git status --short")
+	s.fails("git commit -q --allow-empty -m x", "Read-only file system")
+	s.fails("echo x >> /workspace/.git/config", "Read-only file system")
+	s.fails("mv /workspace/.git /workspace/g2", "")
+	s.must("echo direct > direct.txt")
+	if data, err := os.ReadFile(filepath.Join(e.Workspace, "direct.txt")); err != nil || string(data) != "direct\n" {
+		t.Errorf("direct mode: host directory not written through: %q %v", data, err)
+	}
+	os.Remove(filepath.Join(e.Workspace, "direct.txt"))
+	if after := hostState(t, e.Workspace); after != before {
+		t.Errorf("host repository changed in direct mode:\n%s\n---\n%s", before, after)
+	}
+	if _, err := os.Stat(s.anchor.AgentClone()); err == nil {
+		t.Errorf("direct mode made an agent clone")
+	}
+}
+
+// TestGitSentryWorktree: the workspace is a linked worktree of another
+// repository; the clone shares that repository's objects and config.
+func TestGitSentryWorktree(t *testing.T) {
+	e := NewEnv(t)
+	main := filepath.Join(e.Root, "mainrepo")
+	os.MkdirAll(main, 0o755)
+	gsRepo(t, main)
+	os.Remove(e.Workspace)
+	gsGit(t, main, "worktree", "add", "-q", "-b", "wt", e.Workspace)
+	gsGit(t, e.Workspace, "commit", "-q", "--allow-empty", "-m", "in worktree")
+	s := gsStart(t, e, "gswt", "")
+	if got := s.must("git log -1 --format=%s && git config user.name"); got != "in worktree\nAgent Smith" {
+		t.Errorf("sandbox view of a worktree's clone: %q", got)
+	}
+	tip := s.must("git commit -q --allow-empty -m agent && git rev-parse HEAD")
+	Eventually(t, 10*time.Second, "agent commit in the main repository", func() bool {
+		return hostRef(main, "refs/heads/lazaret/agent-gswt") == tip
+	})
+}
+
+// TestGitSentryResetBranch: reset-branch refuses while the sandbox runs;
+// afterwards the old tip is kept and the next start begins at the host's
+// HEAD with a fresh clone.
+func TestGitSentryResetBranch(t *testing.T) {
+	e := NewEnv(t)
+	gsRepo(t, e.Workspace)
+	s := gsStartNamed(t, e, "default", "", "")
+	tip := s.must("echo x > agent.txt && git add agent.txt && git commit -q -m agent && git rev-parse HEAD")
+	Eventually(t, 10*time.Second, "agent commit on the host", func() bool {
+		return hostRef(e.Workspace, "refs/heads/lazaret/agent-default") == tip
+	})
+	if r := e.Run("reset-branch"); r.Code == 0 || !strings.Contains(r.Stderr, "running") {
+		t.Errorf("reset-branch while running: exit %d, %s", r.Code, r.Stderr)
+	}
+	s.comp.Close(context.Background())
+	if out, err := exec.Command("podman", "rm", "-f", "-t", "0", s.name).CombinedOutput(); err != nil {
+		t.Fatalf("podman rm: %v: %s", err, out)
+	}
+	out := e.MustRun("reset-branch")
+	if !strings.Contains(out, "refs/lazaret/default/old/") {
+		t.Errorf("reset-branch output: %q", out)
+	}
+	old := strings.Fields(gsGit(t, e.Workspace, "for-each-ref", "--format=%(objectname)", "refs/lazaret/default/old/"))
+	if len(old) != 1 || old[0] != tip {
+		t.Errorf("old tip kept as %v, want %s", old, tip)
+	}
+	head := gsGit(t, e.Workspace, "rev-parse", "HEAD")
+	if got := gsGit(t, e.Workspace, "rev-parse", "lazaret/agent-default"); got != head {
+		t.Errorf("agent branch at %s after reset, want HEAD %s", got, head)
+	}
+	s2 := gsStartNamed(t, e, "default", "", "")
+	if _, _, code := s2.sh("test ! -e agent.txt"); code != 0 {
+		t.Errorf("the new clone still has the old agent's file")
+	}
+	if got := s2.must("git rev-parse HEAD"); got != head {
+		t.Errorf("new clone at %s, want %s", got, head)
+	}
+}
