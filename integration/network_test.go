@@ -1,0 +1,405 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/locate"
+	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/sidecar"
+)
+
+// Network tests: a real lazaret-netd sidecar (runc, rootless podman,
+// slirp4netns uplink) and a runsc agent in its namespace, against test
+// hosts in a network namespace the test makes: a runc container with
+// --network none whose namespace is joined to the sidecar's by a veth pair
+// created from `podman unshare` (the rootless user namespace owns both
+// namespaces; a root-made `ip netns` would not be reachable from it).
+// Every denial has a positive control: the same probe from a runsc agent in
+// a namespace wired identically but without netd succeeds.
+
+const (
+	netTestImage  = "localhost/lazaret-netd:nettest"
+	agentImage    = "localhost/lazaret-default:latest"
+	helperPath    = "/run/nethelper"
+	netTestConfig = `[network]
+allow_egress = ["192.0.2.0/28", "2001:db8::/124", "169.254.0.0/16"]
+allow_domains = ["allowed.test", "*.wild.test"]
+`
+)
+
+// Addresses of the test hosts (all on the server side of the veth).
+var serverAddrs = []string{"192.0.2.10/24", "192.0.2.20/24", "192.0.2.30/24", "192.0.2.53/24", "169.254.169.254/32"}
+var serverAddrs6 = []string{"2001:db8::a/64", "2001:db8::30/64"}
+
+type netFixture struct {
+	t      *testing.T
+	pc     *podman.Client
+	helper string // this test binary, mounted into every container
+	runsc  string
+	suffix string
+}
+
+func newNetFixture(t *testing.T) *netFixture {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runsc, err := locate.Find(locate.Runsc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &netFixture{t: t, pc: &podman.Client{}, helper: exe, runsc: runsc, suffix: strconv.Itoa(os.Getpid())}
+}
+
+func (f *netFixture) helperMount() string {
+	return "type=bind,source=" + f.helper + ",destination=" + helperPath + ",readonly=true"
+}
+
+// run starts a detached container and removes it at cleanup.
+func (f *netFixture) run(name string, args ...string) {
+	f.t.Helper()
+	all := append([]string{"run", "-d", "--replace", "--name", name, "--mount", f.helperMount()}, args...)
+	if out, err := Podman(f.t, all...); err != nil {
+		f.t.Fatalf("%v\n%s", err, out)
+	}
+	f.t.Cleanup(func() { Podman(f.t, "rm", "-f", "-t", "0", name) })
+}
+
+func (f *netFixture) pid(name string) string {
+	f.t.Helper()
+	out, err := Podman(f.t, "inspect", "--format", "{{.State.Pid}}", name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}
+
+// startServer starts a test host with no network; wire gives it one.
+func (f *netFixture) startServer(name string) {
+	f.run(name, "--runtime", "runc", "--network", "none", "--env", netHelperEnv+"=serve", agentImage, helperPath)
+	Eventually(f.t, 20*time.Second, name+" ready", func() bool {
+		return strings.Contains(f.logs(name), "ready")
+	})
+}
+
+// logs is the container's stdout and stderr (netd logs on stderr).
+func (f *netFixture) logs(name string) string {
+	out, _ := exec.Command("podman", "logs", name).CombinedOutput()
+	return string(out)
+}
+
+// wire joins the client namespace (of container client) to the server's
+// with a veth pair, from inside the rootless user namespace.
+func (f *netFixture) wire(client, server string) {
+	f.t.Helper()
+	cp, sp := f.pid(client), f.pid(server)
+	c := "nsenter -t " + cp + " -n "
+	s := "nsenter -t " + sp + " -n "
+	script := []string{
+		c + "ip link add lzv0 type veth peer name lzv1 netns " + sp,
+		c + "ip addr add 192.0.2.1/24 dev lzv0",
+		c + "ip -6 addr add 2001:db8::1/64 dev lzv0 nodad",
+		c + "ip link set lzv0 up",
+		c + "ip route add 169.254.169.254/32 dev lzv0",
+		s + "ip link set lzv1 up",
+	}
+	for _, a := range serverAddrs {
+		script = append(script, s+"ip addr add "+a+" dev lzv1")
+	}
+	for _, a := range serverAddrs6 {
+		script = append(script, s+"ip -6 addr add "+a+" dev lzv1 nodad")
+	}
+	out, err := exec.Command("podman", "unshare", "sh", "-ec", strings.Join(script, "\n")).CombinedOutput()
+	if err != nil {
+		f.t.Fatalf("wiring %s to %s: %v\n%s", client, server, err, out)
+	}
+	// The DNS server binds its own address, which exists only now (a
+	// wildcard socket would answer from another source address).
+	Eventually(f.t, 20*time.Second, server+" dns ready", func() bool {
+		return strings.Contains(f.logs(server), "dns-ready")
+	})
+}
+
+// startAgent starts a runsc container in the namespace of container ns,
+// as the sandbox shim would: --network=host inside the joined namespace.
+func (f *netFixture) startAgent(name, ns string) {
+	f.run(name, "--runtime", f.runsc, "--runtime-flag", "ignore-cgroups", "--runtime-flag", "network=host",
+		"--network", "container:"+ns, "--security-opt", "no-new-privileges", agentImage, "sleep", "900")
+}
+
+// probe runs the helper's probe in container; ok is its success.
+func (f *netFixture) probe(container string, args ...string) (string, bool) {
+	all := append([]string{"exec", "--env", netHelperEnv + "=probe", container, helperPath}, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "podman", all...).CombinedOutput()
+	return string(out), err == nil
+}
+
+// pair runs the same probe in the policy agent and in the control agent:
+// the control must succeed (the probe can succeed), the agent must match
+// wantAllowed.
+func (f *netFixture) pair(t *testing.T, agent, control string, wantAllowed bool, args ...string) {
+	t.Helper()
+	if out, ok := f.probe(control, args...); !ok {
+		t.Errorf("positive control %v failed without the policy: %s", args, out)
+	}
+	out, ok := f.probe(agent, args...)
+	if ok != wantAllowed {
+		t.Errorf("probe %v under the policy: success=%v, want %v: %s", args, ok, wantAllowed, out)
+	}
+}
+
+func TestNetworkSidecar(t *testing.T) {
+	f := newNetFixture(t)
+	env := NewEnv(t)
+	env.WriteConfig(netTestConfig)
+	ctx := context.Background()
+
+	if err := sidecar.BuildImage(ctx, f.pc, filepath.Join(binDir(t), "lazaret-netd"), netTestImage); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof, err := cfg.Profile("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := sidecar.PolicyOf(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := domain.RuntimeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same anchor the CLI derives in env.Workspace, so `lazaret net`
+	// reaches this sidecar.
+	a, err := domain.New("default", env.Workspace, cfg.DataRoot, rt, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Fail closed: a sidecar whose policy netd refuses never reports
+	// ready, Prepare fails and the spec keeps no network.
+	bad := sidecar.New(sidecar.Options{Anchor: a, Podman: f.pc, Image: netTestImage,
+		Policy: netpolicy.Policy{AllowDomains: []netpolicy.Domain{{Pattern: "bad..name"}}}})
+	spec0 := &podman.ContainerSpec{Network: "none"}
+	if err := bad.Prepare(ctx, spec0); !errors.Is(err, sidecar.ErrSidecarFailed) || spec0.Network != "none" {
+		t.Errorf("bad policy: Prepare = %v, network %q; want ErrSidecarFailed and no network", err, spec0.Network)
+	}
+	bad.Close(ctx)
+
+	comp := sidecar.New(sidecar.Options{Anchor: a, Policy: pol, Podman: f.pc, Image: netTestImage,
+		Upstreams: []string{"192.0.2.53"}})
+	t.Cleanup(func() { comp.Close(context.Background()) })
+	agent := "lzt-net-agent-" + f.suffix
+	spec := &podman.ContainerSpec{Name: agent, Image: agentImage}
+	if err := comp.Prepare(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if spec.Network != "container:"+a.Sidecar() {
+		t.Fatalf("Prepare set network %q", spec.Network)
+	}
+	server := "lzt-net-srv-" + f.suffix
+	f.startServer(server)
+	f.wire(a.Sidecar(), server)
+	f.startAgent(agent, a.Sidecar())
+
+	// The control namespace: same wiring, no netd.
+	ctlNS, ctlServer, ctlAgent := "lzt-net-ctlns-"+f.suffix, "lzt-net-ctlsrv-"+f.suffix, "lzt-net-ctlagent-"+f.suffix
+	f.run(ctlNS, "--runtime", "runc", "--network", sidecar.DefaultUplink, "--cap-add", "NET_ADMIN", agentImage, "sleep", "900")
+	f.startServer(ctlServer)
+	f.wire(ctlNS, ctlServer)
+	f.startAgent(ctlAgent, ctlNS)
+
+	t.Run("resolv.conf points at netd", func(t *testing.T) {
+		out, err := Podman(t, "exec", agent, "cat", "/etc/resolv.conf")
+		if err != nil || strings.TrimSpace(out) != "nameserver 127.0.0.1" {
+			t.Errorf("agent resolv.conf %q %v", out, err)
+		}
+	})
+	t.Run("tcp allowed CIDR", func(t *testing.T) { f.pair(t, agent, ctlAgent, true, "tcp", "192.0.2.10:80") })
+	t.Run("tcp denied address", func(t *testing.T) { f.pair(t, agent, ctlAgent, false, "tcp", "192.0.2.30:80") })
+	t.Run("tcp allowed ipv6", func(t *testing.T) { f.pair(t, agent, ctlAgent, true, "tcp", "[2001:db8::a]:80") })
+	t.Run("tcp denied ipv6", func(t *testing.T) { f.pair(t, agent, ctlAgent, false, "tcp", "[2001:db8::30]:80") })
+	t.Run("metadata inside allowed CIDR", func(t *testing.T) {
+		f.pair(t, agent, ctlAgent, false, "tcp", "169.254.169.254:80")
+	})
+	t.Run("udp denied dropped", func(t *testing.T) {
+		for _, c := range []struct{ ctr, srv string }{{ctlAgent, ctlServer}, {agent, server}} {
+			f.probe(c.ctr, "udp", "192.0.2.30:9", "denied-"+c.ctr)
+			// A datagram to an allowed address sent after it arrives after
+			// it: once the marker is in, the denied one would be too.
+			Eventually(t, 10*time.Second, "marker datagram", func() bool {
+				f.probe(c.ctr, "udp", "192.0.2.10:9", "marker-"+c.ctr)
+				return strings.Contains(f.logs(c.srv), "udp9 marker-"+c.ctr)
+			})
+			got := strings.Contains(f.logs(c.srv), "udp9 denied-"+c.ctr)
+			if want := c.ctr == ctlAgent; got != want {
+				t.Errorf("%s: denied datagram arrived=%v, want %v", c.ctr, got, want)
+			}
+		}
+	})
+	t.Run("dns to another server dropped", func(t *testing.T) {
+		f.pair(t, agent, ctlAgent, false, "dns", "192.0.2.53:53", "direct.allowed.test")
+		if strings.Contains(f.logs(server), "dns direct.allowed.test") {
+			t.Error("the agent's direct query reached the DNS server")
+		}
+		if !strings.Contains(f.logs(ctlServer), "dns direct.allowed.test") {
+			t.Error("control: the direct query did not reach the DNS server")
+		}
+	})
+	t.Run("allowed name resolves and connects", func(t *testing.T) {
+		// 192.0.2.20 is outside the allowed CIDRs: only the lookup opens it.
+		if out, ok := f.probe(agent, "tcp", "192.0.2.20:80"); ok {
+			t.Fatalf("192.0.2.20 reachable before any lookup: %s", out)
+		}
+		out, ok := f.probe(agent, "resolve", "allowed.test")
+		if !ok || !strings.Contains(out, "addr 192.0.2.20") {
+			t.Fatalf("resolve allowed.test: %s", out)
+		}
+		if out, ok := f.probe(agent, "tcp", "192.0.2.20:80"); !ok {
+			t.Errorf("connect to the resolved address: %s", out)
+		}
+		if out, ok := f.probe(agent, "resolve", "www.wild.test"); !ok {
+			t.Errorf("resolve www.wild.test (*.wild.test): %s", out)
+		}
+	})
+	t.Run("other name NXDOMAIN", func(t *testing.T) {
+		// Control: the upstream answers the name.
+		if out, ok := f.probe(ctlAgent, "dns", "192.0.2.53:53", "other.test"); !ok || !strings.Contains(out, "answers 1") {
+			t.Errorf("control: upstream does not answer other.test: %s", out)
+		}
+		out, ok := f.probe(agent, "resolve", "other.test")
+		if ok || !strings.Contains(out, "no such host") {
+			t.Errorf("other.test under the policy: %s", out)
+		}
+		// A high-entropy name under an allowed wildcard is never forwarded.
+		exfil := "mzxw6ytboi4dkmrtgq2dkzjrg4ydcnzq.wild.test"
+		if out, ok := f.probe(agent, "resolve", exfil); ok {
+			t.Errorf("high-entropy name resolved: %s", out)
+		}
+		if logs := f.logs(server); strings.Contains(logs, "dns other.test") || strings.Contains(logs, "dns "+exfil) {
+			t.Error("a refused name was forwarded upstream")
+		}
+	})
+	t.Run("agent cannot change the rules", func(t *testing.T) {
+		// Positive controls run in the control namespace's runc container,
+		// which has NET_ADMIN: the same helper can flush and route there.
+		for _, p := range []string{"nftflush", "route"} {
+			if out, ok := f.probe(ctlNS, p); !ok {
+				t.Errorf("control: %s with NET_ADMIN failed: %s", p, out)
+			}
+			if out, ok := f.probe(agent, p); ok {
+				t.Errorf("agent could %s: %s", p, out)
+			}
+		}
+		if out, ok := f.probe(agent, "tcp", "192.0.2.30:80"); ok {
+			t.Errorf("denied address reachable after the attempts: %s", out)
+		}
+	})
+	t.Run("net status shows denials", func(t *testing.T) {
+		out := env.MustRun("net", "status")
+		for _, want := range []string{"tcp 192.0.2.30:80", "tcp [2001:db8::30]:80", "tcp 169.254.169.254:80", "dns other.test", "192.0.2.20"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("net status lacks %q:\n%s", want, out)
+			}
+		}
+	})
+	t.Run("net allow opens a CIDR live; reload keeps established flows", func(t *testing.T) {
+		if _, ok := f.probe(agent, "tcp", "192.0.2.30:80"); ok {
+			t.Fatal("192.0.2.30 already allowed")
+		}
+		env.MustRun("net", "allow", "192.0.2.30/32")
+		if out, ok := f.probe(agent, "tcp", "192.0.2.30:80"); !ok {
+			t.Fatalf("after net allow: %s", out)
+		}
+		hold := exec.Command("podman", "exec", "--env", netHelperEnv+"=probe", agent, helperPath, "hold", "192.0.2.30:7", "4")
+		var holdOut strings.Builder
+		hold.Stdout, hold.Stderr = &holdOut, &holdOut
+		if err := hold.Start(); err != nil {
+			t.Fatal(err)
+		}
+		Eventually(t, 20*time.Second, "held connection", func() bool { return strings.Contains(holdOut.String(), "connected") })
+		// The configuration does not list 192.0.2.30: the reload removes it.
+		env.MustRun("net", "reload")
+		if out, ok := f.probe(agent, "tcp", "192.0.2.30:80"); ok {
+			t.Errorf("new connection allowed after reload: %s", out)
+		}
+		if err := hold.Wait(); err != nil {
+			t.Errorf("established connection broken by the reload: %v\n%s", err, holdOut.String())
+		}
+		env.MustRun("net", "allow", "192.0.2.30", "--for", "1s")
+		Eventually(t, 20*time.Second, "temporary allow to expire", func() bool {
+			_, ok := f.probe(agent, "tcp", "192.0.2.30:80")
+			return !ok
+		})
+	})
+	t.Run("killing netd leaves the namespace closed", func(t *testing.T) {
+		pid, _ := strconv.Atoi(f.pid(a.Sidecar()))
+		if pid <= 0 {
+			t.Fatal("no sidecar pid")
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		Eventually(t, 20*time.Second, "sidecar to exit", func() bool {
+			out, _ := Podman(t, "inspect", "--format", "{{.State.Status}}", a.Sidecar())
+			return strings.TrimSpace(out) != "running"
+		})
+		f.pair(t, agent, ctlAgent, false, "tcp", "192.0.2.30:80")
+		f.pair(t, agent, ctlAgent, false, "tcp", "[2001:db8::30]:80")
+		if out, ok := f.probe(agent, "resolve", "allowed.test"); ok {
+			t.Errorf("names resolve without netd: %s", out)
+		}
+		if r := env.Run("net", "status"); r.Code == 0 {
+			t.Errorf("net status answers without netd: %s", r.Stdout)
+		}
+	})
+}
+
+// TestNetdFailsClosedWithoutNetAdmin: without NET_ADMIN the ruleset cannot
+// be installed and lazaret-netd exits non-zero (the sandbox never starts).
+// Positive control: the same container with NET_ADMIN stays up.
+func TestNetdFailsClosedWithoutNetAdmin(t *testing.T) {
+	f := newNetFixture(t)
+	if err := sidecar.BuildImage(context.Background(), f.pc, filepath.Join(binDir(t), "lazaret-netd"), netTestImage); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"run", "--rm", "--runtime", "runc", "--network", sidecar.DefaultUplink, "--mount", "type=tmpfs,destination=/run",
+		"--cap-drop", "ALL", "--cap-add", "NET_BIND_SERVICE"}
+	out, err := Podman(t, append(base, netTestImage, "--control", "/run/netd.sock")...)
+	if err == nil || !strings.Contains(err.Error(), "install nftables ruleset") {
+		t.Errorf("without NET_ADMIN: want a failed install, got %v %s", err, out)
+	}
+	name := "lzt-net-capok-" + f.suffix
+	if out, err := Podman(t, "run", "-d", "--replace", "--name", name, "--runtime", "runc", "--network", sidecar.DefaultUplink,
+		"--mount", "type=tmpfs,destination=/run", "--cap-drop", "ALL", "--cap-add", "NET_BIND_SERVICE", "--cap-add", "NET_ADMIN",
+		netTestImage, "--control", "/run/netd.sock"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	defer Podman(t, "rm", "-f", "-t", "0", name)
+	Eventually(t, 10*time.Second, "netd ready", func() bool { return strings.Contains(f.logs(name), "msg=ready") })
+	if st, _ := Podman(t, "inspect", "--format", "{{.State.Status}}", name); strings.TrimSpace(st) != "running" {
+		t.Errorf("with NET_ADMIN: %s %s", st, f.logs(name))
+	}
+
+}

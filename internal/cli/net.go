@@ -1,0 +1,201 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/netd/api"
+	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/sidecar"
+)
+
+// netOptions are the flags of `lazaret net …`. The commands talk to the
+// sidecar's control socket directly (its path comes from the Domain
+// Anchor); the coordinator is not involved.
+type netOptions struct {
+	profile string
+	json    bool
+	forDur  time.Duration
+}
+
+func newNetCmd(g *globalOptions) *cobra.Command {
+	o := &netOptions{}
+	cmd := &cobra.Command{
+		Use:   "net",
+		Short: "Inspect and change the egress policy of a running sandbox",
+		Long: `The network sidecar (lazaret-netd) enforces the sandbox's egress allowlist:
+allow_egress CIDRs and allow_domains names. These commands change it while
+the sandbox runs; established connections are kept.`,
+	}
+	cmd.PersistentFlags().StringVarP(&o.profile, "profile", "p", config.DefaultProfileName, "profile name")
+	_ = cmd.RegisterFlagCompletionFunc("profile", g.completeProfiles)
+
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show the active allow sets, resolved names and recent denials",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runNetStatus(cmd.Context(), g, o)
+		},
+	}
+	status.Flags().BoolVar(&o.json, "json", false, "print JSON")
+
+	allow := &cobra.Command{
+		Use:   "allow CIDR|ADDRESS|DOMAIN",
+		Short: "Allow a CIDR, an address or a domain (exact or *.suffix) now, optionally for a while",
+		Example: `  lazaret net allow 140.82.112.0/20
+  lazaret net allow registry.npmjs.org --for 10m
+  lazaret net allow '*.githubusercontent.com'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runNetAllow(cmd.Context(), g, o, args[0])
+		},
+	}
+	allow.Flags().DurationVar(&o.forDur, "for", 0, "expire after this long (e.g. 10m); permanent until the sandbox stops when not given")
+
+	reload := &cobra.Command{
+		Use:   "reload",
+		Short: "Re-read the configuration and replace the sandbox's allowlist with it",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runNetReload(cmd.Context(), g, o)
+		},
+	}
+	cmd.AddCommand(status, allow, reload)
+	return cmd
+}
+
+func (g *globalOptions) netClient(o *netOptions) (*config.Profile, *domain.Anchor, *api.Client, error) {
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	p, a, err := g.resolveDomain(cfg, o.profile, "")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return p, a, sidecar.Client(a), nil
+}
+
+func netUnavailable(err error, a *domain.Anchor) error {
+	if errors.Is(err, api.ErrUnavailable) {
+		return withHint(fmt.Errorf("no running sandbox for profile %s in %s", a.Profile, a.Workspace), exitFailure,
+			"start it with `lazaret shell`; the policy of a stopped sandbox is the configuration")
+	}
+	return err
+}
+
+func runNetStatus(ctx context.Context, g *globalOptions, o *netOptions) error {
+	_, a, cl, err := g.netClient(o)
+	if err != nil {
+		return err
+	}
+	st, err := cl.Status(ctx)
+	if err != nil {
+		return netUnavailable(err, a)
+	}
+	if o.json {
+		enc := json.NewEncoder(g.io.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	printNetStatus(g.io.Out, st)
+	return nil
+}
+
+func runNetAllow(ctx context.Context, g *globalOptions, o *netOptions, target string) error {
+	if _, _, err := netpolicy.ParseTarget(target); err != nil {
+		return usageError{err}
+	}
+	if o.forDur < 0 {
+		return usageError{fmt.Errorf("--for: negative duration %v", o.forDur)}
+	}
+	if o.forDur > 0 && o.forDur < time.Second {
+		return usageError{fmt.Errorf("--for: %v is shorter than a second", o.forDur)}
+	}
+	_, a, cl, err := g.netClient(o)
+	if err != nil {
+		return err
+	}
+	if _, err := cl.Allow(ctx, target, o.forDur, "lazaret net allow"); err != nil {
+		return netUnavailable(err, a)
+	}
+	if o.forDur > 0 {
+		fmt.Fprintf(g.io.Out, "allowed %s for %v\n", target, o.forDur)
+	} else {
+		fmt.Fprintf(g.io.Out, "allowed %s until the sandbox stops (add it to the configuration to keep it)\n", target)
+	}
+	return nil
+}
+
+func runNetReload(ctx context.Context, g *globalOptions, o *netOptions) error {
+	p, a, cl, err := g.netClient(o)
+	if err != nil {
+		return err
+	}
+	pol, err := sidecar.PolicyOf(p)
+	if err != nil {
+		return err
+	}
+	st, err := cl.SetPolicy(ctx, pol, "lazaret net reload")
+	if err != nil {
+		return netUnavailable(err, a)
+	}
+	fmt.Fprintf(g.io.Out, "reloaded: %d CIDR(s), %d domain(s) allowed\n", len(st.Policy.AllowEgress), len(st.Policy.AllowDomains))
+	return nil
+}
+
+func printNetStatus(w io.Writer, st *api.Status) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	state := "not installed"
+	if st.Applied {
+		state = "installed (default deny)"
+	}
+	fmt.Fprintf(tw, "ruleset:\t%s\n", state)
+	fmt.Fprintf(tw, "upstream dns:\t%s\n", strings.Join(st.Upstreams, ", "))
+	fmt.Fprintf(tw, "\nallowed CIDRs:\n")
+	if len(st.Policy.AllowEgress) == 0 {
+		fmt.Fprintf(tw, "  (none)\n")
+	}
+	for _, c := range st.Policy.AllowEgress {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.Prefix, expiry(c.Expires))
+	}
+	fmt.Fprintf(tw, "\nallowed domains:\n")
+	if len(st.Policy.AllowDomains) == 0 {
+		fmt.Fprintf(tw, "  (none)\n")
+	}
+	for _, d := range st.Policy.AllowDomains {
+		fmt.Fprintf(tw, "  %s\t%s\n", d.Pattern, expiry(d.Expires))
+	}
+	if len(st.Resolved) > 0 {
+		fmt.Fprintf(tw, "\nresolved addresses:\n")
+		for _, r := range st.Resolved {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", r.Addr, r.Name, expiry(r.Expires))
+		}
+	}
+	fmt.Fprintf(tw, "\nrecent denials (%s):\n", st.DenialLog)
+	if len(st.Denials) == 0 {
+		fmt.Fprintf(tw, "  (none)\n")
+	}
+	for _, d := range st.Denials {
+		fmt.Fprintf(tw, "  %s\t%d\tlast %s\n", d.Dest, d.Count, d.Last.Local().Format(time.TimeOnly))
+	}
+}
+
+func expiry(t time.Time) string {
+	if t.IsZero() {
+		return "permanent"
+	}
+	return "expires in " + time.Until(t).Round(time.Second).String()
+}
