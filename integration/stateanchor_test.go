@@ -530,3 +530,90 @@ func TestStateAnchorStateCommands(t *testing.T) {
 		t.Errorf("after reset: %q", out)
 	}
 }
+
+// saCLIEnv is an Env whose profile sa-e2e persists /usr and /etc, driven
+// through the lazaret CLI and its coordinator.
+func saCLIEnv(t *testing.T) (*Env, *saEnv) {
+	e := NewEnv(t)
+	e.WriteConfig("[profiles.sa-e2e]\nimage = \"" + config.DefaultImage + "\"\npersistent_dirs = [\"/usr\", \"/etc\"]\n")
+	d := domainOf(t, e, "sa-e2e")
+	root := d.Resources["domain_root"]
+	a := &domain.Anchor{Profile: "sa-e2e", Hash: d.Hash, DataRoot: filepath.Dir(filepath.Dir(root))}
+	if a.Root() != root {
+		t.Fatalf("domain root %s, derived %s", root, a.Root())
+	}
+	return e, &saEnv{t: t, env: e, anchor: a, pc: &podman.Client{}}
+}
+
+func TestStateAnchorLazaretExec(t *testing.T) {
+	e, s := saCLIEnv(t)
+	buildDeb(t, e.Workspace, "lzsa-pkg", 20)
+
+	e.MustRun("exec", "sa-e2e", "--", "sh", "-c",
+		`printf '#!/bin/sh\necho tool ok\n' > /usr/local/bin/lzsa-tool && chmod 755 /usr/local/bin/lzsa-tool && dpkg -i /workspace/lzsa-pkg.deb >/dev/null`)
+	// The session ended: the coordinator tore down and unmounted.
+	Eventually(t, 10*time.Second, "overlays unmounted at teardown", func() bool { return len(s.domainMounts()) == 0 })
+	changes, _, _ := s.anchor.OverlayPaths("/usr")
+	for _, f := range []string{"local/bin/lzsa-tool", "bin/lzsa-pkg"} {
+		if _, err := os.Stat(filepath.Join(changes, f)); err != nil {
+			t.Errorf("expected %s in usr_changes: %v", f, err)
+		}
+	}
+	out := e.MustRun("exec", "sa-e2e", "--", "sh", "-c", "lzsa-tool; lzsa-pkg; dpkg-query -W -f '${Status}\n' lzsa-pkg 2>&1; cat /etc/resolv.conf")
+	for _, want := range []string{"tool ok", "lzsa-pkg works"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("second exec: missing %q in %q", want, out)
+		}
+	}
+	if st := e.MustRun("state", "sa-e2e"); !strings.Contains(st, "/usr") || !strings.Contains(st, "/etc") || !strings.Contains(st, config.DefaultImage) {
+		t.Errorf("lazaret state: %s", st)
+	}
+}
+
+// TestStateAnchorKilledCoordinator: SIGKILL of the coordinator while the
+// overlays are mounted; the next start leaves no stale mount or
+// fuse-overlayfs process of the domain.
+func TestStateAnchorKilledCoordinator(t *testing.T) {
+	e, s := saCLIEnv(t)
+	a, _ := background(t, e, nil, "exec", "sa-e2e", "--", "sleep", "600")
+	Eventually(t, 2*time.Minute, "session", func() bool { return saSessions(t, e) == 1 })
+	before := s.domainMounts()
+	if len(before) != 2 {
+		t.Fatalf("want 2 overlay mounts while running, have %v", before)
+	}
+	var st lcStatus
+	if err := json.Unmarshal([]byte(e.MustRun("status", "sa-e2e", "--json")), &st); err != nil || st.Status == nil {
+		t.Fatalf("status: %v", err)
+	}
+	if err := syscall.Kill(st.Status.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Wait()
+	// Control: the kill left the mounts behind.
+	if ms := s.domainMounts(); len(ms) != 2 {
+		t.Fatalf("control: want the 2 mounts left by the killed coordinator, have %v", ms)
+	}
+	b, _ := background(t, e, nil, "exec", "sa-e2e", "--", "sleep", "600")
+	Eventually(t, 2*time.Minute, "new session", func() bool { return saSessions(t, e) == 1 })
+	if ms := s.domainMounts(); len(ms) != 2 {
+		t.Errorf("after recovery: want exactly 2 mounts, have %v", ms)
+	}
+	if ds := s.domainDaemons(); len(ds) != 0 {
+		t.Errorf("after recovery: fuse-overlayfs daemons of the domain: %v", ds)
+	}
+	e.MustRun("stop", "sa-e2e")
+	_ = b.Wait()
+	Eventually(t, 10*time.Second, "no mounts after stop", func() bool { return len(s.domainMounts()) == 0 })
+}
+
+func saSessions(t *testing.T, e *Env) int {
+	t.Helper()
+	var st lcStatus
+	if err := json.Unmarshal([]byte(e.MustRun("status", "sa-e2e", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Status == nil {
+		return -1
+	}
+	return len(st.Status.Sessions)
+}

@@ -4,7 +4,7 @@
 // read under a persistent /usr (fuse-overlayfs inside podman unshare,
 // bound into the runsc sandbox) against non-persistent dirs of the same
 // sandbox, and dpkg -i of a 2,000-file package with and without the
-// State Anchor. Run by `make bench` (scripts/bench) as the unprivileged
+// State Anchor, for both overlay drivers. Run by `make bench` (scripts/bench) as the unprivileged
 // user; prints a markdown table for docs/PERFORMANCE.md.
 package state
 
@@ -81,8 +81,8 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 		_ = os.RemoveAll(root)
 	}()
 	data := filepath.Join(root, "bench")
-	ws := filepath.Join(root, "ws")
-	for _, d := range []string{data, ws} {
+	ws, wsFuse := filepath.Join(root, "ws"), filepath.Join(root, "ws-fuse")
+	for _, d := range []string{data, ws, wsFuse} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			b.Fatal(err)
 		}
@@ -94,6 +94,10 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 		b.Fatal(err)
 	}
 	a, err := domain.New("bench", ws, filepath.Join(root, "data"), rt, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	aFuse, err := domain.New("bench", wsFuse, filepath.Join(root, "data"), rt, "")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -125,24 +129,32 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 	}
 	stop := func(s *sandbox) { _ = pc.Run(ctx, "rm", "-f", "-t", "0", s.name) }
 
-	comp := stateanchor.New(stateanchor.Options{Anchor: a, Image: config.DefaultImage, Dirs: []string{"/usr"}, Podman: pc})
+	comp := stateanchor.New(stateanchor.Options{Anchor: a, Image: config.DefaultImage, Dirs: []string{"/usr"}, Podman: pc, Driver: stateanchor.DriverOverlay})
 	withSA := start("lazaret-bench-state-sa-"+a.Hash, comp)
 	defer func() { stop(withSA); _ = comp.Close(ctx) }()
+	compFuse := stateanchor.New(stateanchor.Options{Anchor: aFuse, Image: config.DefaultImage, Dirs: []string{"/usr"}, Podman: pc, Driver: stateanchor.DriverFuse})
+	withFuse := start("lazaret-bench-state-fuse-"+aFuse.Hash, compFuse)
+	defer func() { stop(withFuse); _ = compFuse.Close(ctx) }()
 	plain := start("lazaret-bench-state-plain-"+a.Hash, nil)
 	defer stop(plain)
 
-	targets := []struct{ label, dir string }{
-		{"persistent /usr (State Anchor)", "/usr/local/lzbench"},
-		{"/var/tmp (container rootfs)", "/var/tmp/lzbench"},
-		{"/dev/shm (tmpfs)", "/dev/shm/lzbench"},
+	targets := []struct {
+		label, dir string
+		sb         *sandbox
+	}{
+		{"persistent /usr, kernel overlay (default)", "/usr/local/lzbench", withSA},
+		{"/var/tmp (container rootfs, same sandbox)", "/var/tmp/lzbench", withSA},
+		{"/dev/shm (tmpfs, same sandbox)", "/dev/shm/lzbench", withSA},
+		{"persistent /usr, fuse-overlayfs (fallback)", "/usr/local/lzbench", withFuse},
 	}
 	res := map[string][][]float64{}
 	b.ResetTimer()
 	for r := 0; r < rounds; r++ {
 		for _, t := range targets { // interleaved, so drift hits all alike
-			res[t.label] = append(res[t.label], parse(b, withSA.sh(b, workload, t.dir)))
+			res[t.label] = append(res[t.label], parse(b, t.sb.sh(b, workload, t.dir)))
 		}
 		res["dpkg SA"] = append(res["dpkg SA"], parse(b, withSA.sh(b, dpkgWorkload)))
+		res["dpkg fuse"] = append(res["dpkg fuse"], parse(b, withFuse.sh(b, dpkgWorkload)))
 		res["dpkg plain"] = append(res["dpkg plain"], parse(b, plain.sh(b, dpkgWorkload)))
 	}
 	b.StopTimer()
@@ -160,9 +172,12 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 	fmt.Println("| dpkg, 2,000-file package | install | remove | total | ratio |")
 	fmt.Println("|---|---|---|---|---|")
 	fmt.Printf("| sandbox without State Anchor | %s | %s | %s | 1.00 |\n", ms(median(res["dpkg plain"], 0)), ms(median(res["dpkg plain"], 1)), ms(dpl))
-	fmt.Printf("| sandbox with persistent /usr | %s | %s | %s | %.2f |\n", ms(median(res["dpkg SA"], 0)), ms(median(res["dpkg SA"], 1)), ms(dsa), dsa/dpl)
+	fmt.Printf("| persistent /usr, kernel overlay (default) | %s | %s | %s | %.2f |\n", ms(median(res["dpkg SA"], 0)), ms(median(res["dpkg SA"], 1)), ms(dsa), dsa/dpl)
+	dfu := median(res["dpkg fuse"], -1)
+	fmt.Printf("| persistent /usr, fuse-overlayfs (fallback) | %s | %s | %s | %.2f |\n", ms(median(res["dpkg fuse"], 0)), ms(median(res["dpkg fuse"], 1)), ms(dfu), dfu/dpl)
 	b.ReportMetric(median(res[targets[0].label], -1)/base, "usr/rootfs-ratio")
 	b.ReportMetric(dsa/dpl, "dpkg-ratio")
+	b.ReportMetric(median(res[targets[3].label], -1)/base, "fuse-usr/rootfs-ratio")
 }
 
 // parse reads the space-separated nanosecond figures of one run.
