@@ -209,17 +209,27 @@ func (c *Component) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// ensureImage builds the sidecar image when it is missing or holds another
+// lazaret-netd than the one installed beside lazaret (a build takes about
+// a second and needs no network).
 func (c *Component) ensureImage(ctx context.Context) error {
-	ok, err := ImageExists(ctx, c.o.Podman, c.o.Image)
+	bin, ferr := locate.Find(locate.Netd)
+	if ferr != nil {
+		ok, err := ImageExists(ctx, c.o.Podman, c.o.Image)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		return fmt.Errorf("sidecar image %s missing and %w", c.o.Image, ferr)
+	}
+	ok, err := ImageCurrent(ctx, c.o.Podman, c.o.Image, bin)
 	if err != nil {
 		return err
 	}
 	if ok {
 		return nil
-	}
-	bin, err := locate.Find(locate.Netd)
-	if err != nil {
-		return fmt.Errorf("sidecar image %s missing and %w", c.o.Image, err)
 	}
 	c.o.Log.Info("building the sidecar image", "image", c.o.Image, "from", bin)
 	return BuildImage(ctx, c.o.Podman, bin, c.o.Image)

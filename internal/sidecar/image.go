@@ -5,12 +5,15 @@ package sidecar
 
 import (
 	"context"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/version"
@@ -28,7 +31,7 @@ func ImageRef() string { return ImageName + ":" + version.Version }
 // no shell, no libc, nothing for an attacker who reached the sidecar to use.
 const containerfile = `FROM scratch
 COPY lazaret-netd /lazaret-netd
-LABEL org.opencontainers.image.title="lazaret-netd" lazaret.version=%q
+LABEL org.opencontainers.image.title="lazaret-netd" lazaret.version=%q lazaret.netd.sha256=%q
 USER 0:0
 ENTRYPOINT ["/lazaret-netd"]
 `
@@ -55,8 +58,12 @@ func BuildImage(ctx context.Context, pc *podman.Client, netdBinary, tag string) 
 	if err := copyFile(netdBinary, filepath.Join(dir, "lazaret-netd")); err != nil {
 		return fmt.Errorf("build context: %w", err)
 	}
+	sum, err := fileSHA256(netdBinary)
+	if err != nil {
+		return fmt.Errorf("build context: %w", err)
+	}
 	cf := filepath.Join(dir, "Containerfile")
-	if err := os.WriteFile(cf, fmt.Appendf(nil, containerfile, version.Version), 0o644); err != nil {
+	if err := os.WriteFile(cf, fmt.Appendf(nil, containerfile, version.Version, sum), 0o644); err != nil {
 		return fmt.Errorf("build context: %w", err)
 	}
 	// --network none: the build must never need a registry or the network;
@@ -79,6 +86,44 @@ func ImageExists(ctx context.Context, pc *podman.Client, tag string) (bool, erro
 		return false, nil
 	}
 	return false, err
+}
+
+// BinaryLabel is the image label holding the SHA-256 of the lazaret-netd
+// inside, so a changed binary (a development build) is noticed.
+const BinaryLabel = "lazaret.netd.sha256"
+
+// ImageCurrent reports whether tag exists and holds the netd binary at
+// netdBinary.
+func ImageCurrent(ctx context.Context, pc *podman.Client, tag, netdBinary string) (bool, error) {
+	out, err := pc.Output(ctx, "image", "inspect", "--format", "{{index .Labels \""+BinaryLabel+"\"}}", tag)
+	if err != nil {
+		if errors.Is(err, podman.ErrNoSuchImage) {
+			return false, nil
+		}
+		var pe *podman.Error
+		if errors.As(err, &pe) && pe.ExitCode == 125 {
+			return false, nil // podman 4.3: "no such image" exits 125 without the usual text
+		}
+		return false, err
+	}
+	sum, err := fileSHA256(netdBinary)
+	if err != nil {
+		return false, err
+	}
+	return strings.TrimSpace(string(out)) == sum, nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func checkStatic(path string) error {
