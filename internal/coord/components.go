@@ -10,6 +10,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/sandbox"
 	"github.com/lazaret-dev/lazaret/internal/sidecar"
+	"github.com/lazaret-dev/lazaret/internal/stateanchor"
 )
 
 // Deps is what the sandbox components are built from.
@@ -33,6 +34,7 @@ func components(d *Deps) []sandbox.Component {
 		// netd, stateanchor, gitsentry, escalation: one line each, e.g.
 		// netd.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 		sidecar.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
+		stateanchor.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 	}
 }
 
