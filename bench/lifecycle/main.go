@@ -1,0 +1,217 @@
+// Command lifecycle benchmarks the sandbox lifecycle against bare podman
+// with the same runsc (through the same lazaret-runsc shim, so the same
+// runsc flags), interleaving the two in one run so machine load affects
+// both alike, and prints a markdown table of medians and ratios:
+//
+//   - cold: `lazaret exec default -- true` with no sandbox running vs
+//     `podman run --rm … localhost/lazaret-default true`;
+//   - warm: `lazaret exec -- true` with the sandbox running vs
+//     `podman exec <container> true`;
+//   - teardown: from the last CLI's exit until the coordinator has removed
+//     the container and its control socket;
+//   - idle coordinator RSS.
+//
+// It runs as the unprivileged podman user with LAZARET_BIN naming the
+// built binaries (scripts/bench). LIFECYCLE_N sets the rounds (default 7).
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const image = "localhost/lazaret-default"
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/lifecycle:", err)
+		os.Exit(1)
+	}
+}
+
+type bench struct {
+	bin, config, ws string
+}
+
+func (b *bench) lazaret(args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(b.bin, "lazaret"), append([]string{"--config", b.config}, args...)...)
+	cmd.Dir = b.ws
+	return cmd
+}
+
+func timed(cmd *exec.Cmd) (time.Duration, error) {
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	start := time.Now()
+	err := cmd.Run()
+	d := time.Since(start)
+	if err != nil {
+		return d, fmt.Errorf("%s: %v: %s", strings.Join(cmd.Args, " "), err, errb.String())
+	}
+	return d, nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+func run() error {
+	bin := os.Getenv("LAZARET_BIN")
+	if bin == "" {
+		return fmt.Errorf("LAZARET_BIN is not set")
+	}
+	n := 7
+	if v, err := strconv.Atoi(os.Getenv("LIFECYCLE_N")); err == nil && v > 0 {
+		n = v
+	}
+	root, err := os.MkdirTemp("", "lazaret-bench-lifecycle-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = exec.Command("podman", "unshare", "rm", "-rf", root).Run()
+		_ = os.RemoveAll(root)
+	}()
+	b := &bench{bin: bin, config: filepath.Join(root, "config.toml"), ws: filepath.Join(root, "ws")}
+	if err := os.MkdirAll(b.ws, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(b.config, fmt.Appendf(nil, "data_root = %q\n", filepath.Join(root, "data")), 0o600); err != nil {
+		return err
+	}
+	defer b.lazaret("stop", "--all").Run()
+	var dom struct {
+		Resources map[string]string `json:"resources"`
+	}
+	out, err := b.lazaret("domain", "--json").Output()
+	if err != nil {
+		return fmt.Errorf("lazaret domain: %w", err)
+	}
+	if err := json.Unmarshal(out, &dom); err != nil {
+		return err
+	}
+	sock, ctr := dom.Resources["control_socket"], dom.Resources["container"]
+	shim := filepath.Join(bin, "lazaret-runsc")
+
+	// Warm-up: first runs pay for page cache and podman's storage.
+	if _, err := timed(exec.Command("podman", "run", "--rm", "--pull=never", "--runtime", shim, "--network", "none", image, "true")); err != nil {
+		return err
+	}
+	if _, err := timed(b.lazaret("exec", "default", "--", "true")); err != nil {
+		return err
+	}
+	waitGone(sock, 30*time.Second)
+
+	var bare, cold, teardown []time.Duration
+	for range n {
+		d, err := timed(exec.Command("podman", "run", "--rm", "--pull=never", "--runtime", shim, "--network", "none", image, "true"))
+		if err != nil {
+			return err
+		}
+		bare = append(bare, d)
+		d, err = timed(b.lazaret("exec", "default", "--", "true"))
+		if err != nil {
+			return err
+		}
+		cold = append(cold, d)
+		exited := time.Now()
+		if !waitGone(sock, 30*time.Second) {
+			return fmt.Errorf("the coordinator did not exit within 30s")
+		}
+		teardown = append(teardown, time.Since(exited))
+	}
+
+	// Warm: one session holds the sandbox.
+	holder := b.lazaret("exec", "--", "sleep", "3600")
+	if err := holder.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = holder.Process.Kill(); _ = holder.Wait() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var st struct {
+		Status *struct {
+			PID      int               `json:"pid"`
+			Sessions []json.RawMessage `json:"sessions"`
+		} `json:"status"`
+	}
+	for st.Status == nil || len(st.Status.Sessions) == 0 {
+		if ctx.Err() != nil {
+			return fmt.Errorf("the holding session did not attach")
+		}
+		time.Sleep(100 * time.Millisecond)
+		if out, err := b.lazaret("status", "--json").Output(); err == nil {
+			_ = json.Unmarshal(out, &st)
+		}
+	}
+	var pexec, warm []time.Duration
+	for range n {
+		d, err := timed(exec.Command("podman", "exec", ctr, "true"))
+		if err != nil {
+			return err
+		}
+		pexec = append(pexec, d)
+		d, err = timed(b.lazaret("exec", "--", "true"))
+		if err != nil {
+			return err
+		}
+		warm = append(warm, d)
+	}
+	time.Sleep(time.Second) // idle
+	rss := rssKB(st.Status.PID)
+	_ = b.lazaret("stop").Run()
+
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
+	ratio := func(a, b time.Duration) string { return fmt.Sprintf("%.2f", float64(a)/float64(b)) }
+	fmt.Printf("\n### Lifecycle (median of %d, interleaved, %s)\n\n", n, time.Now().UTC().Format("2006-01-02"))
+	fmt.Println("| measurement | lazaret | bare podman + runsc | ratio | goal |")
+	fmt.Println("|---|---|---|---|---|")
+	fmt.Printf("| cold `exec default -- true` vs `podman run --rm … true` | %s | %s | %s | ≤ 1.5 |\n", ms(median(cold)), ms(median(bare)), ratio(median(cold), median(bare)))
+	fmt.Printf("| warm `exec -- true` vs `podman exec <ctr> true` | %s | %s | %s | ≤ 1.15 |\n", ms(median(warm)), ms(median(pexec)), ratio(median(warm), median(pexec)))
+	fmt.Printf("| teardown after the last CLI exits | %s | | | ≤ 3 s |\n", ms(median(teardown)))
+	fmt.Printf("| idle coordinator RSS | %.1f MB | | | ≤ 30 MB |\n", float64(rss)/1024)
+	return nil
+}
+
+// waitGone waits until path no longer exists (the coordinator unlinks its
+// socket last).
+func waitGone(path string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if !exists(path) {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return false
+}
+
+func rssKB(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.Atoi(f[1])
+			return kb
+		}
+	}
+	return 0
+}
