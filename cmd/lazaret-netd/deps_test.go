@@ -1,7 +1,10 @@
 package main
 
 import (
+	"debug/elf"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -29,6 +32,41 @@ func TestDependencies(t *testing.T) {
 			if dep == f || strings.HasPrefix(dep, f+"/") || (strings.HasSuffix(f, "/") && strings.HasPrefix(dep, f)) {
 				t.Errorf("lazaret-netd imports %s", dep)
 			}
+		}
+	}
+}
+
+// maxBinarySize is the budget of the stripped sidecar binary.
+const maxBinarySize = 6 << 20
+
+// TestBinarySizeAndStatic builds lazaret-netd as the release does and checks
+// it fits the budget and has no dynamic loader (it runs FROM scratch).
+func TestBinarySizeAndStatic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	out := filepath.Join(t.TempDir(), "lazaret-netd")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Skipf("go build: %v %s", err, b)
+	}
+	fi, err := os.Stat(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("lazaret-netd: %d bytes", fi.Size())
+	if fi.Size() > maxBinarySize {
+		t.Errorf("lazaret-netd is %d bytes, budget %d", fi.Size(), maxBinarySize)
+	}
+	f, err := elf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Error("lazaret-netd is dynamically linked")
 		}
 	}
 }

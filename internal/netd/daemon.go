@@ -269,7 +269,10 @@ func (d *Daemon) countDenial(dest string) {
 }
 
 func (d *Daemon) packetDenied(pkt []byte) {
-	if dest, ok := netpolicy.ParsePacketDest(pkt); ok {
+	// Multicast (IPv6 MLD reports the kernel sends on its own) is denied
+	// too but is nothing the agent asked for; it would only hide the
+	// denials a user is looking for.
+	if dest, ok := netpolicy.ParsePacketDest(pkt); ok && !dest.Addr.IsMulticast() {
 		d.countDenial(dest.String())
 	}
 }
