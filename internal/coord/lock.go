@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -22,7 +23,14 @@ var ErrInsecureLock = errors.New("insecure lock file")
 // unlinking would let a second process lock a new inode while a first still
 // holds the old one.
 type Lock struct {
-	f *os.File
+	fd int
+
+	mu sync.Mutex
+	// abandoned is set when a blocking Lock gave up on its context while
+	// its flock is still waiting: the waiting goroutine then owns the
+	// descriptor and closes it, so the number is never reused under it.
+	abandoned bool
+	closed    bool
 }
 
 // OpenLock opens (creating if needed, mode 0600) the lock file at path. It
@@ -36,33 +44,32 @@ func OpenLock(path string) (*Lock, error) {
 		}
 		return nil, fmt.Errorf("lock file %s: %w", path, err)
 	}
-	f := os.NewFile(uintptr(fd), path)
+	fail := func(err error) (*Lock, error) {
+		unix.Close(fd)
+		return nil, err
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock file %s: %w", path, err)
+		return fail(fmt.Errorf("lock file %s: %w", path, err))
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		f.Close()
-		return nil, fmt.Errorf("lock file %s is not a regular file: %w", path, ErrInsecureLock)
+		return fail(fmt.Errorf("lock file %s is not a regular file: %w", path, ErrInsecureLock))
 	}
 	if int(st.Uid) != os.Getuid() {
-		f.Close()
-		return nil, fmt.Errorf("lock file %s is owned by uid %d, not %d: %w", path, st.Uid, os.Getuid(), ErrInsecureLock)
+		return fail(fmt.Errorf("lock file %s is owned by uid %d, not %d: %w", path, st.Uid, os.Getuid(), ErrInsecureLock))
 	}
 	if st.Mode&0o077 != 0 {
-		if err := f.Chmod(0o600); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("lock file %s: %w", path, err)
+		if err := unix.Fchmod(fd, 0o600); err != nil {
+			return fail(fmt.Errorf("lock file %s: %w", path, err))
 		}
 	}
-	return &Lock{f: f}, nil
+	return &Lock{fd: fd}, nil
 }
 
 // TryLock takes the lock without waiting; false means another process
 // holds it.
 func (l *Lock) TryLock() (bool, error) {
-	err := flock(l.f, unix.LOCK_EX|unix.LOCK_NB)
+	err := flock(l.fd, unix.LOCK_EX|unix.LOCK_NB)
 	if errors.Is(err, unix.EWOULDBLOCK) {
 		return false, nil
 	}
@@ -72,26 +79,53 @@ func (l *Lock) TryLock() (bool, error) {
 // Lock waits for the lock or for ctx to end.
 func (l *Lock) Lock(ctx context.Context) error {
 	done := make(chan error, 1)
-	go func() { done <- flock(l.f, unix.LOCK_EX) }()
+	go func() {
+		err := flock(l.fd, unix.LOCK_EX)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.abandoned {
+			unix.Close(l.fd) // releases the lock it may just have got
+			return
+		}
+		done <- err
+	}()
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		// The blocked flock keeps waiting; closing the file in Close
-		// releases whatever it gets.
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		select {
+		case err := <-done:
+			// Got it just now; keep the usual ownership.
+			if err == nil {
+				_ = flock(l.fd, unix.LOCK_UN)
+			}
+		default:
+			l.abandoned = true
+		}
 		return ctx.Err()
 	}
 }
 
 // Unlock releases the lock.
-func (l *Lock) Unlock() error { return flock(l.f, unix.LOCK_UN) }
+func (l *Lock) Unlock() error { return flock(l.fd, unix.LOCK_UN) }
 
 // Close releases the lock and closes the file.
-func (l *Lock) Close() error { return l.f.Close() }
+func (l *Lock) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.abandoned {
+		l.closed = true
+		return nil
+	}
+	l.closed = true
+	return unix.Close(l.fd)
+}
 
-func flock(f *os.File, how int) error {
+func flock(fd, how int) error {
 	for {
-		err := unix.Flock(int(f.Fd()), how)
+		err := unix.Flock(fd, how)
 		if !errors.Is(err, syscall.EINTR) {
 			return err
 		}
