@@ -134,7 +134,7 @@ func (c *Conn) write(m *Message) error {
 	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := c.nc.Write(b); err != nil {
 		c.fail(err)
-		return fmt.Errorf("control socket: %w", err)
+		return fmt.Errorf("%w: %v", ErrClosed, err)
 	}
 	return nil
 }
