@@ -7,6 +7,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/gitsentry"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/sandbox"
 	"github.com/lazaret-dev/lazaret/internal/sidecar"
@@ -35,6 +36,7 @@ func components(d *Deps) []sandbox.Component {
 		// netd.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 		sidecar.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 		stateanchor.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
+		gitsentry.New(d.Anchor, d.Profile.GitMode, d.Podman, d.Log),
 	}
 }
 
