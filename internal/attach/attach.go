@@ -8,7 +8,6 @@ package attach
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -31,6 +30,9 @@ type Options struct {
 	Stderr *os.File
 	// Stop, when closed, ends the command (the sandbox is going away).
 	Stop <-chan struct{}
+	// Gate, when set, lets the escalation prompt take the terminal over
+	// (TTY mode only; see Gate).
+	Gate *Gate
 }
 
 // forwarded are the signals passed on to the command instead of ending
@@ -121,7 +123,7 @@ func runTTY(cmd *exec.Cmd, o Options) (code int, err error) {
 	if o.Stdin != nil {
 		go func() {
 			defer guard()
-			_, _ = io.Copy(ptmx, o.Stdin)
+			o.Gate.copyIn(ptmx, o.Stdin)
 			// Stdin ended (a pipe, not a terminal): send EOF through the
 			// line discipline.
 			if !isTerm {
@@ -133,7 +135,7 @@ func runTTY(cmd *exec.Cmd, o Options) (code int, err error) {
 	go func() {
 		defer guard()
 		defer close(out)
-		_, _ = io.Copy(o.Stdout, ptmx) // ends with EIO once the command exits
+		o.Gate.copyOut(o.Stdout, ptmx) // ends with EIO once the command exits
 	}()
 	code, err = wait(cmd, sigs, o.Stop)
 	// Drain what the command wrote just before exiting.

@@ -27,10 +27,11 @@ type Runner struct {
 	// Resolve resolves edited commands (see Resolver).
 	Resolve Resolver
 	// Pause stops the TTY forwarding of the attached command before a
-	// prompt and returns where the prompt reads keys from: the attach layer
-	// keeps reading the terminal and hands its input over (nil: read the
-	// TTY directly). Resume restarts forwarding. Both may be nil.
-	Pause  func() io.Reader
+	// prompt, calls flush (which discards pending terminal input) and
+	// returns where the prompt reads keys from: the attach layer keeps
+	// reading the terminal and hands its input over (nil: read the TTY
+	// directly). Resume restarts forwarding. Both may be nil.
+	Pause  func(flush func() error) io.Reader
 	Resume func()
 	// OnAbort is called once after the human pressed Q (the CLI then asks
 	// the coordinator to stop).
@@ -84,16 +85,21 @@ func (r *Runner) Prompt(ctx context.Context, req escalation.PromptRequest) (esca
 
 // start runs a program for reqs; r.mu is held.
 func (r *Runner) start(reqs []escalation.PromptRequest) {
-	var in io.Reader = r.TTY
-	if r.Pause != nil {
-		if gated := r.Pause(); gated != nil {
-			in = gated
-		}
-	}
 	// Whatever was typed for the shell before the prompt appeared must not
 	// answer it.
-	if !r.noFlush {
-		_ = FlushInput(r.TTY)
+	flush := func() error {
+		if r.noFlush {
+			return nil
+		}
+		return FlushInput(r.TTY)
+	}
+	var in io.Reader = r.TTY
+	if r.Pause != nil {
+		if gated := r.Pause(flush); gated != nil {
+			in = gated
+		}
+	} else {
+		_ = flush()
 	}
 	m := New(reqs[0], r.Resolve, r.deliver)
 	for _, q := range reqs[1:] {

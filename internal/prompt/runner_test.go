@@ -79,7 +79,7 @@ func ask(r *Runner, rq escalation.PromptRequest) chan escalation.Answer {
 func TestRunnerOnPTY(t *testing.T) {
 	p := newPTY(t)
 	var paused, resumed int
-	r := &Runner{TTY: p.tty, Resolve: resolver, Pause: func() io.Reader { paused++; return nil }, Resume: func() { resumed++ }}
+	r := &Runner{TTY: p.tty, Resolve: resolver, Pause: func(flush func() error) io.Reader { paused++; flush(); return nil }, Resume: func() { resumed++ }}
 	ch := ask(r, req("r1", "make", "x"))
 	p.waitFor(t, "abort lazaret")
 	if _, err := p.ptmx.Write([]byte("a")); err != nil {

@@ -35,7 +35,7 @@ type Options struct {
 	TTY *os.File
 	// Pause and Resume suspend and restore the attached command's terminal
 	// forwarding around a prompt (attach.Gate).
-	Pause  func() io.Reader
+	Pause  func(flush func() error) io.Reader
 	Resume func()
 	// Abort runs when the human presses Q: the CLI asks the coordinator to
 	// stop.
