@@ -12,9 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"syscall"
+
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/net/dns/dnsmessage"
+	"golang.org/x/sys/unix"
+
+	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 )
 
 // The network tests mount this test binary into their containers and run
@@ -133,6 +138,7 @@ func serve() int {
 //	tcp ADDR            connect and read the server's "ok"
 //	udp ADDR TEXT       send one datagram
 //	dns SERVER NAME     ask SERVER directly for NAME's A record
+//	markdns SERVER NAME the same from a socket carrying netd's upstream mark
 //	resolve NAME        resolve through /etc/resolv.conf (Go resolver)
 //	hold ADDR SECONDS   keep one echo connection busy for SECONDS
 //	nftflush            flush the namespace's nftables ruleset
@@ -162,7 +168,7 @@ func probeCmd(args []string) error {
 		defer c.Close()
 		_, err = c.Write([]byte(args[2]))
 		return err
-	case "dns":
+	case "dns", "markdns":
 		name, err := dnsmessage.NewName(args[2] + ".")
 		if err != nil {
 			return err
@@ -171,7 +177,17 @@ func probeCmd(args []string) error {
 		b.StartQuestions()
 		b.Question(dnsmessage.Question{Name: name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
 		msg, _ := b.Finish()
-		c, err := net.Dial("udp", args[1])
+		d := net.Dialer{}
+		if args[0] == "markdns" {
+			d.Control = func(_, _ string, rc syscall.RawConn) error {
+				var serr error
+				rc.Control(func(fd uintptr) {
+					serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, int(netpolicy.UpstreamMark))
+				})
+				return serr
+			}
+		}
+		c, err := d.Dial("udp", args[1])
 		if err != nil {
 			return err
 		}

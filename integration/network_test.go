@@ -237,7 +237,11 @@ func TestNetworkSidecar(t *testing.T) {
 		}
 	})
 	t.Run("tcp allowed CIDR", func(t *testing.T) { f.pair(t, agent, ctlAgent, true, "tcp", "192.0.2.10:80") })
-	t.Run("tcp denied address", func(t *testing.T) { f.pair(t, agent, ctlAgent, false, "tcp", "192.0.2.30:80") })
+	t.Run("tcp denied address", func(t *testing.T) {
+		f.pair(t, agent, ctlAgent, false, "tcp", "192.0.2.30:80")
+		out, _ := f.probe(agent, "tcp", "192.0.2.30:80")
+		t.Logf("agent: %s", strings.TrimSpace(out))
+	})
 	t.Run("tcp allowed ipv6", func(t *testing.T) { f.pair(t, agent, ctlAgent, true, "tcp", "[2001:db8::a]:80") })
 	t.Run("tcp denied ipv6", func(t *testing.T) { f.pair(t, agent, ctlAgent, false, "tcp", "[2001:db8::30]:80") })
 	t.Run("metadata inside allowed CIDR", func(t *testing.T) {
@@ -265,6 +269,26 @@ func TestNetworkSidecar(t *testing.T) {
 		}
 		if !strings.Contains(f.logs(ctlServer), "dns direct.allowed.test") {
 			t.Error("control: the direct query did not reach the DNS server")
+		}
+	})
+	t.Run("agent cannot borrow netd's upstream mark", func(t *testing.T) {
+		// Positive control: a runc container with NET_ADMIN in the same
+		// namespace can mark its socket, and the marked query gets through.
+		peer := "lzt-net-markpeer-" + f.suffix
+		f.run(peer, "--runtime", "runc", "--network", "container:"+a.Sidecar(), "--cap-drop", "ALL", "--cap-add", "NET_ADMIN", agentImage, "sleep", "900")
+		if out, ok := f.probe(peer, "markdns", "192.0.2.53:53", "marked.allowed.test"); !ok {
+			t.Errorf("control: marked query with NET_ADMIN failed: %s", out)
+		}
+		if out, ok := f.probe(peer, "dns", "192.0.2.53:53", "unmarked.allowed.test"); ok {
+			t.Errorf("unmarked query from the runc peer got through: %s", out)
+		}
+		out, ok := f.probe(agent, "markdns", "192.0.2.53:53", "agentmark.allowed.test")
+		if ok {
+			t.Errorf("the agent marked its socket and got a DNS answer: %s", out)
+		}
+		t.Logf("agent: %s", strings.TrimSpace(out))
+		if strings.Contains(f.logs(server), "dns agentmark.allowed.test") {
+			t.Error("the agent's marked query reached the DNS server")
 		}
 	})
 	t.Run("allowed name resolves and connects", func(t *testing.T) {
@@ -308,9 +332,11 @@ func TestNetworkSidecar(t *testing.T) {
 			if out, ok := f.probe(ctlNS, p); !ok {
 				t.Errorf("control: %s with NET_ADMIN failed: %s", p, out)
 			}
-			if out, ok := f.probe(agent, p); ok {
+			out, ok := f.probe(agent, p)
+			if ok {
 				t.Errorf("agent could %s: %s", p, out)
 			}
+			t.Logf("agent %s: %s", p, strings.TrimSpace(out))
 		}
 		if out, ok := f.probe(agent, "tcp", "192.0.2.30:80"); ok {
 			t.Errorf("denied address reachable after the attempts: %s", out)
