@@ -1,0 +1,204 @@
+//go:build bench
+
+// Package git benchmarks `git status` in the Agent Sandbox's branch-mode
+// workspace (the Git Sentry layout: agent clone, its own .git mount, the
+// host .git read-only as the object alternate) on a generated repository
+// of 20,000 files, against the same command on the host in the same run,
+// for several runsc file-system options. Run by `make bench`
+// (scripts/bench) as the unprivileged user; prints a markdown table for
+// docs/PERFORMANCE.md ("Git").
+package git
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/gitsentry"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+)
+
+const (
+	nDirs    = 200
+	perDir   = 100 // nDirs*perDir = 20,000 files
+	warmRuns = 5
+	image    = "localhost/lazaret-default:latest"
+)
+
+// timedStatus runs git status --porcelain n times inside one shell and
+// prints the nanoseconds of each run (podman exec overhead excluded).
+const timedStatus = `cd /workspace
+for i in $(seq %d); do
+  t0=$(date +%%s%%N); git %s status --porcelain >/dev/null; t1=$(date +%%s%%N); echo $((t1-t0))
+done`
+
+func run(b *testing.B, dir string, name string, args ...string) string {
+	b.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=b", "GIT_AUTHOR_EMAIL=b@example.com", "GIT_COMMITTER_NAME=b", "GIT_COMMITTER_EMAIL=b@example.com")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		b.Fatalf("%s %v: %v: %s", name, args, err, out)
+	}
+	return string(out)
+}
+
+// makeRepo writes and commits nDirs*perDir small files.
+func makeRepo(b *testing.B, dir string) {
+	for d := 0; d < nDirs; d++ {
+		sub := filepath.Join(dir, "src", fmt.Sprintf("pkg%03d", d))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for f := 0; f < perDir; f++ {
+			content := fmt.Sprintf("package pkg%03d\n\n// file %d\nvar V%d = %d\n", d, f, f, d*perDir+f)
+			if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%03d.go", f)), []byte(content), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	run(b, dir, "git", "init", "-q", "-b", "main")
+	run(b, dir, "git", "add", "-A")
+	run(b, dir, "git", "commit", "-q", "-m", "generated")
+}
+
+func median(ds []time.Duration) time.Duration {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2]
+}
+
+func parseTimes(b *testing.B, out string) []time.Duration {
+	var ds []time.Duration
+	for _, f := range strings.Fields(out) {
+		ns, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			b.Fatalf("bad timing %q in %q", f, out)
+		}
+		ds = append(ds, time.Duration(ns))
+	}
+	return ds
+}
+
+type variant struct {
+	name    string
+	runtime string   // "runsc" or "crun"
+	flags   []string // runsc flags (podman --runtime-flag)
+	hints   bool     // share=container hints on the clone mounts (loses writes; for the record)
+	gitArgs string   // extra git options
+	note    string
+}
+
+func BenchmarkGitStatus20k(b *testing.B) {
+	runsc := os.Getenv("LAZARET_RUNSC")
+	if runsc == "" {
+		runsc = "/usr/local/lib/lazaret/runsc"
+	}
+	root, err := os.MkdirTemp("", "lzbench-git-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_ = exec.Command("podman", "unshare", "rm", "-rf", root).Run()
+		_ = os.RemoveAll(root)
+	}()
+	ws := filepath.Join(root, "ws")
+	os.MkdirAll(ws, 0o755)
+	makeRepo(b, ws)
+
+	// Host baseline (warm).
+	run(b, ws, "git", "status", "--porcelain")
+	var host []time.Duration
+	for i := 0; i < warmRuns; i++ {
+		t0 := time.Now()
+		run(b, ws, "git", "status", "--porcelain")
+		host = append(host, time.Since(t0))
+	}
+	hostMed := median(host)
+
+	ctx := context.Background()
+	rt, err := domain.RuntimeDir()
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := domain.New("bench", ws, filepath.Join(root, "data"), rt, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	pc := &podman.Client{Log: slog.New(slog.DiscardHandler)}
+
+	variants := []variant{
+		{name: "runsc default (directfs on, shared file access)", runtime: "runsc"},
+		{name: "runsc --directfs=false", runtime: "runsc", flags: []string{"directfs=false"}},
+		{name: "runsc --file-access-mounts=exclusive (host.git hinted shared)", runtime: "runsc", flags: []string{"file-access-mounts=exclusive"}},
+		{name: "runsc exclusive + core.untrackedCache=true", runtime: "runsc", flags: []string{"file-access-mounts=exclusive"}, gitArgs: "-c core.untrackedCache=true"},
+		{name: "runsc exclusive + --overlay2=none", runtime: "runsc", flags: []string{"file-access-mounts=exclusive", "overlay2=none"}},
+		{name: "runsc share=container hints on the clone (NOT USABLE: writes stay in the sandbox)", runtime: "runsc", hints: true},
+		{name: "runsc exclusive + untrackedCache + core.preloadIndex=false", runtime: "runsc", flags: []string{"file-access-mounts=exclusive"}, gitArgs: "-c core.untrackedCache=true -c core.preloadIndex=false"},
+		{name: "runsc exclusive + feature.manyFiles=true", runtime: "runsc", flags: []string{"file-access-mounts=exclusive"}, gitArgs: "-c feature.manyFiles=true"},
+	}
+	var rows []string
+	for i, v := range variants {
+		comp := gitsentry.New(a, "", pc, nil)
+		spec := &podman.ContainerSpec{
+			Name:    fmt.Sprintf("lazaret-bench-git-%d-%d", os.Getpid(), i),
+			Image:   image,
+			Network: "none",
+			Command: []string{"sleep", "infinity"},
+		}
+		if err := comp.Prepare(ctx, spec); err != nil {
+			b.Fatal(err)
+		}
+		if v.runtime == "runsc" {
+			spec.Runtime = runsc
+			spec.ExtraArgs = append(spec.ExtraArgs, "--runtime-flag", "ignore-cgroups")
+			for _, f := range v.flags {
+				spec.ExtraArgs = append(spec.ExtraArgs, "--runtime-flag", f)
+			}
+		} else {
+			spec.Runtime = v.runtime
+		}
+		if v.hints {
+			for n, src := range map[string]string{"benchws": a.AgentClone(), "benchgit": filepath.Join(a.AgentClone(), ".git")} {
+				spec.Annotations["dev.gvisor.spec.mount."+n+".source"] = src
+				spec.Annotations["dev.gvisor.spec.mount."+n+".type"] = "bind"
+				spec.Annotations["dev.gvisor.spec.mount."+n+".share"] = "container"
+			}
+		}
+		args, err := pc.RunArgs(spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := pc.Output(ctx, args...); err != nil {
+			b.Fatalf("%s: %v", v.name, err)
+		}
+		exec1 := func(n int) []time.Duration {
+			out, err := pc.Output(ctx, "exec", spec.Name, "sh", "-c", fmt.Sprintf(timedStatus, n, v.gitArgs))
+			if err != nil {
+				b.Fatalf("%s: %v", v.name, err)
+			}
+			return parseTimes(b, string(out))
+		}
+		cold := exec1(1)[0]
+		warm := median(exec1(warmRuns))
+		_ = pc.Run(ctx, "rm", "-f", "-t", "0", spec.Name)
+		_ = comp.Close(ctx)
+		rows = append(rows, fmt.Sprintf("| %s | %d | %d | %.1f× |", v.name, cold.Milliseconds(), warm.Milliseconds(), float64(warm)/float64(hostMed)))
+		b.Log(rows[len(rows)-1])
+		b.ReportMetric(float64(warm)/float64(hostMed), fmt.Sprintf("ratio-%d", i))
+	}
+	var tbl strings.Builder
+	fmt.Fprintf(&tbl, "\n`git status --porcelain`, %d files, warm median of %d (first run in the sandbox shown as cold); host: %d ms\n\n", nDirs*perDir, warmRuns, hostMed.Milliseconds())
+	tbl.WriteString("| variant | cold ms | warm ms | warm / host |\n|---|---|---|---|\n")
+	tbl.WriteString(strings.Join(rows, "\n") + "\n")
+	b.Log(tbl.String())
+}
