@@ -61,7 +61,14 @@ func (e *GitError) Error() string {
 //   - core.pager=cat, color.pager=false: nothing is piped through a pager.
 //   - gc.auto=0, maintenance.auto=false: no background gc forked from a
 //     background ref sync.
+//   - safe.directory=*: host git only ever runs in directories lazaret chose
+//     (the workspace the user started it in, that repository's common dir,
+//     lazaret's own clone while creating it), and their owner legitimately
+//     differs when root runs lazaret as its unprivileged user (`make run`).
+//     The hooks and fsmonitor that safe.directory guards against are
+//     disabled above anyway.
 var hardening = []string{
+	"-c", "safe.directory=*",
 	"-c", "core.hooksPath=/dev/null",
 	"-c", "core.fsmonitor=false",
 	"-c", "protocol.ext.allow=never",
