@@ -50,6 +50,10 @@ type Daemon struct {
 
 	nftMu sync.Mutex // one netlink transaction at a time
 	nft   *netpolicy.Conn
+	// opMu serialises policy changes (control requests, expiry) from
+	// reading the policy to storing it after the kernel took it, so the
+	// reported policy is always the installed one.
+	opMu sync.Mutex
 
 	mu        sync.Mutex
 	policy    netpolicy.Policy // with expiries; Active() is what is installed
@@ -203,18 +207,17 @@ func (d *Daemon) expiryLoop(ctx context.Context) error {
 			return nil
 		case <-d.wake:
 		case <-timer:
+			d.opMu.Lock()
 			d.mu.Lock()
 			before := d.policy
-			d.policy = d.policy.Active(time.Now())
-			p := d.policy
+			p := d.policy.Active(time.Now())
 			d.mu.Unlock()
 			if !before.Equal(p) {
-				if err := d.applyAllow(p); err != nil {
+				if err := d.commit(p, "expired entries removed: "+describe(p)); err != nil {
 					d.log.Error("expiry update failed", "err", err)
-				} else {
-					d.logChange("expired entries removed: " + describe(p))
 				}
 			}
+			d.opMu.Unlock()
 		}
 	}
 }
@@ -343,6 +346,10 @@ func (d *Daemon) handle(ctx context.Context, req api.Request) api.Response {
 	reason := req.Reason
 	if reason == "" {
 		reason = "control socket"
+	}
+	if req.Op != api.OpStatus {
+		d.opMu.Lock()
+		defer d.opMu.Unlock()
 	}
 	switch req.Op {
 	case api.OpStatus:

@@ -16,6 +16,8 @@ const (
 	nfulnlMsgConfig  = 1
 	nfulaCfgCmd      = 1
 	nfulaCfgMode     = 2
+	nfulaCfgTimeout  = 3
+	nfulaCfgQThresh  = 4
 	nfulnlCfgCmdBind = 1
 	nfulnlCopyPacket = 2
 	nfulaPayload     = 9
@@ -68,6 +70,13 @@ func openNflog(group uint16, copyRange uint32) (*nflogReader, error) {
 	if err := send([]netlink.Attribute{{Type: nfulaCfgMode, Data: mode}}); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("nflog: copy mode: %w", err)
+	}
+	// Deliver each packet at once rather than batching up to a second, so
+	// `lazaret net status` right after a failure already shows it.
+	one := binary.BigEndian.AppendUint32(nil, 1)
+	if err := send([]netlink.Attribute{{Type: nfulaCfgQThresh, Data: one}, {Type: nfulaCfgTimeout, Data: binary.BigEndian.AppendUint32(nil, 0)}}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("nflog: queue threshold: %w", err)
 	}
 	return &nflogReader{conn: c}, nil
 }
