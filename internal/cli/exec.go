@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +16,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/coord"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/escalation/sessionlink"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -109,17 +108,29 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 		return err
 	}
 	stdin, stdout, stderr := g.files()
-	sessionID, err := newSessionID()
+	// The Session Anchor (its id is LAZARET_SESSION_ID) and this session's
+	// escalation prompts, shown on the terminal only when the command runs
+	// under a PTY (attach's gate hands the terminal over).
+	gate := attach.NewGate()
+	var promptTTY *os.File
+	if r.tty && isTerminal(stdin) {
+		promptTTY = stdin
+	}
+	var client *ctl.Client
+	link, err := sessionlink.New(sessionlink.Options{TTY: promptTTY, Pause: gate.Pause, Resume: gate.Resume,
+		Abort: func() { _ = client.Call(context.Background(), ctl.TypeStop, nil, nil) }})
 	if err != nil {
 		return err
 	}
+	sessionID := link.SessionID()
 	shown := r.command
 	if r.shell {
 		shown = []string{"shell"}
 	}
 	hello := ctl.Hello{Session: &ctl.SessionInfo{ID: sessionID, PID: os.Getpid(), Profile: p.Name, TTY: r.tty, Command: shown}}
 
-	client := ctl.NewClient(g.log)
+	client = ctl.NewClient(g.log)
+	link.Install(client)
 	stop := make(chan struct{})
 	var stopOnce sync.Once
 	var reason string
@@ -142,9 +153,18 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 		return sessionError(err)
 	}
 	defer client.Close()
+	if err := link.Register(cctx, client); err != nil && !errors.Is(err, sessionlink.ErrDisabled) {
+		return err
+	}
 	var spec ctl.ExecSpec
 	if err := client.Call(cctx, ctl.TypeExecSpec, ctl.ExecSpecRequest{SessionID: sessionID, TTY: r.tty}, &spec); err != nil {
 		return fmt.Errorf("asking the coordinator how to run the command: %w", err)
+	}
+	if spec.Env == nil {
+		spec.Env = map[string]string{}
+	}
+	if err := link.ExecEnv(spec.Env); err != nil {
+		return err
 	}
 	command := r.command
 	if r.shell {
@@ -165,7 +185,7 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	// Not tied to ctx: SIGINT is for the command (forwarded by attach),
 	// not for lazaret.
 	pc := pm.Command(context.Background(), argv...)
-	code, err := attach.Run(pc, attach.Options{TTY: r.tty, Stdin: stdin, Stdout: stdout, Stderr: stderr, Stop: stop})
+	code, err := attach.Run(pc, attach.Options{TTY: r.tty, Stdin: stdin, Stdout: stdout, Stderr: stderr, Stop: stop, Gate: gate})
 	if err != nil {
 		return fmt.Errorf("podman exec: %w", err)
 	}
@@ -192,14 +212,6 @@ func sessionError(err error) error {
 		return withHint(err, exitSetup, "a coordinator of another lazaret version is running")
 	}
 	return err
-}
-
-func newSessionID() (string, error) {
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b), nil
 }
 
 // files returns the process's standard streams as files (attach hands them

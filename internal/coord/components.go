@@ -7,6 +7,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/escalation"
 	"github.com/lazaret-dev/lazaret/internal/gitsentry"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/sandbox"
@@ -37,6 +38,7 @@ func components(d *Deps) []sandbox.Component {
 		sidecar.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 		stateanchor.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 		gitsentry.New(d.Anchor, d.Profile.GitMode, d.Podman, d.Log),
+		escalation.FromConfig(d.Config, d.Anchor, d.Server, nil, d.Log),
 	}
 }
 

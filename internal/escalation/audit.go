@@ -45,13 +45,27 @@ type Event struct {
 	// Justification is the agent's stated reason.
 	Justification string `json:"justification,omitempty"`
 	Executable    string `json:"executable,omitempty"`
-	// Decision is "auto", "approve", "deny", "abort" or "edit".
-	Decision  string `json:"decision,omitempty"`
-	ExitCode  *int   `json:"exit_code,omitempty"`
-	Duration  string `json:"duration,omitempty"`
-	TimedOut  bool   `json:"timed_out,omitempty"`
-	Truncated bool   `json:"truncated,omitempty"`
+	// Decision is one of the Decision* constants.
+	Decision string `json:"decision,omitempty"`
+	// Rule is the auto_approve entry that matched.
+	Rule         string        `json:"rule,omitempty"`
+	ExitCode     *int          `json:"exit_code,omitempty"`
+	Duration     time.Duration `json:"duration,omitempty"`
+	TimedOut     bool          `json:"timed_out,omitempty"`
+	Truncated    bool          `json:"truncated,omitempty"`
+	StdoutBytes  int64         `json:"stdout_bytes,omitempty"`
+	StderrBytes  int64         `json:"stderr_bytes,omitempty"`
+	StdoutSHA256 string        `json:"stdout_sha256,omitempty"`
+	StderrSHA256 string        `json:"stderr_sha256,omitempty"`
 }
+
+// Decisions recorded in EventDecision.
+const (
+	DecisionAuto     = "auto"     // an auto_approve entry matched
+	DecisionApproved = "approved" // the human approved the argv as asked
+	DecisionEdited   = "edited"   // the human approved an edited argv
+	DecisionDenied   = "denied"   // the human denied or aborted, or no terminal
+)
 
 // Auditor receives every request, decision, result and rejection. The
 // coordinator adapts the state store's append-only audit chain to it.

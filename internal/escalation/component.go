@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/locate"
@@ -62,7 +63,11 @@ type PromptCancel struct {
 
 // ComponentOptions configure the escalation component.
 type ComponentOptions struct {
-	Anchor *domain.Anchor
+	// Disabled turns the component into a no-op ([escalation] enabled =
+	// false): no socket, no mounts, and the control socket does not know
+	// TypeRegister, so CLIs skip registration.
+	Disabled bool
+	Anchor   *domain.Anchor
 	// AutoApprove are the config's parsed auto_approve entries.
 	AutoApprove [][]string
 	// Server is the control socket (session registration, prompts).
@@ -86,6 +91,12 @@ type Component struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	server *Server
+}
+
+// FromConfig returns the component for a coordinator's configuration.
+func FromConfig(cfg *config.Config, a *domain.Anchor, srv *ctl.Server, auditor Auditor, log *slog.Logger) *Component {
+	return NewComponent(ComponentOptions{Disabled: !cfg.Escalation.Enabled, Anchor: a,
+		AutoApprove: cfg.Escalation.AutoApprove, Server: srv, Auditor: auditor, Log: log})
 }
 
 // NewComponent returns the component; nothing happens before Prepare.
@@ -116,6 +127,9 @@ func (c *Component) SandboxID() string { return c.o.Anchor.Hash }
 // read-only at /run/lazaret/bin/lazaret-escalate, and /run/lazaret/bin on
 // PATH.
 func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) error {
+	if c.o.Disabled {
+		return nil
+	}
 	a := c.o.Anchor
 	client, err := locate.Find(locate.Escalate)
 	if err != nil {

@@ -2,8 +2,11 @@ package escalation
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"os/exec"
@@ -46,6 +49,9 @@ type Result struct {
 	Duration  time.Duration
 	TimedOut  bool
 	Truncated bool
+	// Sizes and SHA-256 (hex) of the output kept (within the cap).
+	StdoutBytes, StderrBytes   int64
+	StdoutSHA256, StderrSHA256 string
 }
 
 // Run executes exe with argv (argv[0] included) in dir via execve, never
@@ -74,8 +80,8 @@ func (e *Executor) Run(ctx context.Context, exe string, argv []string, dir *os.F
 	// the command elsewhere. The child still has the descriptor open when
 	// it changes directory (close-on-exec only closes it at execve).
 	cmd.Dir = "/proc/self/fd/" + strconv.Itoa(int(dir.Fd()))
-	so := &capWriter{w: stdout, left: limit}
-	se := &capWriter{w: stderr, left: limit}
+	so := &capWriter{w: stdout, left: limit, sum: sha256.New()}
+	se := &capWriter{w: stderr, left: limit, sum: sha256.New()}
 	cmd.Stdout, cmd.Stderr = so, se
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -83,6 +89,8 @@ func (e *Executor) Run(ctx context.Context, exe string, argv []string, dir *os.F
 	start := time.Now()
 	err := cmd.Run()
 	res := Result{Duration: time.Since(start), TimedOut: ctx.Err() == context.DeadlineExceeded, Truncated: so.truncated() || se.truncated()}
+	res.StdoutBytes, res.StdoutSHA256 = so.digest()
+	res.StderrBytes, res.StderrSHA256 = se.digest()
 	// Kill whatever the command left behind in its group.
 	if cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -111,6 +119,14 @@ type capWriter struct {
 	w    io.Writer
 	left int64
 	drop bool
+	sum  hash.Hash
+	n    int64
+}
+
+func (c *capWriter) digest() (int64, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n, hex.EncodeToString(c.sum.Sum(nil))
 }
 
 func (c *capWriter) Write(p []byte) (int, error) {
@@ -122,6 +138,8 @@ func (c *capWriter) Write(p []byte) (int, error) {
 		c.drop = true
 	}
 	c.left -= int64(len(p))
+	c.n += int64(len(p))
+	c.sum.Write(p)
 	if len(p) > 0 {
 		if _, err := c.w.Write(p); err != nil {
 			// The client went away: keep draining so the command is not

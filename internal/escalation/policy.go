@@ -32,6 +32,8 @@ type Verdict struct {
 	Auto bool
 	// Reason says why a human must decide (empty when Auto).
 	Reason string
+	// Rule is the auto_approve entry that matched (when Auto).
+	Rule string
 }
 
 // Evaluate decides whether argv (or the command string) may run without a
@@ -77,13 +79,13 @@ func (p *Policy) Evaluate(argv []string, command, dir string) Verdict {
 	case shellwords.BannedReason(exe) != "":
 		v.Reason = fmt.Sprintf("%s resolves to %s: %s", argv[0], exe, shellwords.BannedReason(exe))
 	default:
-		v.Auto, v.Reason = p.match(argv)
+		v.Auto, v.Reason, v.Rule = p.match(argv)
 	}
 	return v
 }
 
-func (p *Policy) match(argv []string) (bool, string) {
-	reason := "no auto_approve entry matches"
+func (p *Policy) match(argv []string) (auto bool, reason, rule string) {
+	reason = "no auto_approve entry matches"
 	for _, e := range p.AutoApprove {
 		if len(e) == 0 || len(argv) < len(e) || !slices.Equal(argv[:len(e)], e) {
 			continue
@@ -91,16 +93,16 @@ func (p *Policy) match(argv []string) (bool, string) {
 		// A banned entry can only exist if config validation was bypassed;
 		// enforce it again here.
 		if shellwords.BannedReason(e[0]) != "" {
-			return false, shellwords.BannedReason(e[0])
+			return false, shellwords.BannedReason(e[0]), ""
 		}
 		extra := argv[len(e):]
 		if i := slices.IndexFunc(extra, func(a string) bool { return strings.HasPrefix(a, "-") }); i >= 0 {
 			reason = fmt.Sprintf("argument %q appended after auto_approve entry %q begins with '-'", extra[i], strings.Join(e, " "))
 			continue
 		}
-		return true, ""
+		return true, "", strings.Join(e, " ")
 	}
-	return false, reason
+	return false, reason, ""
 }
 
 // ErrNotExecutable is wrapped when argv[0] does not name an executable.

@@ -190,11 +190,12 @@ func (s *Server) serve(ctx context.Context, req *wire.Request, sess *Session, ou
 	}
 	ev := base
 	ev.Kind, ev.Executable, ev.Reason = EventRequest, v.Executable, v.Reason
-	ev.Decision = "prompt"
-	if v.Auto {
-		ev.Decision = "auto"
-	}
 	s.audit(ctx, ev)
+	if v.Auto {
+		dec := base
+		dec.Kind, dec.Decision, dec.Rule, dec.Argv, dec.Executable = EventDecision, DecisionAuto, v.Rule, v.Argv, v.Executable
+		s.audit(ctx, dec)
+	}
 
 	argv, exe := v.Argv, v.Executable
 	if !v.Auto {
@@ -202,12 +203,19 @@ func (s *Server) serve(ctx context.Context, req *wire.Request, sess *Session, ou
 		ans, err := s.ask(ctx, sess, PromptRequest{RequestID: req.RequestID, Profile: req.Profile, Justification: req.Justification,
 			Cwd: req.Cwd, HostDir: hostDir, Command: req.Command, Argv: v.Argv, Executable: v.Executable, Reason: v.Reason})
 		dec := base
-		dec.Kind, dec.Decision = EventDecision, ans.Action.String()
+		dec.Kind, dec.Argv, dec.Executable = EventDecision, v.Argv, v.Executable
+		switch {
+		case ans.Action == Approve && ans.Argv != nil:
+			dec.Decision, dec.Argv, dec.Executable = DecisionEdited, ans.Argv, ans.Executable
+		case ans.Action == Approve:
+			dec.Decision = DecisionApproved
+		case ans.Action == Abort:
+			dec.Decision, dec.Reason = DecisionDenied, "the user stopped lazaret (Q)"
+		default:
+			dec.Decision, dec.Reason = DecisionDenied, "denied by the user"
+		}
 		if err != nil {
 			dec.Reason = err.Error()
-		}
-		if ans.Argv != nil {
-			dec.Decision, dec.Argv, dec.Executable = "edit+"+ans.Action.String(), ans.Argv, ans.Executable
 		}
 		s.audit(ctx, dec)
 		switch {
@@ -248,7 +256,8 @@ func (s *Server) serve(ctx context.Context, req *wire.Request, sess *Session, ou
 		return
 	}
 	code := res.ExitCode
-	r.ExitCode, r.Duration, r.TimedOut, r.Truncated = &code, res.Duration.String(), res.TimedOut, res.Truncated
+	r.ExitCode, r.Duration, r.TimedOut, r.Truncated = &code, res.Duration, res.TimedOut, res.Truncated
+	r.StdoutBytes, r.StderrBytes, r.StdoutSHA256, r.StderrSHA256 = res.StdoutBytes, res.StderrBytes, res.StdoutSHA256, res.StderrSHA256
 	s.audit(ctx, r)
 	if res.TimedOut {
 		out.send(wire.Frame{Type: wire.FrameStderr, Data: []byte("lazaret: host command killed at its time limit\n")})
