@@ -134,6 +134,10 @@ func TestLifecycleExecRunsc(t *testing.T) {
 	if out := e.MustRun("exec", "--", "sh", "-c", "pwd; echo $LAZARET_SESSION_ID"); !regexp.MustCompile(`^/workspace\n[0-9a-f]{32}\n$`).MatchString(out) {
 		t.Fatalf("workdir/session id: %q", out)
 	}
+	// The sandbox's task bound is enforced by gVisor as RLIMIT_NPROC.
+	if out := e.MustRun("exec", "--", "grep", "^Max processes", "/proc/1/limits"); !strings.Contains(out, " 4096 ") {
+		t.Errorf("process limit: %q", out)
+	}
 	requireGone(t, d, 5*time.Second)
 }
 
@@ -516,4 +520,16 @@ func TestLifecycleBadInput(t *testing.T) {
 		t.Fatalf("want one error line and one hint, got %q", r.Stderr)
 	}
 	requireGone(t, g, 5*time.Second)
+
+	// podman missing: the coordinator cannot run it; the user is sent to
+	// lazaret doctor and nothing stays behind.
+	e.WriteConfig("")
+	saved := e.ExtraEnv
+	e.ExtraEnv = append(e.ExtraEnv, "PATH=/nonexistent")
+	r = e.Run("exec", "--", "true")
+	e.ExtraEnv = saved
+	if r.Code != 3 || !strings.Contains(r.Stderr, "lazaret doctor") {
+		t.Fatalf("podman missing: %+v", r)
+	}
+	requireGone(t, d, 5*time.Second)
 }

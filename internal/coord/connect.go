@@ -223,13 +223,21 @@ func lastLogLine(path string) string {
 	if err != nil {
 		return "see " + path
 	}
-	var last string
+	// The CLI's error line ("lazaret: …") is the most useful; any last
+	// line will do otherwise.
+	var last, errLine string
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		if l := strings.TrimSpace(sc.Text()); l != "" {
 			last = l
+			if strings.HasPrefix(l, "lazaret: ") {
+				errLine = strings.TrimPrefix(l, "lazaret: ")
+			}
 		}
+	}
+	if errLine != "" {
+		last = errLine
 	}
 	if last == "" {
 		return "see " + path

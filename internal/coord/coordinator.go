@@ -35,6 +35,9 @@ const (
 	// teardownTimeout bounds each podman call and component Close during
 	// teardown.
 	teardownTimeout = 30 * time.Second
+	// startErrGrace is how long a coordinator whose start failed waits for
+	// a client to collect the error.
+	startErrGrace = 3 * time.Second
 )
 
 // Reasons pushed to sessions with ctl.Shutdown.
@@ -83,6 +86,8 @@ type coordinator struct {
 	shuttingDown bool
 	reason       string
 	wake         chan struct{} // something changed: refs reached zero, stop asked
+	errServed    chan struct{} // a hello got the start error (closed once)
+	errOnce      sync.Once
 	torndown     chan struct{}
 	stopWG       sync.WaitGroup
 }
@@ -113,6 +118,7 @@ func Run(ctx context.Context, o Options) error {
 	c := &coordinator{
 		o: o, log: o.Log, pm: o.Podman, started: time.Now(),
 		ready: make(chan struct{}), wake: make(chan struct{}, 1), torndown: make(chan struct{}),
+		errServed: make(chan struct{}),
 	}
 	ln, err := listen(a.ControlSocket())
 	if err != nil {
@@ -163,6 +169,13 @@ func (c *coordinator) wait(ctx context.Context) string {
 	}
 	if c.startErr != nil {
 		c.shutdown("start failed", false)
+		// The leader polls for the socket: give it a moment to connect
+		// and receive the error, which carries the fix for the user.
+		select {
+		case <-c.errServed:
+		case <-ctx.Done():
+		case <-time.After(startErrGrace):
+		}
 		return "start failed: " + c.startErr.Error()
 	}
 	idle := time.NewTimer(c.o.IdleGrace)
@@ -217,6 +230,7 @@ func (c *coordinator) hello(ctx context.Context, h *ctl.Hello) (*ctl.HelloReply,
 		return nil, ctl.ErrClosed
 	}
 	if c.startErr != nil {
+		c.errOnce.Do(func() { close(c.errServed) })
 		return nil, ToWire(c.startErr)
 	}
 	c.mu.Lock()

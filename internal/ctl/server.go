@@ -70,6 +70,10 @@ type Server struct {
 	closed   bool
 	ln       net.Listener
 	wg       sync.WaitGroup
+	// hs counts handshakes between reading a hello and writing its reply;
+	// Close lets them finish so that a refusal (such as a start error)
+	// reaches the client.
+	hs sync.WaitGroup
 }
 
 // NewServer returns a Server that accepts only uid.
@@ -180,8 +184,10 @@ func (s *Server) serveConn(nc net.Conn) {
 		c.fail(ErrHelloRequired)
 		return
 	}
-	// Read the rest concurrently from here on: the Hello hook may wait a
-	// long time (sandbox start) and the client may give up meanwhile.
+	if !s.beginHandshake() {
+		c.fail(ErrShuttingDown)
+		return
+	}
 	sess, reply, herr := s.handshake(c, m, int(cred.Pid))
 	out := &Message{Type: TypeHello, ID: m.ID, Reply: true}
 	if herr != nil {
@@ -195,7 +201,9 @@ func (s *Server) serveConn(nc net.Conn) {
 			sess = nil
 		}
 	}
-	if err := c.write(out); err != nil || out.Error != nil {
+	werr := c.write(out)
+	s.hs.Done()
+	if werr != nil || out.Error != nil {
 		if sess != nil {
 			s.unregister(sess)
 		}
@@ -238,6 +246,16 @@ func (s *Server) handshake(c *Conn, m *Message, peerPID int) (*Session, *HelloRe
 		}
 	}
 	return sess, reply, nil
+}
+
+func (s *Server) beginHandshake() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.hs.Add(1)
+	return true
 }
 
 func (s *Server) track(c *Conn) bool {
@@ -318,21 +336,33 @@ func (s *Server) Broadcast(typ string, payload any) {
 	}
 }
 
-// Close stops accepting, closes every connection and waits for their
+// handshakeGrace bounds how long Close waits for hello replies in flight.
+const handshakeGrace = 2 * time.Second
+
+// Close stops accepting, lets hello replies in flight be written (bounded
+// by handshakeGrace), closes every connection and waits for their
 // goroutines. Detached runs for every session still attached.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	ln := s.ln
-	conns := make([]*Conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
 	s.mu.Unlock()
 	var err error
 	if ln != nil {
 		err = ln.Close()
 	}
+	hsDone := make(chan struct{})
+	go func() { s.hs.Wait(); close(hsDone) }()
+	select {
+	case <-hsDone:
+	case <-time.After(handshakeGrace):
+	}
+	s.mu.Lock()
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
 	for _, c := range conns {
 		c.fail(ErrShuttingDown)
 	}

@@ -24,6 +24,14 @@ const (
 // PidsLimit bounds the number of tasks in the sandbox: enough for a
 // parallel build (make -j, node worker pools), low enough that a fork bomb
 // stops long before it starves the host.
+//
+// It is passed twice. --pids-limit is the cgroup limit DESIGN §5 names, but
+// runsc runs with --ignore-cgroups (rootless), so nothing enforces it
+// (measured: pids.max reads "max" inside). RLIMIT_NPROC is enforced by
+// gVisor itself (measured: with nproc=20 the 21st fork fails), and since
+// the sandbox's root has no CAP_SYS_RESOURCE or CAP_SYS_ADMIN it applies
+// to root too; it counts per uid, so it is the sandbox-wide bound for
+// everything running as root.
 const PidsLimit = 4096
 
 // Capabilities is the short list of capabilities the sandbox's root keeps
@@ -68,6 +76,7 @@ func NewSpec(p *config.Profile, a *domain.Anchor, volumes []config.ResolvedVolum
 		SecurityOpt: []string{"no-new-privileges"},
 		PidsLimit:   PidsLimit,
 		Hostname:    "lazaret-" + p.Name,
+		ExtraArgs:   []string{"--ulimit", fmt.Sprintf("nproc=%d:%d", PidsLimit, PidsLimit)},
 		Workdir:     WorkspaceDir,
 		Command:     append([]string(nil), InitCommand...),
 	}

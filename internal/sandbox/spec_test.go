@@ -48,6 +48,7 @@ func TestNewSpecHardening(t *testing.T) {
 		"--cap-drop ALL",
 		"--security-opt no-new-privileges",
 		"--pids-limit 4096",
+		"--ulimit nproc=4096:4096",
 		"--workdir /workspace",
 		"localhost/x:1 /bin/sh -c",
 	} {
