@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -250,4 +251,47 @@ func FuzzVerifier(f *testing.F) {
 		v.Finish(&Head{Seq: key})
 		_, _ = ParseRecord(rec)
 	})
+}
+
+func TestEscapeJSON(t *testing.T) {
+	e := sample(KindSessionStart)
+	e.Fields = map[string]string{"x": "a\u202eb\U000E0041c\x1b"}
+	b, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := EscapeJSON(b)
+	if !visible(string(out)) {
+		t.Fatalf("hidden characters left: %q", out)
+	}
+	var back Entry
+	if err := json.Unmarshal(out, &back); err != nil || back.Fields["x"] != e.Fields["x"] {
+		t.Fatalf("not the same JSON value: %v %q", err, back.Fields["x"])
+	}
+}
+
+func TestVerifyEntries(t *testing.T) {
+	recs := chain(t, 5)
+	var entries []Entry
+	for _, r := range recs {
+		e, err := ParseRecord(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Through JSON, as an export is read back.
+		b, _ := json.Marshal(e)
+		var back Entry
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, back)
+	}
+	head := headOf(t, recs)
+	if r := VerifyEntries(entries, head); !r.OK() || r.Entries != 5 {
+		t.Fatalf("export: %+v", r.Problem)
+	}
+	entries[2].Fields = map[string]string{"container": "other"}
+	if r := VerifyEntries(entries, head); r.OK() || r.Problem.Seq != 3 {
+		t.Fatalf("edited export: %+v", r.Problem)
+	}
 }

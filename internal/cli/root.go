@@ -85,6 +85,7 @@ real git on an agent branch, and human-approved host escalation.`,
 		newDoctorCmd(g),
 		newDiffCmd(g), newLogCmd(g), newMergeCmd(g), newResetBranchCmd(g),
 		newStateCmd(g),
+		newAuditCmd(g),
 		newNetCmd(g),
 	)
 	return root
