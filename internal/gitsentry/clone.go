@@ -46,7 +46,10 @@ func cloneConfig(objectFormat, include string) string {
 	}
 	fmt.Fprintf(&b, "[include]\n\tpath = %s\n", include)
 	// The clone has a working tree whatever the host's core.bare says.
-	b.WriteString("[core]\n\tbare = false\n")
+	// The untracked cache spares git status a readdir of every directory,
+	// which costs a trip into gVisor each (docs/PERFORMANCE.md, "Git";
+	// `git update-index --test-untracked-cache` passes under runsc).
+	b.WriteString("[core]\n\tbare = false\n\tuntrackedCache = true\n")
 	return b.String()
 }
 

@@ -431,3 +431,26 @@ func TestMergeRunsNoAgentHook(t *testing.T) {
 		}
 	}
 }
+
+func TestPreflight(t *testing.T) {
+	ctx := context.Background()
+	g := &Git{}
+	ws := newRepo(t)
+	a := testAnchor(t, ws, "p1")
+	if n, err := Preflight(ctx, g, a, ""); err != nil || n != "" {
+		t.Errorf("clean repository: %q, %v", n, err)
+	}
+	write(t, filepath.Join(ws, "new.txt"), "x")
+	if n, err := Preflight(ctx, g, a, ""); err != nil || !strings.Contains(n, "uncommitted") {
+		t.Errorf("dirty repository: %q, %v", n, err)
+	}
+	if n, _ := Preflight(ctx, g, a, "direct"); n != "" {
+		t.Errorf("direct mode: %q", n)
+	}
+	empty := filepath.Join(t.TempDir(), "e")
+	os.MkdirAll(empty, 0o755)
+	hg(t, empty, "init", "-q")
+	if _, err := Preflight(ctx, g, testAnchor(t, empty, "p1"), ""); !errors.Is(err, ErrNoCommits) {
+		t.Errorf("no commits: %v", err)
+	}
+}
