@@ -375,7 +375,7 @@ volumes = [
 		"{domain_dir}/state.db", "{domain_dir}/workspace", "{domain_dir}/overlay/usr", "{domain_dir}/coordinator.log"} {
 		c := mustParse(t, "[profiles.claude]\nimage = \"x:1\"\nvolumes = [{host = \""+host+"\", container = \"/v\"}]\n")
 		_, err := c.Profiles["claude"].ResolveVolumes(tk)
-		if !IsSecurity(err) || !strings.Contains(err.Error(), "profiles.claude.volumes[0].host") {
+		if !IsSecurity(err) || !strings.HasPrefix(err.Error(), "test.toml:3: profiles.claude.volumes[0].host: ") {
 			t.Errorf("ResolveVolumes(%s) = %v, want a security error naming the key", host, err)
 		}
 	}

@@ -377,7 +377,7 @@ func (v *validator) profile(cfg *Config, guard *hostGuard, name string, fp *file
 	if fp == nil {
 		fp = &fileProfile{}
 	}
-	p := &Profile{Name: name, Env: map[string]string{}, guard: guard}
+	p := &Profile{Name: name, Env: map[string]string{}, guard: guard, file: v.file}
 
 	switch {
 	case fp.Image != nil:
@@ -449,8 +449,10 @@ func (v *validator) profile(cfg *Config, guard *hostGuard, name string, fp *file
 	}
 
 	for i, vol := range fp.Volumes {
-		if v.volume(p, key.child("volumes").index(i), vol, cfg.DataRoot) {
+		vk := key.child("volumes").index(i)
+		if v.volume(p, vk, vol, cfg.DataRoot) {
 			p.Volumes = append(p.Volumes, Volume{Host: vol.Host, Container: vol.Container, Mode: vol.Mode})
+			p.volumeLines = append(p.volumeLines, v.pos.lookup(vk))
 		}
 	}
 	return p
@@ -468,7 +470,11 @@ func (v *validator) volume(p *Profile, key keyPath, vol fileVolume, dataRoot str
 	} else {
 		// Placeholders stand in for the domain tokens: only syntax and
 		// ".." can be judged without a workspace.
-		t := Tokens{ProfileName: p.Name, DataRoot: dataRoot, DomainHash: "000000000000", WorkspaceDir: "/nonexistent-workspace"}
+		root := dataRoot
+		if root == "" { // data_root itself is invalid (already reported)
+			root = "/data-root"
+		}
+		t := Tokens{ProfileName: p.Name, DataRoot: root, DomainHash: "000000000000", WorkspaceDir: "/nonexistent-workspace"}
 		host, err := expandString(vol.Host, t.value)
 		if err == nil && !hasDomainToken(vol.Host) && dataRoot != "" {
 			if host, err = canonicalizeChecked(host); err == nil {

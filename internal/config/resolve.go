@@ -37,21 +37,30 @@ func (p *Profile) ResolveVolumes(t Tokens) ([]ResolvedVolume, error) {
 	}
 	out := make([]ResolvedVolume, 0, len(p.Volumes))
 	for i, v := range p.Volumes {
-		key := keyPath{"profiles", p.Name, "volumes"}.index(i).child("host").String()
+		key := keyPath{"profiles", p.Name, "volumes"}.index(i)
 		host, err := ExpandPath(v.Host, t)
 		if err == nil {
 			err = guard.checkDomainMountSource(host, t)
 		}
 		if err != nil {
-			return nil, locate(key, err)
+			return nil, p.locateVolume(i, key.child("host").String(), err)
 		}
 		ro, opts, err := parseMode(v.Mode)
 		if err != nil {
-			return nil, locate(keyPath{"profiles", p.Name, "volumes"}.index(i).child("mode").String(), err)
+			return nil, p.locateVolume(i, key.child("mode").String(), err)
 		}
 		out = append(out, ResolvedVolume{Host: host, Container: v.Container, ReadOnly: ro, Options: opts})
 	}
 	return out, nil
+}
+
+func (p *Profile) locateVolume(i int, key string, err error) error {
+	e := locate(key, err).(*Error)
+	e.File = p.file
+	if i < len(p.volumeLines) {
+		e.Line = p.volumeLines[i]
+	}
+	return e
 }
 
 // locate turns a rule violation found after loading into an *Error that

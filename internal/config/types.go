@@ -60,6 +60,9 @@ type Profile struct {
 
 	// guard refuses dangerous volume host paths; set by Load.
 	guard *hostGuard
+	// file and volumeLines locate errors found by ResolveVolumes.
+	file        string
+	volumeLines []int
 }
 
 // Volume is a custom bind mount as written in the file; Host may contain
