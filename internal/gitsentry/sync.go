@@ -118,6 +118,10 @@ func (s *Syncer) export(ctx context.Context, known []string) (*exported, error) 
 	for _, oid := range known {
 		stdin.WriteString("^" + oid + "\n")
 	}
+	// Cancelled on a parse or import error, so a hostile stream is cut
+	// off instead of drained.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	cmd := s.Podman.Command(ctx, "exec", "-i", s.Container, "sh", "-c", exportScript)
 	cmd.Stdin = strings.NewReader(stdin.String())
 	var stderr limitedBuffer
@@ -130,6 +134,9 @@ func (s *Syncer) export(ctx context.Context, known []string) (*exported, error) 
 		return nil, fmt.Errorf("podman exec: %w", err)
 	}
 	res, perr := s.readExport(ctx, bufio.NewReaderSize(stdout, 64<<10))
+	if perr != nil {
+		cancel()
+	}
 	// Drain whatever is left so podman exits, then reap it.
 	_, _ = io.Copy(io.Discard, stdout)
 	werr := cmd.Wait()

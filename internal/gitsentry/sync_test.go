@@ -1,6 +1,7 @@
 package gitsentry
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/hex"
@@ -84,3 +85,93 @@ func TestImportPackSizeLimit(t *testing.T) {
 		t.Fatalf("normal pack: %v", err)
 	}
 }
+
+// agentStream builds what the sandbox sends for the repository dir: its
+// branch list, an empty line, and a bundle excluding known.
+func agentStream(t *testing.T, dir string, known ...string) []byte {
+	t.Helper()
+	refs := hg(t, dir, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/")
+	cmd := exec.Command("git", "-C", dir, "bundle", "create", "-q", "-", "--branches", "--stdin")
+	var stdin strings.Builder
+	for _, k := range known {
+		stdin.WriteString("^" + k + "\n")
+	}
+	cmd.Stdin = strings.NewReader(stdin.String())
+	bundle, _ := cmd.Output() // empty (signature only) when nothing is new
+	return append([]byte(refs+"\n\n"), bundle...)
+}
+
+func TestSyncFromStream(t *testing.T) {
+	ctx := context.Background()
+	host := newRepo(t)
+	base := hg(t, host, "rev-parse", "HEAD")
+	agent := filepath.Join(t.TempDir(), "agent")
+	hg(t, host, "clone", "-q", "--shared", host, agent)
+	hg(t, agent, "checkout", "-q", "-b", "lazaret/agent-p")
+	write(t, filepath.Join(agent, "new.txt"), "agent\n")
+	hg(t, agent, "add", "new.txt")
+	hg(t, agent, "commit", "-q", "-m", "agent")
+	hg(t, agent, "branch", "side")
+	hg(t, agent, "branch", "-D", "main")
+	g := &Git{}
+	repo, _ := OpenHostRepo(ctx, g, host)
+	s := &Syncer{Git: g, Repo: repo, Map: RefMap{Profile: "p"}}
+	sync := func(stream []byte) *SyncResult {
+		t.Helper()
+		rr, err := s.readExport(ctx, bufioReader(stream))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hostRefs, _ := s.hostRefs(ctx)
+		res, err := s.apply(ctx, hostRefs, &rr.exported)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	tip := hg(t, agent, "rev-parse", "HEAD")
+	res := sync(agentStream(t, agent, base))
+	if !res.Imported || len(res.Updated) != 2 {
+		t.Errorf("first sync: %+v", res)
+	}
+	if got := hg(t, host, "rev-parse", "refs/heads/lazaret/agent-p", "refs/lazaret/p/heads/side"); got != tip+"\n"+tip {
+		t.Errorf("host refs: %s", got)
+	}
+	// Nothing new: no pack, nothing moved.
+	if res := sync(agentStream(t, agent, base, tip)); res.Imported || len(res.Updated)+len(res.Deleted) != 0 {
+		t.Errorf("idle sync: %+v", res)
+	}
+	// A rewrite to an older commit (no new objects) and a deleted branch.
+	hg(t, agent, "reset", "-q", "--hard", base)
+	hg(t, agent, "branch", "-D", "side")
+	res = sync(agentStream(t, agent, base, tip))
+	if res.Imported || len(res.Updated) != 1 || len(res.Deleted) != 1 {
+		t.Errorf("rewrite sync: %+v", res)
+	}
+	if got := hg(t, host, "rev-parse", "refs/heads/lazaret/agent-p"); got != base {
+		t.Errorf("agent ref after rewrite: %s", got)
+	}
+	if reflog := hg(t, host, "reflog", "--format=%H", "refs/heads/lazaret/agent-p"); !strings.Contains(reflog, tip) {
+		t.Errorf("old tip not in the reflog: %s", reflog)
+	}
+	// A branch checked out on the host is never moved.
+	hg(t, host, "checkout", "-q", "lazaret/agent-p")
+	hg(t, agent, "commit", "-q", "--allow-empty", "-m", "again")
+	if res := sync(agentStream(t, agent, base)); len(res.Updated) != 0 {
+		t.Errorf("moved a checked-out branch: %+v", res)
+	}
+	// A tip whose objects the host lacks, with no pack: refused.
+	hg(t, host, "checkout", "-q", "main")
+	orphan := hg(t, agent, "commit-tree", "-m", "x", hg(t, agent, "rev-parse", "HEAD^{tree}"))
+	stream := []byte(orphan + " refs/heads/lazaret/agent-p\n\n")
+	rr, err := s.readExport(ctx, bufioReader(stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostRefs, _ := s.hostRefs(ctx)
+	if _, err := s.apply(ctx, hostRefs, &rr.exported); err == nil {
+		t.Errorf("a tip missing on the host was accepted")
+	}
+}
+
+func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
