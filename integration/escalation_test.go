@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -290,4 +291,141 @@ func statTTY(t *testing.T, stat string) string {
 		t.Fatalf("bad stat %q", stat)
 	}
 	return f[4]
+}
+
+// ptySession runs `lazaret exec -t` under a PTY the test drives like a
+// human at the terminal.
+type ptySession struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	ptmx *os.File
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{}
+	code int
+}
+
+func startPTY(t *testing.T, e *Env, args ...string) *ptySession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	s := &ptySession{t: t, cmd: e.Cmd(ctx, args...), done: make(chan struct{})}
+	ptmx, err := pty.StartWithSize(s.cmd, &pty.Winsize{Rows: 40, Cols: 150})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ptmx = ptmx
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			s.mu.Lock()
+			s.out.Write(buf[:n])
+			s.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		err := s.cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); ok {
+			s.code = ee.ExitCode()
+		}
+		close(s.done)
+	}()
+	t.Cleanup(func() { _ = s.cmd.Process.Kill(); <-s.done; ptmx.Close() })
+	return s
+}
+
+func (s *ptySession) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
+}
+
+func (s *ptySession) waitFor(what string) {
+	s.t.Helper()
+	Eventually(s.t, 2*time.Minute, "terminal to show "+strconv.Quote(what), func() bool { return strings.Contains(s.output(), what) })
+}
+
+func (s *ptySession) send(keys string) {
+	if _, err := s.ptmx.Write([]byte(keys)); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *ptySession) exit() int {
+	s.t.Helper()
+	select {
+	case <-s.done:
+	case <-time.After(2 * time.Minute):
+		s.t.Fatalf("lazaret did not exit; output:\n%s", s.output())
+	}
+	return s.code
+}
+
+// TestEscalationPromptThroughPTY drives the real CLI at a real terminal:
+// a request that is not auto-approved is shown on this session's terminal
+// and each key does what it says.
+func TestEscalationPromptThroughPTY(t *testing.T) {
+	e := NewEnv(t)
+	e.WriteConfig("[escalation]\nauto_approve = [\"echo\"]\n")
+	script := `lazaret-escalate --reason "need host" -- printf 'host %s\n' "$1"; echo "rc=$?"`
+	run := func(t *testing.T, word string) *ptySession {
+		s := startPTY(t, e, "exec", "-t", "--", "sh", "-c", script, "sh", word)
+		s.waitFor("abort lazaret")
+		out := s.output()
+		for _, want := range []string{"need host", "/usr/bin/printf", `"host %s\\n"`, `"` + word + `"`} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("prompt lacks %q:\n%s", want, out)
+			}
+		}
+		return s
+	}
+	t.Run("A approves", func(t *testing.T) {
+		s := run(t, "approved")
+		s.send("a")
+		s.waitFor("rc=0")
+		if !strings.Contains(s.output(), "host approved") || s.exit() != 0 {
+			t.Fatalf("output:\n%s", s.output())
+		}
+	})
+	t.Run("D denies", func(t *testing.T) {
+		s := run(t, "denied")
+		s.send("d")
+		s.waitFor("rc=126")
+		if strings.Contains(s.output(), "host denied") || !strings.Contains(s.output(), "denied by the user") {
+			t.Fatalf("output:\n%s", s.output())
+		}
+		s.exit()
+	})
+	t.Run("E edits and shows again", func(t *testing.T) {
+		s := run(t, "original")
+		s.send("e")
+		s.waitFor("edit>")
+		s.send("\x15printf 'edited\\n'\r") // Ctrl-U, a new command, Enter
+		s.waitFor("check it again")
+		if strings.Contains(s.output(), "edited\r\n") {
+			t.Fatal("edited command ran before it was approved")
+		}
+		s.send("a")
+		s.waitFor("rc=0")
+		if strings.Contains(s.output(), "host original") || !strings.Contains(s.output(), "edited") {
+			t.Fatalf("output:\n%s", s.output())
+		}
+		s.exit()
+	})
+	t.Run("Q aborts lazaret", func(t *testing.T) {
+		s := run(t, "quit")
+		s.send("q")
+		code := s.exit()
+		if code == 0 || strings.Contains(s.output(), "host quit") {
+			t.Fatalf("exit %d output:\n%s", code, s.output())
+		}
+		Eventually(t, time.Minute, "the sandbox to be gone", func() bool {
+			out, _ := Podman(t, "ps", "-a", "--filter", "label=lazaret.domain", "--format", "{{.Names}}")
+			return !strings.Contains(out, "lazaret-default-")
+		})
+	})
 }
