@@ -90,6 +90,8 @@ type coordinator struct {
 	errOnce      sync.Once
 	torndown     chan struct{}
 	stopWG       sync.WaitGroup
+
+	state state // the domain's state store (state.go)
 }
 
 // Run is the Session Coordinator process: it opens the control socket,
@@ -132,7 +134,10 @@ func Run(ctx context.Context, o Options) error {
 	c.srv.Handle(ctl.TypeStatus, c.handleStatus)
 	c.srv.Handle(ctl.TypeStop, c.handleStop)
 	c.srv.Handle(ctl.TypeExecSpec, c.handleExecSpec)
-	c.comps = components(&Deps{Config: o.Config, Profile: o.Profile, Anchor: a, Podman: o.Podman, Server: c.srv, Log: o.Log})
+	for typ, h := range ctl.AuditHandlers(auditStore{c}) {
+		c.srv.Handle(typ, h)
+	}
+	c.comps = components(&Deps{Config: o.Config, Profile: o.Profile, Anchor: a, Podman: o.Podman, Server: c.srv, Log: o.Log, Audit: c.appendAudit})
 	go func() {
 		if err := c.srv.Serve(ln); err != nil {
 			c.log.Error("control socket", "err", err)
@@ -147,6 +152,7 @@ func Run(ctx context.Context, o Options) error {
 		} else {
 			c.log.Info("sandbox running", "container", c.spec.Name, "id", c.containerID, "after", time.Since(c.started).Round(time.Millisecond))
 		}
+		c.auditStarted(c.startErr)
 		close(c.ready)
 	}()
 
@@ -246,17 +252,19 @@ func (c *coordinator) hello(ctx context.Context, h *ctl.Hello) (*ctl.HelloReply,
 	}, nil
 }
 
-func (c *coordinator) attached(*ctl.Session) error {
+func (c *coordinator) attached(s *ctl.Session) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.shuttingDown {
 		return ctl.Errorf(ctl.ErrShuttingDown.Code, "the sandbox is shutting down")
 	}
 	c.refs++
+	c.sessionAttached(s)
 	return nil
 }
 
-func (c *coordinator) detached(*ctl.Session) {
+func (c *coordinator) detached(s *ctl.Session) {
+	c.sessionDetached(s)
 	c.mu.Lock()
 	c.refs--
 	zero := c.refs == 0
@@ -270,6 +278,9 @@ func (c *coordinator) detached(*ctl.Session) {
 // container, components' Started.
 func (c *coordinator) start(ctx context.Context) error {
 	a := c.o.Anchor
+	if err := c.openState(ctx); err != nil {
+		return err
+	}
 	var shim string
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -328,12 +339,15 @@ func (c *coordinator) removeLeftovers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g, gctx := errgroup.WithContext(ctx)
+	// One at a time: removing a sidecar also removes the agent container
+	// that joined its namespace (RemoveContainer's --depend).
 	for _, ctr := range list {
 		c.log.Info("removing leftover container", "name", ctr.Name(), "id", ctr.ID)
-		g.Go(func() error { return c.pm.RemoveContainer(gctx, ctr.ID, 0) })
+		if err := c.pm.RemoveContainer(ctx, ctr.ID, 0); err != nil {
+			return err
+		}
 	}
-	return g.Wait()
+	return nil
 }
 
 // teardown tells the sessions, removes the container, closes the
@@ -364,6 +378,7 @@ func (c *coordinator) teardown(reason string) {
 		}
 		cancel()
 	}
+	c.closeState(reason)
 	close(c.torndown)
 	// Let stop requests get their reply before the connections close.
 	done := make(chan struct{})

@@ -139,9 +139,11 @@ func (c *Client) StopContainer(ctx context.Context, nameOrID string, timeout tim
 }
 
 // RemoveContainer force-removes nameOrID, stopping it first with timeout
-// (SIGTERM, then SIGKILL). A missing container is not an error.
+// (SIGTERM, then SIGKILL), together with the containers that depend on it
+// (an agent container joined to a sidecar's network namespace blocks the
+// sidecar's removal otherwise). A missing container is not an error.
 func (c *Client) RemoveContainer(ctx context.Context, nameOrID string, timeout time.Duration) error {
-	err := c.Run(ctx, "rm", "--force", "--time", seconds(timeout), nameOrID)
+	err := c.Run(ctx, "rm", "--force", "--depend", "--time", seconds(timeout), nameOrID)
 	if errors.Is(err, ErrNoSuchContainer) {
 		return nil
 	}
