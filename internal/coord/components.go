@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/lazaret-dev/lazaret/internal/audit"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
@@ -26,6 +27,8 @@ type Deps struct {
 	// Server.Session(id).Call / Notify.
 	Server *ctl.Server
 	Log    *slog.Logger
+	// Audit appends to the domain's audit trail (the state store).
+	Audit func(context.Context, audit.Entry) (uint64, error)
 }
 
 // components returns the sandbox components of a domain in the order they
@@ -38,7 +41,7 @@ func components(d *Deps) []sandbox.Component {
 		sidecar.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 		stateanchor.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 		gitsentry.New(d.Anchor, d.Profile.GitMode, d.Podman, d.Log),
-		escalation.FromConfig(d.Config, d.Anchor, d.Server, nil, d.Log),
+		escalation.FromConfig(d.Config, d.Anchor, d.Server, escalation.EntryAuditor(d.Audit), d.Log),
 	}
 }
 

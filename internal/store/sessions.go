@@ -19,12 +19,18 @@ type Session struct {
 	Profile string    `json:"profile"`
 	Start   time.Time `json:"start"`
 	End     time.Time `json:"end"`
-	// Exit is the exit code lazaret returned for the session's command.
+	// Exit is the exit code lazaret returned for the session's command,
+	// ExitNotReported when the recorder did not learn it.
 	Exit int `json:"exit"`
 	// ExitSignal names the signal that killed the command ("SIGKILL"),
 	// empty when it exited. Added in schema 2.
 	ExitSignal string `json:"exit_signal,omitempty"`
 }
+
+// ExitNotReported is Session.Exit when the exit code is unknown (the
+// coordinator records a session when it detaches; the exit code is the
+// CLI's).
+const ExitNotReported = -1
 
 // signalFromExit maps the shell convention 128+n back to signal n's name.
 func signalFromExit(code int) string {
