@@ -302,7 +302,7 @@ func TestLockRefusesOtherOwner(t *testing.T) {
 // detach asks for teardown, which refuses new sessions; a session that
 // attaches before the check keeps the sandbox.
 func TestRefcount(t *testing.T) {
-	c := &coordinator{wake: make(chan struct{}, 1)}
+	c := &coordinator{wake: make(chan struct{}, 1), o: Options{Anchor: &domain.Anchor{Profile: "default"}}}
 	s := &ctl.Session{}
 	if err := c.attached(s); err != nil {
 		t.Fatal(err)
@@ -340,7 +340,7 @@ func TestRefcount(t *testing.T) {
 }
 
 func TestRefcountRace(t *testing.T) {
-	c := &coordinator{wake: make(chan struct{}, 1)}
+	c := &coordinator{wake: make(chan struct{}, 1), o: Options{Anchor: &domain.Anchor{Profile: "default"}}}
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Add(1)
