@@ -22,7 +22,8 @@ func TestMain(m *testing.M) {
 }
 
 // TestScripts runs the CLI end-to-end scripts of testdata/script. Each
-// script gets its own HOME and XDG directories under $WORK.
+// script gets its own HOME and XDG directories under $WORK, and its own
+// data directory $DATA ($XDG_DATA_HOME) outside it.
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 filepath.Join("..", "..", "testdata", "script"),
@@ -32,15 +33,27 @@ func TestScripts(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			for _, d := range []string{"home", ".config", ".data", ".run"} {
+			// The data root lives outside $WORK ($DATA), so that scripts
+			// may run lazaret in $WORK itself: a workspace containing the
+			// data root is refused.
+			data, err := os.MkdirTemp("", "lazaret-script-data-")
+			if err != nil {
+				return err
+			}
+			e.Defer(func() { os.RemoveAll(data) })
+			if data, err = filepath.EvalSymlinks(data); err != nil {
+				return err
+			}
+			for _, d := range []string{"home", ".config", ".run"} {
 				if err := os.MkdirAll(filepath.Join(work, d), 0o700); err != nil {
 					return err
 				}
 			}
 			e.Setenv("WORK", work)
+			e.Setenv("DATA", data)
 			e.Setenv("HOME", filepath.Join(work, "home"))
 			e.Setenv("XDG_CONFIG_HOME", filepath.Join(work, ".config"))
-			e.Setenv("XDG_DATA_HOME", filepath.Join(work, ".data"))
+			e.Setenv("XDG_DATA_HOME", data)
 			e.Setenv("XDG_RUNTIME_DIR", filepath.Join(work, ".run"))
 			return nil
 		},
