@@ -429,3 +429,56 @@ func TestNetdFailsClosedWithoutNetAdmin(t *testing.T) {
 	}
 
 }
+
+// TestNetworkThroughCoordinator: a sandbox started by `lazaret exec` runs
+// behind its sidecar (the coordinator registers the component), `lazaret
+// net` reaches it while it runs, and teardown removes the sidecar.
+func TestNetworkThroughCoordinator(t *testing.T) {
+	env := NewEnv(t)
+	env.WriteConfig("[network]\nallow_egress = [\"192.0.2.0/28\"]\n")
+	out := env.MustRun("exec", "--", "cat", "/etc/resolv.conf")
+	if strings.TrimSpace(out) != "nameserver 127.0.0.1" {
+		t.Errorf("sandbox resolv.conf %q", out)
+	}
+	// The policy's own positive controls are in TestNetworkSidecar; this
+	// test checks the wiring through the coordinator. (Nothing is sent to
+	// 198.51.100.9 once it is allowed: it would leave the machine.)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	hold := env.Cmd(ctx, "exec", "--", "sleep", "60")
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { hold.Process.Kill(); hold.Wait() }()
+	Eventually(t, 60*time.Second, "net status to answer", func() bool { return env.Run("net", "status").Code == 0 })
+	r := env.Run("exec", "--", "bash", "-c", "echo > /dev/tcp/198.51.100.9/443")
+	if r.Code == 0 || !strings.Contains(r.Stderr+r.Stdout, "No route to host") {
+		t.Errorf("denied connect: exit %d, %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+	Eventually(t, 10*time.Second, "denial in net status", func() bool {
+		return strings.Contains(env.Run("net", "status").Stdout, "tcp 198.51.100.9:443")
+	})
+	env.MustRun("net", "allow", "198.51.100.0/24", "--for", "10m")
+	if st := env.MustRun("net", "status", "--json"); !strings.Contains(st, "198.51.100.0/24") {
+		t.Errorf("allowed CIDR missing from status: %s", st)
+	}
+	// The last session ends: the coordinator tears the sandbox down.
+	hold.Process.Kill()
+	hold.Wait()
+	cfg, err := config.Load(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := domain.RuntimeDir()
+	a, err := domain.New("default", env.Workspace, cfg.DataRoot, rt, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 30*time.Second, "sidecar removed at teardown", func() bool {
+		_, err := Podman(t, "container", "exists", a.Sidecar())
+		return err != nil
+	})
+	if _, err := os.Stat(a.NetdSocket()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("netd socket left behind: %v", err)
+	}
+}
