@@ -61,16 +61,21 @@ func (g *globalOptions) resolveDomain(cfg *config.Config, profile, workspace str
 	if !fi.IsDir() {
 		return nil, nil, usageError{fmt.Errorf("workspace %s: not a directory", workspace)}
 	}
+	// Refuse a dangerous workspace before creating anything.
+	ws, err := domain.Canonical(workspace)
+	if err != nil {
+		return nil, nil, fmt.Errorf("workspace %s: %w", workspace, err)
+	}
+	if err := cfg.CheckWorkspace(ws); err != nil {
+		return nil, nil, err
+	}
 	runtimeDir, err := domain.RuntimeDir()
 	if err != nil {
 		return nil, nil, withHint(fmt.Errorf("runtime directory: %w", err), exitSetup,
 			"set XDG_RUNTIME_DIR to a directory you own (mode 0700), e.g. /run/user/$(id -u)")
 	}
-	a, err := domain.New(p.Name, workspace, cfg.DataRoot, runtimeDir, cfg.Escalation.SocketDir)
+	a, err := domain.New(p.Name, ws, cfg.DataRoot, runtimeDir, cfg.Escalation.SocketDir)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := cfg.CheckWorkspace(a.Workspace); err != nil {
 		return nil, nil, err
 	}
 	if g.log != nil {
