@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -19,7 +20,7 @@ func newDomainCmd(g *globalOptions) *cobra.Command {
 	o := &domainOptions{}
 	cmd := &cobra.Command{
 		Use:   "domain",
-		Short: "Print the Domain Anchor of the current directory and every host resource it scopes",
+		Short: "Print the Domain Anchor of the current directory, every host resource it scopes and the profile's volumes",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runDomain(g, o) },
 	}
@@ -36,6 +37,15 @@ type domainJSON struct {
 	Workspace string            `json:"workspace"`
 	Hash      string            `json:"hash"`
 	Resources map[string]string `json:"resources"`
+	Volumes   []volumeJSON      `json:"volumes"`
+}
+
+// volumeJSON is one of the profile's volumes resolved for this domain.
+type volumeJSON struct {
+	Host      string   `json:"host"`
+	Container string   `json:"container"`
+	ReadOnly  bool     `json:"read_only"`
+	Options   []string `json:"options"`
 }
 
 func runDomain(g *globalOptions, o *domainOptions) error {
@@ -43,14 +53,21 @@ func runDomain(g *globalOptions, o *domainOptions) error {
 	if err != nil {
 		return err
 	}
-	_, a, err := g.resolveDomain(cfg, o.profile, "")
+	p, a, err := g.resolveDomain(cfg, o.profile, "")
+	if err != nil {
+		return err
+	}
+	vols, err := p.ResolveVolumes(config.AnchorTokens(a))
 	if err != nil {
 		return err
 	}
 	if o.json {
-		out := domainJSON{Profile: a.Profile, Workspace: a.Workspace, Hash: a.Hash, Resources: map[string]string{}}
+		out := domainJSON{Profile: a.Profile, Workspace: a.Workspace, Hash: a.Hash, Resources: map[string]string{}, Volumes: []volumeJSON{}}
 		for _, r := range a.Resources() {
 			out.Resources[r.Name] = r.Value
+		}
+		for _, v := range vols {
+			out.Volumes = append(out.Volumes, volumeJSON{Host: v.Host, Container: v.Container, ReadOnly: v.ReadOnly, Options: append([]string{}, v.Options...)})
 		}
 		enc := json.NewEncoder(g.io.Out)
 		enc.SetIndent("", "  ")
@@ -60,6 +77,13 @@ func runDomain(g *globalOptions, o *domainOptions) error {
 	fmt.Fprintf(w, "profile\t%s\nworkspace\t%s\nhash\t%s\n", a.Profile, a.Workspace, a.Hash)
 	for _, r := range a.Resources() {
 		fmt.Fprintf(w, "%s\t%s\n", r.Name, r.Value)
+	}
+	for _, v := range vols {
+		mode := "rw"
+		if v.ReadOnly {
+			mode = "ro"
+		}
+		fmt.Fprintf(w, "volume\t%s -> %s (%s)\n", v.Host, v.Container, strings.Join(append([]string{mode}, v.Options...), ","))
 	}
 	return w.Flush()
 }
