@@ -443,9 +443,11 @@ func (d *Daemon) status() api.Status {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := api.Status{
-		Applied:   d.applied,
-		Version:   version.Version,
-		Policy:    d.policy.Active(time.Now()),
+		Applied: d.applied,
+		Version: version.Version,
+		// The installed policy: an entry past its expiry stays listed until
+		// the expiry timer has removed it from the kernel.
+		Policy:    d.policy,
 		Counters:  counters,
 		DenialLog: d.denialLog,
 		Changes:   slices.Clone(d.changes),
@@ -495,9 +497,13 @@ func (d *Daemon) resolve(ctx context.Context, msg []byte) []byte {
 	case noData:
 		return reply(q, dnsmessage.RCodeSuccess)
 	}
+	// A bounded number of upstream exchanges; a flood gets SERVFAIL
+	// rather than piling up goroutines.
 	select {
 	case d.inflight <- struct{}{}:
 		defer func() { <-d.inflight }()
+	case <-time.After(2 * time.Second):
+		return reply(q, dnsmessage.RCodeServerFailure)
 	case <-ctx.Done():
 		return reply(q, dnsmessage.RCodeServerFailure)
 	}
@@ -527,7 +533,28 @@ func (d *Daemon) resolve(ctx context.Context, msg []byte) []byte {
 	return reply(q, dnsmessage.RCodeServerFailure)
 }
 
-func (d *Daemon) allowResolved(name string, ls []learned) error {
+// rebindable reports whether a resolved address points inside the host's
+// or the sandbox's own networks (loopback, RFC 1918, ULA, CGNAT,
+// link-local, unspecified, multicast). An allowed name is never allowed to
+// open those: a hostile or hijacked zone could otherwise aim the sandbox at
+// the host's LAN (DNS rebinding). Such networks must be listed in
+// allow_egress to be reachable.
+func rebindable(a netip.Addr) bool {
+	return a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsUnspecified() ||
+		a.IsMulticast() || a.IsInterfaceLocalMulticast() || cgnat.Contains(a)
+}
+
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+func (d *Daemon) allowResolved(name string, all []learned) error {
+	var ls []learned
+	for _, l := range all {
+		if rebindable(l.addr) {
+			d.log.Warn("not allowing a private address learned from DNS", "name", name, "addr", l.addr)
+			continue
+		}
+		ls = append(ls, l)
+	}
 	if len(ls) == 0 {
 		return nil
 	}
@@ -578,12 +605,20 @@ func (d *Daemon) serveUDP(ctx context.Context, c *net.UDPConn) {
 }
 
 func (d *Daemon) serveTCP(ctx context.Context, l *net.TCPListener) {
+	conns := make(chan struct{}, 32) // concurrent TCP clients
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			return
 		}
+		select {
+		case conns <- struct{}{}:
+		default:
+			c.Close()
+			continue
+		}
 		go func() {
+			defer func() { <-conns }()
 			defer c.Close()
 			for range 16 {
 				c.SetDeadline(time.Now().Add(10 * time.Second))

@@ -2,6 +2,7 @@ package netd
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -115,7 +116,11 @@ func (s *tunSeen) leaves(t *testing.T, dst string, marker int) bool {
 	deadline := time.Now().Add(10 * time.Second)
 	for !s.has("tcp " + mk) {
 		if time.Now().After(deadline) {
-			t.Fatalf("marker %s never arrived", mk)
+			out, _ := exec.Command("nft", "list", "chain", "inet", "lazaret", "output").CombinedOutput()
+			s.mu.Lock()
+			seen := fmt.Sprint(s.seen)
+			s.mu.Unlock()
+			t.Fatalf("marker %s never arrived; seen %s\n%s", mk, seen, out)
 		}
 		if c, err := d.Dial("tcp", mk); err == nil {
 			c.Close()
@@ -220,7 +225,7 @@ func daemonInNamespace(t *testing.T) {
 	if tun.leaves(t, "198.51.100.9:443", 3) {
 		t.Fatal("198.51.100.9 open")
 	}
-	if _, err := cl.Allow(ctx, "198.51.100.0/24", time.Second, "test"); err != nil {
+	if _, err := cl.Allow(ctx, "198.51.100.0/24", 3*time.Second, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if !tun.leaves(t, "198.51.100.9:443", 4) {
@@ -246,7 +251,8 @@ func daemonInNamespace(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if tun.leaves(t, "198.51.100.10:443", 5) {
-		t.Error("expired CIDR still open")
+		out, _ := exec.Command("nft", "list", "table", "inet", "lazaret").CombinedOutput()
+		t.Errorf("expired CIDR still open; status %+v\n%s", st.Policy, out)
 	}
 	if _, err := cl.Allow(ctx, "not a target", 0, "test"); err == nil {
 		t.Error("bad target accepted")

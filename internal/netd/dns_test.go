@@ -218,3 +218,15 @@ func FuzzReadAnswer(f *testing.F) {
 		}
 	})
 }
+
+func TestRebindable(t *testing.T) {
+	for a, want := range map[string]bool{
+		"10.1.2.3": true, "192.168.1.1": true, "172.16.0.1": true, "127.0.0.1": true, "100.64.0.1": true,
+		"169.254.169.254": true, "fd00::1": true, "fe80::1": true, "::1": true, "0.0.0.0": true, "224.0.0.1": true,
+		"140.82.112.3": false, "192.0.2.20": false, "2606:4700::1": false,
+	} {
+		if got := rebindable(netip.MustParseAddr(a)); got != want {
+			t.Errorf("rebindable(%s) = %v, want %v", a, got, want)
+		}
+	}
+}
