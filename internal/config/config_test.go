@@ -322,10 +322,12 @@ func TestVolumeHostSymlinkToRootRefused(t *testing.T) {
 func TestMountSourceRefusals(t *testing.T) {
 	root := testEnv(t)
 	c := mustParse(t, "")
-	g := newHostGuard(c.DataRoot)
+	g := newHostGuard(c.DataRoot, filepath.Join(root, "etc", "lz.toml"))
 	refused := []string{"/", "/proc", "/proc/1/root", "/sys/fs", "/dev", "/dev/shm", "/run", "/run/user/1000",
 		filepath.Join(root, "run"), filepath.Join(root, "run", "lazaret", "x"),
-		root, filepath.Join(root, "data"), filepath.Join(root, "data", "lazaret"), filepath.Join(root, "home")}
+		root, filepath.Join(root, "data"), filepath.Join(root, "data", "lazaret"), filepath.Join(root, "home"),
+		filepath.Join(root, "cfg"), filepath.Join(root, "cfg", "lazaret"), filepath.Join(root, "cfg", "lazaret", "x"),
+		filepath.Join(root, "etc"), filepath.Join(root, "etc", "lz.toml")}
 	for _, p := range refused {
 		if err := g.checkMountSource(p); err == nil {
 			t.Errorf("checkMountSource(%q) accepted", p)
@@ -333,7 +335,7 @@ func TestMountSourceRefusals(t *testing.T) {
 			t.Errorf("checkMountSource(%q) = %v, not a security error", p, err)
 		}
 	}
-	for _, p := range []string{filepath.Join(root, "data", "lazaret", "claude", "home"), filepath.Join(root, "home", "cache"), "/srv/data", "/usr/share/doc", "/devices", "/running"} {
+	for _, p := range []string{filepath.Join(root, "data", "lazaret", "claude", "home"), filepath.Join(root, "home", "cache"), filepath.Join(root, "etc", "sub"), "/srv/data", "/usr/share/doc", "/devices", "/running"} {
 		if err := g.checkMountSource(p); err != nil {
 			t.Errorf("checkMountSource(%q) = %v", p, err)
 		}

@@ -13,13 +13,38 @@ type hostGuard struct {
 	// runtime are directories full of sockets (podman's API, the session
 	// bus, lazaret's own control sockets): mounting any of them is an escape.
 	runtime []string
+	// configFiles are the configuration files (the default one and the one
+	// loaded): a sandbox that could write one could grant itself mounts
+	// and auto-approved host commands. configDir is the default
+	// configuration directory, lazaret's alone.
+	configFiles []string
+	configDir   string
 }
 
-func newHostGuard(dataRoot string) *hostGuard {
+// newHostGuard returns the guard for a configuration read from file
+// (empty for built-in defaults) with the canonical dataRoot.
+func newHostGuard(dataRoot, file string) *hostGuard {
 	g := &hostGuard{dataRoot: dataRoot}
 	if h, err := homeDir(); err == nil && filepath.IsAbs(h) {
 		if c, err := canonicalize(filepath.Clean(h)); err == nil {
 			g.home = c
+		}
+	}
+	files := []string{}
+	if def, err := DefaultPath(); err == nil {
+		files = append(files, def)
+		if c, err := canonicalize(filepath.Dir(def)); err == nil {
+			g.configDir = c
+		}
+	}
+	if file != "" {
+		if abs, err := filepath.Abs(file); err == nil {
+			files = append(files, abs)
+		}
+	}
+	for _, f := range files {
+		if c, err := canonicalize(filepath.Clean(f)); err == nil {
+			g.configFiles = append(g.configFiles, c)
 		}
 	}
 	dirs := []string{"/run", RuntimeDirPath()}
@@ -70,6 +95,14 @@ func (g *hostGuard) checkMountSource(p string) error {
 	}
 	if g.home != "" && within(g.home, p) {
 		return securityErrf("%s contains the home directory %s", quoteValue(p), g.home)
+	}
+	for _, f := range g.configFiles {
+		if within(f, p) {
+			return securityErrf("%s contains lazaret's configuration file %s", quoteValue(p), f)
+		}
+	}
+	if g.configDir != "" && within(p, g.configDir) {
+		return securityErrf("%s is in lazaret's configuration directory %s", quoteValue(p), g.configDir)
 	}
 	return nil
 }

@@ -280,7 +280,7 @@ func (v *validator) build(fc *fileConfig) *Config {
 		cfg.Escalation.AutoApprove = append(cfg.Escalation.AutoApprove, argv)
 	}
 
-	guard := newHostGuard(cfg.DataRoot)
+	guard := newHostGuard(cfg.DataRoot, v.file)
 	names := make([]string, 0, len(fc.Profiles))
 	for name := range fc.Profiles {
 		names = append(names, name)

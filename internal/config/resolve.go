@@ -33,7 +33,7 @@ func (p *Profile) ResolveVolumes(t Tokens) ([]ResolvedVolume, error) {
 	}
 	guard := p.guard
 	if guard == nil {
-		guard = newHostGuard(t.DataRoot)
+		guard = newHostGuard(t.DataRoot, "")
 	}
 	out := make([]ResolvedVolume, 0, len(p.Volumes))
 	for i, v := range p.Volumes {
