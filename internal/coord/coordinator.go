@@ -78,7 +78,7 @@ type coordinator struct {
 	spec        *podman.ContainerSpec
 	containerID string
 	comps       []sandbox.Component
-	prepared    int // components whose Prepare ran (Close is owed to them)
+	prepared    int // components whose Prepare started (Close is owed to them)
 	runAttempt  bool
 
 	mu           sync.Mutex
@@ -311,11 +311,9 @@ func (c *coordinator) start(ctx context.Context) error {
 		return err
 	}
 	c.spec = spec
-	for _, comp := range c.comps {
-		c.prepared++
-		if err := comp.Prepare(ctx, spec); err != nil {
-			return fmt.Errorf("%s: %w", comp.Name(), err)
-		}
+	c.prepared = len(c.comps)
+	if err := prepareAll(ctx, c.comps, spec); err != nil {
+		return err
 	}
 	sandbox.Finalize(spec, a)
 	c.runAttempt = true
