@@ -142,10 +142,11 @@ type Ruleset struct {
 func Build(p Policy) Ruleset {
 	var allow4, allow6, deny4, deny6 []netip.Prefix
 	for _, c := range p.AllowEgress {
-		if c.Prefix.Addr().Is4() {
-			allow4 = append(allow4, c.Prefix)
+		pfx := unmapPrefix(c.Prefix)
+		if pfx.Addr().Is4() {
+			allow4 = append(allow4, pfx)
 		} else {
-			allow6 = append(allow6, c.Prefix)
+			allow6 = append(allow6, pfx)
 		}
 	}
 	for _, d := range AlwaysDeny {
@@ -281,6 +282,16 @@ func (r Rule) Render() string {
 	}
 	parts = append(parts, v)
 	return strings.Join(parts, " ") + fmt.Sprintf(" comment %q", r.Comment)
+}
+
+// unmapPrefix turns an IPv4-mapped IPv6 prefix (::ffff:1.2.3.0/120) into
+// its IPv4 prefix: the kernel sends such destinations as IPv4 packets,
+// which an ip6 set would never match.
+func unmapPrefix(p netip.Prefix) netip.Prefix {
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		return netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96).Masked()
+	}
+	return p
 }
 
 // addrRange is an inclusive range of addresses of one family.

@@ -198,3 +198,10 @@ func FuzzParsePacketDest(f *testing.F) {
 		}
 	})
 }
+
+func TestMappedPrefixGoesToIPv4(t *testing.T) {
+	v4, v6 := AllowSets(Policy{AllowEgress: []CIDR{{Prefix: netip.MustParsePrefix("::ffff:10.1.2.0/120")}}})
+	if len(v6) != 0 || len(v4) != 1 || v4[0].String() != "10.1.2.0/24" {
+		t.Errorf("v4 %v v6 %v", v4, v6)
+	}
+}
