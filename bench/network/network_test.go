@@ -277,9 +277,22 @@ func BenchmarkNetwork(b *testing.B) {
 	f := &fixture{b: b, helper: exe, runsc: runsc, sfx: strconv.Itoa(os.Getpid())}
 	ctx := context.Background()
 	pc := &podman.Client{}
-	if err := sidecar.BuildImage(ctx, pc, filepath.Join(os.Getenv("LAZARET_BIN"), "lazaret-netd"), netdImage); err != nil {
+	netdBin := filepath.Join(os.Getenv("LAZARET_BIN"), "lazaret-netd")
+	fi, err := os.Stat(netdBin)
+	if err != nil {
 		b.Fatal(err)
 	}
+	// The release build (make build: -s -w -trimpath) must fit the budget.
+	const budget = 6 << 20
+	if fi.Size() > budget {
+		b.Errorf("lazaret-netd is %d bytes, budget %d", fi.Size(), budget)
+	}
+	t0 := time.Now()
+	if err := sidecar.BuildImage(ctx, pc, netdBin, netdImage); err != nil {
+		b.Fatal(err)
+	}
+	imageBuild := time.Since(t0)
+	b.Cleanup(func() { exec.Command("podman", "rmi", "-f", netdImage).Run() })
 	ws := b.TempDir()
 	rt, err := domain.RuntimeDir()
 	if err != nil {
@@ -328,6 +341,8 @@ func BenchmarkNetwork(b *testing.B) {
 	dns := func(r result) float64 { return r.DNSUS }
 	fmt.Printf("\nTCP to an allowed test host over a veth, %d MB one stream, %d sequential connects, %d lookups; median of %d interleaved rounds, %s\n\n",
 		sendMB, connects, lookups, rounds, time.Now().UTC().Format("2006-01-02"))
+	fmt.Printf("lazaret-netd: %.1f MB (budget 6 MB); sidecar image build (FROM scratch, --network none): %.1f s\n\n",
+		float64(fi.Size())/(1<<20), imageBuild.Seconds())
 	fmt.Println("| client | throughput MB/s | ratio | connect µs (median) | ratio | DNS lookup µs (median) | ratio |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	base := []float64{med("runc", mbps), med("runc", conn), med("runc", dns)}
