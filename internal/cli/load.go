@@ -36,7 +36,8 @@ func (g *globalOptions) loadConfig() (*config.Config, error) {
 
 // resolveDomain picks the profile (empty means "default") and builds the
 // Domain Anchor of workspace (empty means the current directory), which
-// must be an existing directory. The runtime directory is created (0700,
+// must be an existing directory and not contain the data root; the
+// profile's volumes are checked for this domain too. The runtime directory is created (0700,
 // owner-checked); the socket dir comes from the configuration.
 func (g *globalOptions) resolveDomain(cfg *config.Config, profile, workspace string) (*config.Profile, *domain.Anchor, error) {
 	if profile == "" {
@@ -76,6 +77,12 @@ func (g *globalOptions) resolveDomain(cfg *config.Config, profile, workspace str
 	}
 	a, err := domain.New(p.Name, ws, cfg.DataRoot, runtimeDir, cfg.Escalation.SocketDir)
 	if err != nil {
+		return nil, nil, err
+	}
+	// Volumes that are only dangerous for this workspace (its .git, the
+	// Domain Root) are refused here, in the user's terminal with exit code
+	// 5, before any command creates the domain's directories.
+	if _, err := p.ResolveVolumes(config.AnchorTokens(a)); err != nil {
 		return nil, nil, err
 	}
 	if g.log != nil {
