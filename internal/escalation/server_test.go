@@ -500,3 +500,33 @@ func TestUnregisteredSessionRejected(t *testing.T) {
 		t.Fatalf("exit %d stage %q", code, r.lastRejection())
 	}
 }
+
+// blockingPrompter never answers; it reports when its requester went away.
+type blockingPrompter struct{ gone chan struct{} }
+
+func (b *blockingPrompter) Prompt(ctx context.Context, _ PromptRequest) (Answer, error) {
+	<-ctx.Done()
+	close(b.gone)
+	return Answer{Action: Deny}, ctx.Err()
+}
+
+// TestClientTimeoutWithdrawsPrompt: --timeout ends the client with 124 and
+// the coordinator withdraws the pending prompt.
+func TestClientTimeoutWithdrawsPrompt(t *testing.T) {
+	r := newRig(t)
+	bp := &blockingPrompter{gone: make(chan struct{})}
+	other, _ := session.New()
+	if _, err := r.reg.Register(&Session{ID: other.ID, Public: other.Public, Prompt: bp}); err != nil {
+		t.Fatal(err)
+	}
+	r.sess = other
+	code, _, errOut := r.escalate(r.env(), "--timeout", "300ms", "--", "echo", "x")
+	if code != client.ExitTimeout || !strings.Contains(errOut, "no answer within") {
+		t.Fatalf("exit %d err %q", code, errOut)
+	}
+	select {
+	case <-bp.gone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("prompt not withdrawn after the client gave up")
+	}
+}

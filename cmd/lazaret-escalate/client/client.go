@@ -29,6 +29,9 @@ const (
 	DefaultTLSDir = "/run/lazaret/tls"
 	EnvSocket     = "LAZARET_ESCALATE_SOCKET"
 	EnvTLSDir     = "LAZARET_TLS_DIR"
+	// EnvTrace, when set to 1, makes the client print its phase timings to
+	// stderr (for bench/escalation).
+	EnvTrace = "LAZARET_ESCALATE_TRACE"
 	// EnvCwd overrides the reported working directory (tests run outside
 	// /workspace). The cwd is the agent's claim either way; the coordinator
 	// confines it to the workspace.
@@ -116,6 +119,9 @@ func orDefault(v, d string) string {
 }
 
 func run(ctx context.Context, getenv func(string) string, r request, stdout, stderr io.Writer) (int, error) {
+	if getenv(EnvTrace) == "1" {
+		ctx = withTrace(ctx, stderr)
+	}
 	del, err := session.FromEnv(getenv)
 	if err != nil {
 		return 0, err
@@ -162,10 +168,14 @@ func Exchange(ctx context.Context, sock string, cfg *tls.Config, line []byte, st
 	defer raw.Close()
 	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
 	defer stop()
+	tr := traceFrom(ctx)
+	tr.mark("setup")
 	conn := tls.Client(raw, cfg)
 	if err := conn.HandshakeContext(ctx); err != nil {
 		return 0, fmt.Errorf("TLS handshake with the coordinator: %w", err)
 	}
+	tr.mark("handshake")
+	defer tr.mark("answer")
 	if _, err := conn.Write(line); err != nil {
 		return 0, ctxErr(ctx, fmt.Errorf("sending the request: %w", err))
 	}
@@ -207,4 +217,31 @@ func ctxErr(ctx context.Context, err error) error {
 		return ctx.Err()
 	}
 	return err
+}
+
+// trace records phase timings (LAZARET_ESCALATE_TRACE=1).
+type trace struct {
+	w    io.Writer
+	last time.Time
+}
+
+type traceKey struct{}
+
+func withTrace(ctx context.Context, w io.Writer) context.Context {
+	return context.WithValue(ctx, traceKey{}, &trace{w: w, last: time.Now()})
+}
+
+func traceFrom(ctx context.Context) *trace {
+	t, _ := ctx.Value(traceKey{}).(*trace)
+	return t
+}
+
+// mark prints the time since the previous mark as "trace <phase> <µs>".
+func (t *trace) mark(phase string) {
+	if t == nil {
+		return
+	}
+	now := time.Now()
+	fmt.Fprintf(t.w, "trace %s %d\n", phase, now.Sub(t.last).Microseconds())
+	t.last = now
 }

@@ -1,0 +1,203 @@
+//go:build bench
+
+// Package escalation benchmarks Host Escalation end to end: the round trip
+// of an auto-approved `true` from the start of lazaret-escalate to its exit,
+// measured inside a runsc sandbox (the client's mTLS handshake, the
+// coordinator's verification pipeline and policy, execve of /usr/bin/true
+// on the host, the answer), with the client's own phase timings giving the
+// TLS handshake's share. The baseline is spawning /bin/true in the same
+// sandbox, i.e. what any in-sandbox process start costs. The test binary
+// itself is mounted into the sandbox and runs the timing loop there, so no
+// podman exec is inside the measurement. Prints a markdown table for
+// docs/PERFORMANCE.md. Run by `make bench` (scripts/bench).
+package escalation
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/escalation"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/session"
+)
+
+const (
+	innerEnv = "LAZARET_ESCBENCH_INNER"
+	rounds   = 200
+)
+
+// TestMain runs the in-sandbox timing loop when started as the helper.
+func TestMain(m *testing.M) {
+	if os.Getenv(innerEnv) == "1" {
+		os.Exit(inner())
+	}
+	os.Exit(m.Run())
+}
+
+// sample is one round: microseconds of the whole call and of its phases.
+type sample struct {
+	Total, Setup, Handshake, Answer, Baseline int64
+}
+
+// inner runs inside the sandbox: time lazaret-escalate -- true and
+// /bin/true alternately, print the samples as JSON lines.
+func inner() int {
+	enc := json.NewEncoder(os.Stdout)
+	for i := 0; i < rounds; i++ {
+		var s sample
+		t0 := time.Now()
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		s.Baseline = time.Since(t0).Microseconds()
+		cmd := exec.Command("lazaret-escalate", "--", "true")
+		cmd.Env = append(os.Environ(), "LAZARET_ESCALATE_TRACE=1")
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		t0 = time.Now()
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, err, errb.String())
+			return 1
+		}
+		s.Total = time.Since(t0).Microseconds()
+		sc := bufio.NewScanner(&errb)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) != 3 || f[0] != "trace" {
+				continue
+			}
+			v, _ := strconv.ParseInt(f[2], 10, 64)
+			switch f[1] {
+			case "setup":
+				s.Setup = v
+			case "handshake":
+				s.Handshake = v
+			case "answer":
+				s.Answer = v
+			}
+		}
+		_ = enc.Encode(s)
+	}
+	return 0
+}
+
+func BenchmarkEscalationRoundTrip(b *testing.B) {
+	bin := os.Getenv("LAZARET_BIN")
+	if bin == "" {
+		b.Fatal("LAZARET_BIN is not set (run through make bench)")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Setenv("LAZARET_ESCALATE", filepath.Join(bin, "lazaret-escalate"))
+	root, err := os.MkdirTemp("", "lzb-esc-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	ws := filepath.Join(root, "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	a, err := domain.New("default", ws, filepath.Join(root, "data"), filepath.Join(root, "run"), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := domain.EnsurePrivateDir(a.RuntimeDir); err != nil {
+		b.Fatal(err)
+	}
+	comp := escalation.NewComponent(escalation.ComponentOptions{Anchor: a, AutoApprove: [][]string{{"true"}},
+		Auditor: escalation.AuditFunc(func(context.Context, escalation.Event) error { return nil })})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	name := "lazaret-bench-esc-" + a.Hash
+	spec := &podman.ContainerSpec{
+		Name: name, Image: "localhost/lazaret-default:latest",
+		Mounts: []podman.Mount{
+			{Type: "bind", Source: ws, Target: "/workspace"},
+			{Type: "bind", Source: self, Target: "/run/escbench", ReadOnly: true},
+		},
+		CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"}, Network: "none",
+		Command: []string{"sleep", "infinity"},
+	}
+	if err := comp.Prepare(ctx, spec); err != nil {
+		b.Fatal(err)
+	}
+	defer comp.Close(context.Background())
+	defer exec.Command("podman", "rm", "-f", "-t", "0", name).Run()
+	pm := &podman.Client{Runtime: filepath.Join(bin, "lazaret-runsc")}
+	args, err := pm.RunArgs(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if out, err := exec.CommandContext(ctx, "podman", args...).CombinedOutput(); err != nil {
+		b.Fatalf("podman run: %v\n%s", err, out)
+	}
+	if err := comp.Started(ctx, name); err != nil {
+		b.Fatal(err)
+	}
+	sess, _ := session.New()
+	if _, err := comp.Registry().Register(&escalation.Session{ID: sess.ID, Public: sess.Public}); err != nil {
+		b.Fatal(err)
+	}
+	d, _ := sess.Delegate(a.Hash, time.Hour, time.Now())
+	execArgs := []string{"exec", "-e", innerEnv + "=1"}
+	for _, kv := range d.Env() {
+		execArgs = append(execArgs, "-e", kv)
+	}
+	execArgs = append(execArgs, name, "/run/escbench")
+	b.ResetTimer()
+	out, err := exec.CommandContext(ctx, "podman", execArgs...).Output()
+	b.StopTimer()
+	if err != nil {
+		b.Fatalf("in-sandbox loop: %v", err)
+	}
+	var samples []sample
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var s sample
+		if err := dec.Decode(&s); err != nil {
+			b.Fatal(err)
+		}
+		samples = append(samples, s)
+	}
+	if len(samples) != rounds {
+		b.Fatalf("%d samples, want %d", len(samples), rounds)
+	}
+	col := func(f func(sample) int64) []int64 {
+		v := make([]int64, len(samples))
+		for i, s := range samples {
+			v[i] = f(s)
+		}
+		slices.Sort(v)
+		return v
+	}
+	med := func(v []int64) float64 { return float64(v[len(v)/2]) / 1000 }
+	p99 := func(v []int64) float64 { return float64(v[(len(v)*99)/100]) / 1000 }
+	total, hs := col(func(s sample) int64 { return s.Total }), col(func(s sample) int64 { return s.Handshake })
+	setup, ans := col(func(s sample) int64 { return s.Setup }), col(func(s sample) int64 { return s.Answer })
+	base := col(func(s sample) int64 { return s.Baseline })
+	fmt.Printf("\n%d rounds, runsc sandbox, auto-approved `true` (%s)\n\n", rounds, time.Now().UTC().Format("2006-01-02"))
+	fmt.Println("| measure | median ms | p99 ms |")
+	fmt.Println("|---|---|---|")
+	fmt.Printf("| baseline: spawn /bin/true in the sandbox | %.2f | %.2f |\n", med(base), p99(base))
+	fmt.Printf("| lazaret-escalate -- true, start to exit | %.2f | %.2f |\n", med(total), p99(total))
+	fmt.Printf("| · client setup (env, certs, sign, connect) | %.2f | %.2f |\n", med(setup), p99(setup))
+	fmt.Printf("| · TLS 1.3 mutual handshake | %.2f | %.2f |\n", med(hs), p99(hs))
+	fmt.Printf("| · request → verify → execve on host → answer | %.2f | %.2f |\n", med(ans), p99(ans))
+	fmt.Printf("\nTLS handshake share of the median round trip: %.0f %%\n", 100*med(hs)/med(total))
+}
