@@ -191,14 +191,17 @@ func (d *Daemon) controlListener() (net.Listener, error) {
 
 // expiryLoop removes expired entries from the installed sets.
 func (d *Daemon) expiryLoop(ctx context.Context) error {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	retry := time.Time{} // after a failed update, not before this
 	for {
 		d.mu.Lock()
 		next := d.policy.NextExpiry()
 		d.mu.Unlock()
+		t.Stop()
 		var timer <-chan time.Time
 		if !next.IsZero() {
-			t := time.NewTimer(max(time.Until(next), 0) + 10*time.Millisecond)
-			defer t.Stop()
+			t.Reset(max(time.Until(next), time.Until(retry), 0) + 10*time.Millisecond)
 			timer = t.C
 		}
 		select {
@@ -214,7 +217,8 @@ func (d *Daemon) expiryLoop(ctx context.Context) error {
 			d.mu.Unlock()
 			if !before.Equal(p) {
 				if err := d.commit(p, "expired entries removed: "+describe(p)); err != nil {
-					d.log.Error("expiry update failed", "err", err)
+					d.log.Error("expiry update failed; retrying in a second", "err", err)
+					retry = time.Now().Add(time.Second)
 				}
 			}
 			d.opMu.Unlock()
