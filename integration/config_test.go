@@ -105,3 +105,62 @@ func TestConfigRefusesVolumeSymlinkToRoot(t *testing.T) {
 		t.Fatalf("want one error line and one hint, got %q", r.Stderr)
 	}
 }
+
+// TestConfigVolumesReachTheSandbox: configured volumes are mounted as the
+// configuration says: a token-expanded read-write one whose writes reach
+// {profile_dir}/home on the host, and a read-only one that refuses writes.
+func TestConfigVolumesReachTheSandbox(t *testing.T) {
+	e := NewEnv(t)
+	ro := filepath.Join(e.Root, "ro")
+	if err := os.Mkdir(ro, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ro, "f"), []byte("from-host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.WriteConfig("[profiles.claude]\nimage = \"localhost/lazaret-default:latest\"\nvolumes = [\n" +
+		"  { host = \"{profile_dir}/home\", container = \"/root/h\", mode = \"z\" },\n" +
+		"  { host = \"" + ro + "\", container = \"/ro\", mode = \"ro\" },\n]\n")
+	r := e.Run("exec", "claude", "--", "sh", "-c", "cat /ro/f; echo w > /root/h/w; if echo x > /ro/g; then echo WROTE; fi")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "from-host") || strings.Contains(r.Stdout, "WROTE") || !strings.Contains(r.Stderr, "Read-only file system") {
+		t.Fatalf("exec: exit %d\nstdout %q\nstderr %q", r.Code, r.Stdout, r.Stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.DataRoot, "claude", "home", "w")); err != nil || string(b) != "w\n" {
+		t.Fatalf("write through the rw volume: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(ro, "g")); err == nil {
+		t.Fatal("the read-only volume was written")
+	}
+}
+
+// TestConfigRefusesWorkspaceGitVolume: a volume of {workspace_dir}/.git is
+// refused before anything starts (exit 5, no Domain Root created).
+// Positive control: mounted by podman as written, the sandbox can write the
+// host's .git (here: a hook that host git would run).
+func TestConfigRefusesWorkspaceGitVolume(t *testing.T) {
+	e := NewEnv(t)
+	gitDir := filepath.Join(e.Workspace, ".git", "hooks")
+	if err := os.MkdirAll(gitDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runsc, err := locate.Find(locate.Runsc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Podman(t, "run", "--rm", "--name", "lazaret-config-ctl-git-"+filepath.Base(e.Root), "--network", "none",
+		"--runtime", runsc, "--runtime-flag", "ignore-cgroups",
+		"--mount", "type=bind,source="+filepath.Join(e.Workspace, ".git")+",destination=/g",
+		"localhost/lazaret-default:latest", "sh", "-c", "echo planted > /g/hooks/post-checkout")
+	if b, rerr := os.ReadFile(filepath.Join(gitDir, "post-checkout")); err != nil || rerr != nil || string(b) != "planted\n" {
+		t.Fatalf("positive control: the container could not write the host .git: %v %v %q", err, rerr, b)
+	}
+
+	e.WriteConfig("[profiles.claude]\nimage = \"localhost/lazaret-default:latest\"\nvolumes = [{ host = \"{workspace_dir}/.git\", container = \"/g\" }]\n")
+	r := e.Run("exec", "claude", "--", "true")
+	if r.Code != 5 || !strings.Contains(r.Stderr, "profiles.claude.volumes[0].host: ") || !strings.Contains(r.Stderr, "is the workspace's .git") {
+		t.Fatalf("exec: exit %d, stderr %q", r.Code, r.Stderr)
+	}
+	if _, err := os.Stat(filepath.Join(e.DataRoot, "domains")); !os.IsNotExist(err) {
+		t.Fatalf("a refused start created %s (stat: %v)", filepath.Join(e.DataRoot, "domains"), err)
+	}
+}
