@@ -2,6 +2,7 @@ package netd
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/mdlayher/netlink"
@@ -86,6 +87,11 @@ func openNflog(group uint16, copyRange uint32) (*nflogReader, error) {
 func (r *nflogReader) run(fn func(pkt []byte)) error {
 	for {
 		msgs, err := r.conn.Receive()
+		if errors.Is(err, unix.ENOBUFS) {
+			// A burst overflowed the socket buffer: those denials are
+			// lost (the rule counters still have them); keep reading.
+			continue
+		}
 		if err != nil {
 			return err
 		}
