@@ -25,6 +25,13 @@ type AuditPage struct {
 	More    bool          `json:"more,omitempty"`
 }
 
+// auditPageOut is AuditPage as the server writes it: each entry encoded
+// once, when its size is counted.
+type auditPageOut struct {
+	Entries []json.RawMessage `json:"entries"`
+	More    bool              `json:"more,omitempty"`
+}
+
 // auditPageEntries and auditPageBytes bound one page well below
 // MaxMessage, whatever the size of the entries.
 const (
@@ -55,7 +62,7 @@ func AuditHandlers(st AuditStore) map[string]HandlerFunc {
 	}
 }
 
-func auditPage(ctx context.Context, st AuditStore, f audit.Filter) (*AuditPage, error) {
+func auditPage(ctx context.Context, st AuditStore, f audit.Filter) (*auditPageOut, error) {
 	capped := false
 	if f.Last <= 0 && (f.Limit <= 0 || f.Limit > auditPageEntries) {
 		f.Limit, capped = auditPageEntries, true
@@ -64,7 +71,7 @@ func auditPage(ctx context.Context, st AuditStore, f audit.Filter) (*AuditPage, 
 	if err != nil {
 		return nil, err
 	}
-	page := &AuditPage{Entries: entries, More: capped && len(entries) == auditPageEntries}
+	page := &auditPageOut{Entries: make([]json.RawMessage, 0, len(entries)), More: capped && len(entries) == auditPageEntries}
 	size := 0
 	for i := range entries {
 		b, err := json.Marshal(&entries[i])
@@ -76,9 +83,10 @@ func auditPage(ctx context.Context, st AuditStore, f audit.Filter) (*AuditPage, 
 			if i == 0 {
 				return nil, Errorf(ErrInternal.Code, "audit entry %d is too large for a control message (%d bytes)", entries[i].Seq, len(b))
 			}
-			page.Entries, page.More = entries[:i], true
+			page.More = true
 			break
 		}
+		page.Entries = append(page.Entries, b)
 	}
 	return page, nil
 }

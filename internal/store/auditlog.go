@@ -46,6 +46,10 @@ func (s *Store) AppendAudit(ctx context.Context, e audit.Entry) (uint64, error) 
 	var seq uint64
 	err := s.write(ctx, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketAudit)
+		// Keys only ever grow: fill pages instead of splitting them in
+		// half (bbolt's default suits random inserts), which halves the
+		// file.
+		b.FillPercent = 1.0
 		n, err := b.NextSequence()
 		if err != nil {
 			return err
