@@ -85,7 +85,6 @@ type Component struct {
 	registry *Registry
 
 	mu     sync.Mutex
-	spec   *podman.ContainerSpec
 	anchor *trust.Anchor
 	ln     net.Listener
 	cancel context.CancelFunc
@@ -144,7 +143,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 		return err
 	}
 	c.mu.Lock()
-	c.anchor, c.spec = ta, spec
+	c.anchor = ta
 	c.mu.Unlock()
 	ln, err := listenPrivate(a.EscalationSocket())
 	if err != nil {
@@ -189,21 +188,9 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	return nil
 }
 
-// Started resolves the host directory mounted at /workspace (every
-// component has prepared by now, and the spec is final).
-func (c *Component) Started(ctx context.Context, container string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.spec == nil || c.server == nil {
-		return nil
-	}
-	for _, m := range c.spec.Mounts {
-		if m.Target == SandboxWorkspace && m.Type == "bind" {
-			c.server.setWorkspace(m.Source)
-		}
-	}
-	return nil
-}
+// Started implements sandbox.Component; nothing to do once the container
+// runs.
+func (c *Component) Started(ctx context.Context, container string) error { return nil }
 
 // Close stops the server (killing commands in flight), removes the socket
 // and the TLS directory. Safe to call more than once.

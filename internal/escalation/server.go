@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -28,8 +29,10 @@ const SandboxWorkspace = "/workspace"
 type Config struct {
 	Profile   string
 	SandboxID string
-	// Workspace is the host directory mounted at /workspace; commands run
-	// in it (or in the directory below it matching the request's cwd).
+	// Workspace is the host workspace (the Domain Anchor's canonical
+	// workspace); commands run in it, or in the directory below it that
+	// matches the request's cwd below /workspace. In branch mode that is
+	// the user's own working tree, which the agent cannot write.
 	Workspace string
 	Registry  *Registry
 	Policy    *Policy
@@ -42,7 +45,6 @@ type Config struct {
 
 // Server serves the escalation socket.
 type Server struct {
-	mu     sync.Mutex // guards cfg.Workspace
 	cfg    Config
 	tls    *tls.Config
 	san    string
@@ -87,14 +89,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			s.Handle(ctx, c)
 		}()
 	}
-}
-
-// setWorkspace changes the host directory of /workspace (the component
-// learns it once every component has prepared the spec).
-func (s *Server) setWorkspace(dir string) {
-	s.mu.Lock()
-	s.cfg.Workspace = dir
-	s.mu.Unlock()
 }
 
 // Rejection is a failed verification: the stage and the reason, which go
@@ -283,10 +277,7 @@ func (s *Server) ask(ctx context.Context, sess *Session, pr PromptRequest) (Answ
 // workspace (os.Root refuses any escape, symlinks included). A cwd outside
 // /workspace runs at the workspace root and always asks the human.
 func (s *Server) openDir(cwd string) (dir *os.File, hostDir, force string, err error) {
-	s.mu.Lock()
-	ws := s.cfg.Workspace
-	s.mu.Unlock()
-	root, err := os.OpenRoot(ws)
+	root, err := os.OpenRoot(s.cfg.Workspace)
 	if err != nil {
 		return nil, "", "", fmt.Errorf("workspace: %w", err)
 	}
@@ -301,6 +292,12 @@ func (s *Server) openDir(cwd string) (dir *os.File, hostDir, force string, err e
 		force = fmt.Sprintf("cwd %q is outside %s; the command would run at the workspace root", cwd, SandboxWorkspace)
 	}
 	f, err := root.Open(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A directory the agent made (in branch mode the host tree does
+		// not have it): run at the root, and only with a human's consent.
+		force = fmt.Sprintf("cwd %q has no counterpart in the host workspace; the command would run at its root", cwd)
+		f, err = root.Open(".")
+	}
 	if err != nil {
 		return nil, "", "", fmt.Errorf("cwd %q: %w", cwd, err)
 	}

@@ -186,6 +186,15 @@ func TestCwdMapsIntoWorkspace(t *testing.T) {
 	if code != 0 || strings.TrimSpace(out) != real {
 		t.Fatalf("pwd %q exit %d, want %s", out, code, real)
 	}
+	// A directory only the sandbox has: the workspace root, and a prompt
+	// even for an auto-approved command.
+	req = r.request([]string{"pwd"})
+	req.Cwd = "/workspace/only-in-sandbox"
+	req.Sign(r.delegated.Key)
+	if code, _, _ := r.send(r.anchor.Dir(), req); code != client.ExitDenied || r.prompt.count() != 1 ||
+		!strings.Contains(r.prompt.asked[0].Reason, "no counterpart") {
+		t.Fatalf("missing cwd: exit %d prompts %d", code, r.prompt.count())
+	}
 	// A symlink out of the workspace is refused (os.Root).
 	if err := os.Symlink("/etc", filepath.Join(r.ws, "out")); err != nil {
 		t.Fatal(err)
