@@ -106,3 +106,13 @@ func BenchmarkParseDeep(b *testing.B) {
 		_, _ = Parse("deep.toml", doc)
 	}
 }
+
+// BenchmarkParseStarter measures loading a typical file (every command
+// pays it once).
+func BenchmarkParseStarter(b *testing.B) {
+	for b.Loop() {
+		if _, err := Parse("starter.toml", Starter); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
