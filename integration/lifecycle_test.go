@@ -284,6 +284,13 @@ func TestLifecycleStopWithSessions(t *testing.T) {
 	e, d := lcEnv(t)
 	a, aerr := background(t, e, nil, "exec", "--", "sleep", "600")
 	Eventually(t, 2*time.Minute, "session", func() bool { return sessions(t, e) == 1 })
+	// ps lists the running domain; status shows the session's command.
+	if out := e.MustRun("ps"); !strings.Contains(out, d.Hash) || !strings.Contains(out, d.Resources["container"]) {
+		t.Errorf("ps does not list the domain:\n%s", out)
+	}
+	if out := e.MustRun("status"); !strings.Contains(out, "sleep 600") || !strings.Contains(out, "running") {
+		t.Errorf("status:\n%s", out)
+	}
 	if out := e.MustRun("stop"); !strings.Contains(out, "stopped") {
 		t.Fatalf("stop: %q", out)
 	}

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -177,6 +178,8 @@ func run() error {
 	rss := rssKB(st.Status.PID)
 	_ = b.lazaret("stop").Run()
 
+	breakdown := startBreakdown(dom.Resources["coordinator_log"])
+
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
 	ratio := func(a, b time.Duration) string { return fmt.Sprintf("%.2f", float64(a)/float64(b)) }
 	fmt.Printf("\n### Lifecycle (median of %d, interleaved, %s)\n\n", n, time.Now().UTC().Format("2006-01-02"))
@@ -186,7 +189,59 @@ func run() error {
 	fmt.Printf("| warm `exec -- true` vs `podman exec <ctr> true` | %s | %s | %s | ≤ 1.15 |\n", ms(median(warm)), ms(median(pexec)), ratio(median(warm), median(pexec)))
 	fmt.Printf("| teardown after the last CLI exits | %s | | | ≤ 3 s |\n", ms(median(teardown)))
 	fmt.Printf("| idle coordinator RSS | %.1f MB | | | ≤ 30 MB |\n", float64(rss)/1024)
+	fmt.Printf("\nCold start inside the coordinator (median of the cold rounds; components are prepared concurrently):\n\n")
+	fmt.Println("| step | median |")
+	fmt.Println("|---|---|")
+	keys := make([]string, 0, len(breakdown))
+	for k := range breakdown {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Printf("| %s | %s |\n", k, ms(median(breakdown[k])))
+	}
 	return nil
+}
+
+var (
+	logLine  = regexp.MustCompile(`msg="([^"]+)"(.*)$`)
+	logField = regexp.MustCompile(`(\w+)=("[^"]*"|\S+)`)
+)
+
+// startBreakdown reads the coordinator log of the benchmark's domain and
+// collects, per start, the time of each component's Prepare, of the agent
+// container's podman run and of the whole start.
+func startBreakdown(path string) map[string][]time.Duration {
+	out := map[string][]time.Duration{}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return out
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		m := logLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		f := map[string]string{}
+		for _, kv := range logField.FindAllStringSubmatch(m[2], -1) {
+			f[kv[1]] = strings.Trim(kv[2], `"`)
+		}
+		var key, val string
+		switch m[1] {
+		case "component prepared":
+			key, val = "prepare "+f["component"], f["took"]
+		case "container started":
+			key, val = "agent container `podman run -d`", f["took"]
+		case "sandbox running":
+			key, val = "whole start (coordinator started → sandbox running)", f["after"]
+		default:
+			continue
+		}
+		if d, err := time.ParseDuration(val); err == nil {
+			out[key] = append(out[key], d)
+		}
+	}
+	return out
 }
 
 // waitGone waits until path no longer exists (the coordinator unlinks its

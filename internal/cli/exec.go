@@ -200,7 +200,8 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	case 0:
 		return nil
 	case podman.ExitPodmanError:
-		return fmt.Errorf("podman exec failed (exit 125; podman's message is above)")
+		return withHint(errors.New("podman exec failed (exit 125; podman's message is above)"), exitFailure,
+			"if the sandbox's container is gone or broken, `lazaret stop` and run the command again")
 	}
 	return exitError{code}
 }

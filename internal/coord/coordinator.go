@@ -89,7 +89,10 @@ type coordinator struct {
 	errServed    chan struct{} // a hello got the start error (closed once)
 	errOnce      sync.Once
 	torndown     chan struct{}
-	stopWG       sync.WaitGroup
+	// stopWG counts stop requests waiting for their reply; stopClosed
+	// (under mu) ends new registrations before teardown waits on it.
+	stopWG     sync.WaitGroup
+	stopClosed bool
 
 	state state // the domain's state store (state.go)
 }
@@ -312,15 +315,17 @@ func (c *coordinator) start(ctx context.Context) error {
 	}
 	c.spec = spec
 	c.prepared = len(c.comps)
-	if err := prepareAll(ctx, c.comps, spec); err != nil {
+	if err := prepareAll(ctx, c.comps, spec, c.log); err != nil {
 		return err
 	}
 	sandbox.Finalize(spec, a)
 	c.runAttempt = true
+	runStart := time.Now()
 	id, err := c.pm.RunDetached(ctx, spec)
 	if err != nil {
 		return err
 	}
+	c.log.Info("container started", "took", time.Since(runStart).Round(time.Millisecond))
 	c.containerID = id
 	for _, comp := range c.comps {
 		if err := comp.Started(ctx, spec.Name); err != nil {
@@ -379,6 +384,9 @@ func (c *coordinator) teardown(reason string) {
 	c.closeState(reason)
 	close(c.torndown)
 	// Let stop requests get their reply before the connections close.
+	c.mu.Lock()
+	c.stopClosed = true
+	c.mu.Unlock()
 	done := make(chan struct{})
 	go func() { c.stopWG.Wait(); close(done) }()
 	select {

@@ -51,7 +51,15 @@ func (c *coordinator) handleStatus(ctx context.Context, _ *ctl.Request) (any, er
 }
 
 func (c *coordinator) handleStop(ctx context.Context, _ *ctl.Request) (any, error) {
-	c.stopWG.Add(1)
+	c.mu.Lock()
+	late := c.stopClosed
+	if !late {
+		c.stopWG.Add(1)
+	}
+	c.mu.Unlock()
+	if late {
+		return struct{}{}, nil // already torn down
+	}
 	defer c.stopWG.Done()
 	c.shutdown(ReasonStopped, false)
 	c.poke()

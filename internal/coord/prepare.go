@@ -3,9 +3,11 @@ package coord
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"reflect"
 	"slices"
+	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/sandbox"
@@ -19,7 +21,7 @@ import (
 // slowest of them rather than their sum. The first error cancels the
 // others; every component has been started either way, so all of them are
 // owed a Close.
-func prepareAll(ctx context.Context, comps []sandbox.Component, spec *podman.ContainerSpec) error {
+func prepareAll(ctx context.Context, comps []sandbox.Component, spec *podman.ContainerSpec, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	copies := make([]*podman.ContainerSpec, len(comps))
@@ -27,7 +29,9 @@ func prepareAll(ctx context.Context, comps []sandbox.Component, spec *podman.Con
 	for i, comp := range comps {
 		copies[i] = cloneSpec(spec)
 		go func() {
+			start := time.Now()
 			err := comp.Prepare(ctx, copies[i])
+			log.Info("component prepared", "component", comp.Name(), "took", time.Since(start).Round(time.Millisecond), "ok", err == nil)
 			if err != nil {
 				err = fmt.Errorf("%s: %w", comp.Name(), err)
 			}

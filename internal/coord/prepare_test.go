@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -55,7 +56,7 @@ func TestPrepareAllMergesInOrder(t *testing.T) {
 		}},
 	}
 	spec := baseSpec()
-	if err := prepareAll(context.Background(), comps, spec); err != nil {
+	if err := prepareAll(context.Background(), comps, spec, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	if spec.Network != "container:side" || spec.DNS != nil {
@@ -91,7 +92,7 @@ func TestPrepareAllRunsConcurrently(t *testing.T) {
 		return nil
 	}
 	comps := []sandbox.Component{&fakeComp{"a", slow}, &fakeComp{"b", slow}, &fakeComp{"c", slow}}
-	if err := prepareAll(context.Background(), comps, baseSpec()); err != nil {
+	if err := prepareAll(context.Background(), comps, baseSpec(), slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	if peak.Load() < 2 {
@@ -113,7 +114,7 @@ func TestPrepareAllErrorCancelsOthers(t *testing.T) {
 		&fakeComp{"fails", func(context.Context, *podman.ContainerSpec) error { return boom }},
 	}
 	spec := baseSpec()
-	err := prepareAll(context.Background(), comps, spec)
+	err := prepareAll(context.Background(), comps, spec, slog.New(slog.DiscardHandler))
 	if !errors.Is(err, boom) || err.Error() != "fails: boom" {
 		t.Fatalf("err = %v", err)
 	}
