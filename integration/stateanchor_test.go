@@ -548,6 +548,16 @@ func saCLIEnv(t *testing.T) (*Env, *saEnv) {
 func TestStateAnchorLazaretExec(t *testing.T) {
 	e, s := saCLIEnv(t)
 	buildDeb(t, e.Workspace, "lzsa-pkg", 20)
+	// A resolv.conf planted in the /etc overlay must not reach the sandbox.
+	// (A changes dir that exists without a record is mounted with
+	// fuse-overlayfs, so this test runs both drivers: /usr kernel, /etc FUSE.)
+	etcChanges, _, _ := s.anchor.OverlayPaths("/etc")
+	if err := os.MkdirAll(etcChanges, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(etcChanges, "resolv.conf"), []byte("nameserver 203.0.113.7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	e.MustRun("exec", "sa-e2e", "--", "sh", "-c",
 		`printf '#!/bin/sh\necho tool ok\n' > /usr/local/bin/lzsa-tool && chmod 755 /usr/local/bin/lzsa-tool && dpkg -i /workspace/lzsa-pkg.deb >/dev/null`)
@@ -560,9 +570,17 @@ func TestStateAnchorLazaretExec(t *testing.T) {
 		}
 	}
 	out := e.MustRun("exec", "sa-e2e", "--", "sh", "-c", "lzsa-tool; lzsa-pkg; dpkg-query -W -f '${Status}\n' lzsa-pkg 2>&1; cat /etc/resolv.conf")
-	for _, want := range []string{"tool ok", "lzsa-pkg works"} {
+	for _, want := range []string{"tool ok", "lzsa-pkg works", "nameserver"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("second exec: missing %q in %q", want, out)
+		}
+	}
+	if strings.Contains(out, "203.0.113.7") {
+		t.Errorf("the planted resolv.conf reached the sandbox: %q", out)
+	}
+	for dir, want := range map[string]string{"/usr": stateanchor.DriverOverlay, "/etc": stateanchor.DriverFuse} {
+		if rec, err := stateanchor.ReadRecord(s.anchor.OverlayDir(dir)); err != nil || rec == nil || rec.Driver != want {
+			t.Errorf("%s record: %+v %v, want driver %s", dir, rec, err, want)
 		}
 	}
 	if st := e.MustRun("state", "sa-e2e"); !strings.Contains(st, "/usr") || !strings.Contains(st, "/etc") || !strings.Contains(st, config.DefaultImage) {

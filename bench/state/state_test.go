@@ -80,9 +80,9 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 		_ = exec.Command("podman", "unshare", "rm", "-rf", root).Run()
 		_ = os.RemoveAll(root)
 	}()
-	data := filepath.Join(root, "bench")
+	data, plainDir := filepath.Join(root, "bench"), filepath.Join(root, "plain")
 	ws, wsFuse := filepath.Join(root, "ws"), filepath.Join(root, "ws-fuse")
-	for _, d := range []string{data, ws, wsFuse} {
+	for _, d := range []string{data, plainDir, ws, wsFuse} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			b.Fatal(err)
 		}
@@ -109,7 +109,10 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 	start := func(name string, comp *stateanchor.Component) *sandbox {
 		spec := &podman.ContainerSpec{
 			Name: name, Image: config.DefaultImage, Runtime: runsc, Network: "none",
-			Mounts:    []podman.Mount{{Type: "bind", Source: data, Target: "/mnt/bench", ReadOnly: true}},
+			Mounts: []podman.Mount{
+				{Type: "bind", Source: data, Target: "/mnt/bench", ReadOnly: true},
+				{Type: "bind", Source: plainDir, Target: "/mnt/plain"},
+			},
 			ExtraArgs: []string{"--runtime-flag", "ignore-cgroups"},
 			Command:   []string{"sleep", "infinity"},
 		}
@@ -146,6 +149,7 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 		{"/var/tmp (container rootfs, same sandbox)", "/var/tmp/lzbench", withSA},
 		{"/dev/shm (tmpfs, same sandbox)", "/dev/shm/lzbench", withSA},
 		{"persistent /usr, fuse-overlayfs (fallback)", "/usr/local/lzbench", withFuse},
+		{"plain host dir bind mount (like /workspace)", "/mnt/plain/lzbench", withSA},
 	}
 	res := map[string][][]float64{}
 	b.ResetTimer()
