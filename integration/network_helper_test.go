@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -126,6 +127,11 @@ func serve() int {
 				Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 60},
 				Body:   &dnsmessage.AResource{A: [4]byte{192, 0, 2, 20}},
 			}}
+		} else if q.Type == dnsmessage.TypeAAAA {
+			m.Answers = []dnsmessage.Resource{{
+				Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeAAAA, Class: dnsmessage.ClassINET, TTL: 60},
+				Body:   &dnsmessage.AAAAResource{AAAA: netip.MustParseAddr("2001:db8::20").As16()},
+			}}
 		}
 		if b, err := m.Pack(); err == nil {
 			dns.WriteTo(b, from)
@@ -139,7 +145,8 @@ func serve() int {
 //	udp ADDR TEXT       send one datagram
 //	dns SERVER NAME     ask SERVER directly for NAME's A record
 //	markdns SERVER NAME the same from a socket carrying netd's upstream mark
-//	resolve NAME        resolve through /etc/resolv.conf (Go resolver)
+//	resolve NAME        resolve A through /etc/resolv.conf (Go resolver)
+//	resolve6 NAME       the same for AAAA
 //	hold ADDR SECONDS   keep one echo connection busy for SECONDS
 //	nftflush            flush the namespace's nftables ruleset
 //	route               add a route
@@ -207,11 +214,15 @@ func probeCmd(args []string) error {
 		}
 		fmt.Println("rcode", m.Header.RCode, "answers", len(m.Answers))
 		return nil
-	case "resolve":
+	case "resolve", "resolve6":
 		r := &net.Resolver{PreferGo: true}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		addrs, err := r.LookupNetIP(ctx, "ip4", args[1])
+		family := "ip4"
+		if args[0] == "resolve6" {
+			family = "ip6"
+		}
+		addrs, err := r.LookupNetIP(ctx, family, args[1])
 		if err != nil {
 			return err
 		}

@@ -37,13 +37,13 @@ const (
 	helperPath    = "/run/nethelper"
 	netTestConfig = `[network]
 allow_egress = ["192.0.2.0/28", "2001:db8::/124", "169.254.0.0/16"]
-allow_domains = ["allowed.test", "*.wild.test"]
+allow_domains = ["allowed.test", "v6.allowed.test", "*.wild.test"]
 `
 )
 
 // Addresses of the test hosts (all on the server side of the veth).
 var serverAddrs = []string{"192.0.2.10/24", "192.0.2.20/24", "192.0.2.30/24", "192.0.2.53/24", "169.254.169.254/32"}
-var serverAddrs6 = []string{"2001:db8::a/64", "2001:db8::30/64"}
+var serverAddrs6 = []string{"2001:db8::a/64", "2001:db8::20/64", "2001:db8::30/64"}
 
 type netFixture struct {
 	t      *testing.T
@@ -230,6 +230,22 @@ func TestNetworkSidecar(t *testing.T) {
 	f.wire(ctlNS, ctlServer)
 	f.startAgent(ctlAgent, ctlNS)
 
+	t.Run("agent cannot reach the control socket", func(t *testing.T) {
+		// Positive control: the socket exists on the host and answers.
+		if _, err := os.Stat(a.NetdSocket()); err != nil {
+			t.Fatalf("control socket on the host: %v", err)
+		}
+		if out, err := Podman(t, "exec", agent, "ls", filepath.Dir(a.NetdSocket())); err == nil {
+			t.Errorf("the agent sees the runtime dir: %s", out)
+		}
+		mounts, err := Podman(t, "inspect", "--format", "{{range .Mounts}}{{.Source}} {{end}}", agent, a.Sidecar())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(mounts, filepath.Dir(a.NetdSocket())) {
+			t.Errorf("runtime dir mounted into a container: %s", mounts)
+		}
+	})
 	t.Run("resolv.conf points at netd", func(t *testing.T) {
 		out, err := Podman(t, "exec", agent, "cat", "/etc/resolv.conf")
 		if err != nil || strings.TrimSpace(out) != "nameserver 127.0.0.1" {
@@ -305,6 +321,16 @@ func TestNetworkSidecar(t *testing.T) {
 		}
 		if out, ok := f.probe(agent, "resolve", "www.wild.test"); !ok {
 			t.Errorf("resolve www.wild.test (*.wild.test): %s", out)
+		}
+		// IPv6: 2001:db8::20 is outside 2001:db8::/124; its AAAA opens it.
+		if out, ok := f.probe(agent, "tcp", "[2001:db8::20]:80"); ok {
+			t.Fatalf("2001:db8::20 reachable before any lookup: %s", out)
+		}
+		if out, ok := f.probe(agent, "resolve6", "v6.allowed.test"); !ok || !strings.Contains(out, "addr 2001:db8::20") {
+			t.Fatalf("resolve6 v6.allowed.test: %s", out)
+		}
+		if out, ok := f.probe(agent, "tcp", "[2001:db8::20]:80"); !ok {
+			t.Errorf("connect to the resolved IPv6 address: %s", out)
 		}
 	})
 	t.Run("other name NXDOMAIN", func(t *testing.T) {
