@@ -162,7 +162,7 @@ func TestEscalationFromSandbox(t *testing.T) {
 	env := r.delegationEnv(r.sess)
 
 	t.Run("sandbox is gVisor", func(t *testing.T) {
-		if out, _, _ := r.exec(nil, "cat", "/proc/version"); !strings.Contains(out, "4.4.0") {
+		if out, _, _ := r.exec(nil, "cat", "/proc/version"); !strings.Contains(out, "gvisor") {
 			t.Fatalf("not a runsc sandbox: %q", out)
 		}
 	})
@@ -428,4 +428,30 @@ func TestEscalationPromptThroughPTY(t *testing.T) {
 			return !strings.Contains(out, "lazaret-default-")
 		})
 	})
+}
+
+// TestEscalationNoTTYDeniesAndAudits: through the real CLI without a
+// terminal, an auto-approved command runs and a prompted one is denied;
+// both land in the domain's audit trail with their decisions.
+func TestEscalationNoTTYDeniesAndAudits(t *testing.T) {
+	e := NewEnv(t)
+	e.WriteConfig("[escalation]\nauto_approve = [\"echo\"]\n")
+	r := e.Run("exec", "--", "sh", "-c", "lazaret-escalate -- echo hi; lazaret-escalate -- printf x; echo rc=$?")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "hi\n") || !strings.Contains(r.Stdout, "rc=126") || !strings.Contains(r.Stderr, "no terminal") {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+	var audit string
+	Eventually(t, time.Minute, "the escalations in the audit trail", func() bool {
+		res := e.Run("audit")
+		audit = res.Stdout
+		return res.Code == 0 && strings.Contains(audit, "escalation.result")
+	})
+	for _, want := range []string{"decision=auto", `rule="echo"`, "argv=[printf x]", "decision=denied", "no terminal", "exit=0"} {
+		if !strings.Contains(audit, want) {
+			t.Errorf("audit lacks %q:\n%s", want, audit)
+		}
+	}
+	if res := e.Run("audit", "verify"); res.Code != 0 {
+		t.Fatalf("audit verify: %d %s %s", res.Code, res.Stdout, res.Stderr)
+	}
 }

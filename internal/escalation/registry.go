@@ -44,7 +44,9 @@ type PromptRequest struct {
 // argument vector and Executable what it resolved to on the screen the
 // human approved; the server resolves again and refuses a difference.
 type Answer struct {
-	Action     Action   `json:"action"`
+	Action Action `json:"action"`
+	// Reason explains a denial that no human made (no terminal).
+	Reason     string   `json:"reason,omitempty"`
 	Argv       []string `json:"argv,omitempty"`
 	Executable string   `json:"executable,omitempty"`
 }

@@ -208,6 +208,9 @@ func (s *Server) serve(ctx context.Context, req *wire.Request, sess *Session, ou
 		default:
 			dec.Decision, dec.Reason = DecisionDenied, "denied by the user"
 		}
+		if ans.Reason != "" {
+			dec.Reason = ans.Reason
+		}
 		if err != nil {
 			dec.Reason = err.Error()
 		}
@@ -218,6 +221,9 @@ func (s *Server) serve(ctx context.Context, req *wire.Request, sess *Session, ou
 			return
 		case ans.Action != Approve:
 			msg := "denied by the user"
+			if ans.Reason != "" {
+				msg = "denied: " + ans.Reason
+			}
 			if err != nil {
 				msg = "denied: " + err.Error()
 			}

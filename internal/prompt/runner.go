@@ -16,7 +16,7 @@ import (
 
 // ErrNoTTY is returned (with a Deny answer) when there is no terminal to
 // ask on.
-var ErrNoTTY = errors.New("no terminal to ask on: denied")
+var ErrNoTTY = errors.New("no terminal to ask on (run lazaret shell, or lazaret exec -t, at a terminal)")
 
 // Runner shows prompts on the CLI's terminal. It implements
 // escalation.Prompter: each call waits for its own answer while requests

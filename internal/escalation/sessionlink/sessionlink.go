@@ -67,7 +67,10 @@ func (l *Link) Install(c *ctl.Client) {
 		if err := req.Decode(&pr); err != nil {
 			return nil, err
 		}
-		a, _ := l.runner.Prompt(ctx, pr)
+		a, err := l.runner.Prompt(ctx, pr)
+		if err != nil && a.Reason == "" {
+			a.Reason = err.Error()
+		}
 		return &a, nil
 	})
 	c.Handle(escalation.TypePromptCancel, func(ctx context.Context, req *ctl.Request) (any, error) {
