@@ -306,9 +306,11 @@ func BenchmarkNetwork(b *testing.B) {
 	comp := sidecar.New(sidecar.Options{Anchor: a, Policy: pol, Podman: pc, Image: netdImage, Upstreams: []string{"192.0.2.53"}})
 	agent := "lzb-net-agent-" + f.sfx
 	spec := &podman.ContainerSpec{Name: agent, Image: agentImage}
+	t1 := time.Now()
 	if err := comp.Prepare(ctx, spec); err != nil {
 		b.Fatal(err)
 	}
+	sidecarStart := time.Since(t1)
 	b.Cleanup(func() { comp.Close(context.Background()) })
 	f.wire(a.Sidecar())
 	runscArgs := []string{"--runtime", runsc, "--runtime-flag", "ignore-cgroups", "--runtime-flag", "network=host"}
@@ -341,8 +343,8 @@ func BenchmarkNetwork(b *testing.B) {
 	dns := func(r result) float64 { return r.DNSUS }
 	fmt.Printf("\nTCP to an allowed test host over a veth, %d MB one stream, %d sequential connects, %d lookups; median of %d interleaved rounds, %s\n\n",
 		sendMB, connects, lookups, rounds, time.Now().UTC().Format("2006-01-02"))
-	fmt.Printf("lazaret-netd: %.1f MB (budget 6 MB); sidecar image build (FROM scratch, --network none): %.1f s\n\n",
-		float64(fi.Size())/(1<<20), imageBuild.Seconds())
+	fmt.Printf("lazaret-netd: %.1f MB (budget 6 MB); sidecar image build (FROM scratch, --network none): %.1f s; sidecar start until the ruleset is reported installed: %.2f s\n\n",
+		float64(fi.Size())/(1<<20), imageBuild.Seconds(), sidecarStart.Seconds())
 	fmt.Println("| client | throughput MB/s | ratio | connect µs (median) | ratio | DNS lookup µs (median) | ratio |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	base := []float64{med("runc", mbps), med("runc", conn), med("runc", dns)}
