@@ -1,0 +1,232 @@
+package sessionlink
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/term"
+
+	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
+	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/escalation"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+)
+
+// terminal is a PTY standing in for one CLI's terminal.
+type terminal struct {
+	ptmx, tty *os.File
+	mu        sync.Mutex
+	out       bytes.Buffer
+}
+
+func newTerminal(t *testing.T) *terminal {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 120})
+	if _, err := term.MakeRaw(int(tty.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	tm := &terminal{ptmx: ptmx, tty: tty}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			tm.mu.Lock()
+			tm.out.Write(buf[:n])
+			tm.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { tty.Close(); ptmx.Close() })
+	return tm
+}
+
+func (tm *terminal) shows(s string) bool {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	return strings.Contains(tm.out.String(), s)
+}
+
+// coordinator runs the escalation component behind a real control socket.
+func coordinator(t *testing.T) (*escalation.Component, *domain.Anchor, string) {
+	t.Helper()
+	base := t.TempDir()
+	ws := filepath.Join(base, "ws")
+	os.MkdirAll(ws, 0o755)
+	t.Setenv("LAZARET_ESCALATE", "/bin/true") // mounted into the sandbox; unused here
+	a, err := domain.New("claude", ws, filepath.Join(base, "data"), filepath.Join(base, "run"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := ctl.NewServer(os.Getuid(), nil)
+	comp := escalation.NewComponent(escalation.ComponentOptions{Anchor: a, Server: srv})
+	if err := comp.Prepare(context.Background(), &podman.ContainerSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { comp.Close(context.Background()) })
+	sock := filepath.Join(base, "ctl.sock")
+	ln, err := ctl.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return comp, a, sock
+}
+
+// attach is one CLI: a link on its own terminal, attached and registered.
+func attach(t *testing.T, sock string, tty *os.File) *Link {
+	t.Helper()
+	l, err := New(Options{TTY: tty})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ctl.NewClient(nil)
+	l.Install(c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Connect(ctx, sock, ctl.Hello{Session: &ctl.SessionInfo{ID: l.SessionID(), PID: os.Getpid(), Profile: "claude"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := l.Register(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func escalate(a *domain.Anchor, l *Link, args ...string) chan int {
+	env := map[string]string{client.EnvSocket: a.EscalationSocket(), client.EnvTLSDir: a.TLSDir(), client.EnvCwd: "/workspace"}
+	l.ExecEnv(env)
+	ch := make(chan int, 1)
+	go func() {
+		var so, se bytes.Buffer
+		ch <- client.Main(append([]string{"lazaret-escalate"}, args...), func(k string) string { return env[k] }, &so, &se)
+	}()
+	return ch
+}
+
+// TestPromptGoesOnlyToTheRequestingSession: two CLIs attached to one
+// coordinator, each with its own terminal; a request signed with A's
+// delegation is shown on A's terminal and never on B's, and A's key
+// decides it. Then the same from B (the control: B's terminal can show
+// prompts).
+func TestPromptGoesOnlyToTheRequestingSession(t *testing.T) {
+	_, a, sock := coordinator(t)
+	ta, tb := newTerminal(t), newTerminal(t)
+	la, lb := attach(t, sock, ta.tty), attach(t, sock, tb.tty)
+
+	done := escalate(a, la, "--reason", "from A", "--", "echo", "x")
+	for i := 0; !ta.shows("abort lazaret"); i++ {
+		if i > 1000 {
+			t.Fatal("prompt never shown on A's terminal")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if tb.shows("from A") || tb.shows("abort lazaret") {
+		t.Fatal("A's request shown on B's terminal")
+	}
+	tb.ptmx.Write([]byte("a")) // B's human cannot answer A's request
+	ta.ptmx.Write([]byte("d"))
+	if code := <-done; code != client.ExitDenied {
+		t.Fatalf("exit %d, want A's denial", code)
+	}
+
+	done = escalate(a, lb, "--reason", "from B", "--", "echo", "x")
+	for i := 0; !tb.shows("from B"); i++ {
+		if i > 1000 {
+			t.Fatal("control: prompt never shown on B's terminal")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tb.ptmx.Write([]byte("a"))
+	if code := <-done; code != 0 {
+		t.Fatalf("B approved: exit %d", code)
+	}
+	if ta.shows("from B") {
+		t.Fatal("B's request shown on A's terminal")
+	}
+}
+
+// TestUnregisteredAfterDisconnect: a CLI that goes away takes its session
+// and every delegation it issued with it.
+func TestUnregisteredAfterDisconnect(t *testing.T) {
+	comp, a, sock := coordinator(t)
+	l, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ctl.NewClient(nil)
+	ctx := context.Background()
+	if err := c.Connect(ctx, sock, ctl.Hello{Session: &ctl.SessionInfo{ID: l.SessionID(), PID: os.Getpid(), Profile: "claude"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Register(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := comp.Registry().Lookup(l.SessionID()); !ok {
+		t.Fatal("not registered")
+	}
+	c.Close()
+	for i := 0; ; i++ {
+		if _, ok := comp.Registry().Lookup(l.SessionID()); !ok {
+			break
+		}
+		if i > 1000 {
+			t.Fatal("session still registered after its CLI disconnected")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code := <-escalate(a, l, "--", "echo", "x"); code != client.ExitFailure {
+		t.Fatalf("delegation of a gone session: exit %d", code)
+	}
+}
+
+func TestRegisterRequiresAttachedSession(t *testing.T) {
+	_, _, sock := coordinator(t)
+	l, _ := New(Options{})
+	c := ctl.NewClient(nil)
+	if err := c.Connect(context.Background(), sock, ctl.Hello{}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := l.Register(context.Background(), c); err == nil {
+		t.Fatal("registration without an attached session accepted")
+	}
+}
+
+func TestDisabledCoordinator(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "ctl.sock")
+	srv := ctl.NewServer(os.Getuid(), nil)
+	ln, err := ctl.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	l, _ := New(Options{})
+	c := ctl.NewClient(nil)
+	if err := c.Connect(context.Background(), sock, ctl.Hello{Session: &ctl.SessionInfo{ID: l.SessionID(), Profile: "claude"}}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := l.Register(context.Background(), c); err != ErrDisabled {
+		t.Fatalf("Register = %v, want ErrDisabled", err)
+	}
+	env := map[string]string{}
+	if err := l.ExecEnv(env); err != nil || len(env) != 0 {
+		t.Fatalf("delegation without escalation: %v %v", env, err)
+	}
+}
