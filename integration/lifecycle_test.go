@@ -114,6 +114,10 @@ func canonical(t *testing.T, p string) string {
 
 func TestLifecycleExecRunsc(t *testing.T) {
 	e, d := lcEnv(t)
+	// One session holds the sandbox, so the checks below share one start
+	// (the machine is shared; a cold start each would only add load).
+	hold, release := io.Pipe()
+	holder, _ := background(t, e, hold, "exec", "--", "cat")
 	out := e.MustRun("exec", "--", "dmesg")
 	if !strings.Contains(out, "gVisor") {
 		t.Fatalf("the sandbox is not gVisor; dmesg:\n%s", out)
@@ -137,6 +141,13 @@ func TestLifecycleExecRunsc(t *testing.T) {
 	// The sandbox's task bound is enforced by gVisor as RLIMIT_NPROC.
 	if out := e.MustRun("exec", "--", "grep", "^Max processes", "/proc/1/limits"); !strings.Contains(out, " 4096 ") {
 		t.Errorf("process limit: %q", out)
+	}
+	if n := sessions(t, e); n != 1 {
+		t.Errorf("%d sessions attached, want only the holder", n)
+	}
+	release.Close()
+	if err := holder.Wait(); err != nil {
+		t.Fatalf("holder: %v", err)
 	}
 	requireGone(t, d, 5*time.Second)
 }
