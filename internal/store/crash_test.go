@@ -131,3 +131,40 @@ func TestSIGKILLLoop(t *testing.T) {
 	}
 	t.Logf("%d kills, %d entries, chain grew in %d runs", kills, last, grew)
 }
+
+// spinEnv names a damaged file that a re-executed test binary opens.
+const spinEnv = "LAZARET_STORE_TEST_SPIN"
+
+// TestDamagedFileNeverHangs opens testdata/spin.db, a damaged v1 file
+// (found by mutating v1.db) in which bbolt loops forever, in a child
+// process (the stuck goroutine cannot be stopped, so it must not stay in
+// this one): Open must return ErrOpenStalled within its budget.
+func TestDamagedFileNeverHangs(t *testing.T) {
+	if path := os.Getenv(spinEnv); path != "" {
+		_, err := Open(context.Background(), path, Options{Timeout: time.Second, OpenBudget: 2 * time.Second})
+		fmt.Println("open:", err)
+		os.Exit(0)
+	}
+	orig, err := os.ReadFile("testdata/spin.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "state.db")
+	if err := os.WriteFile(path, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestDamagedFileNeverHangs$")
+	cmd.Env = append(os.Environ(), spinEnv+"="+path)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "open: state store "+path+": "+ErrOpenStalled.Error()) {
+		t.Fatalf("child output:\n%s", out)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(orig) {
+		t.Fatal("the damaged file was changed")
+	}
+}

@@ -45,6 +45,17 @@ type Options struct {
 	Log *slog.Logger
 	// Now is the clock for entries without a time (tests).
 	Now func() time.Time
+	// OpenBudget bounds the whole open (lock, checks, migrations) when
+	// the context has no earlier deadline (default 30 s). bbolt can spin
+	// forever on some damaged files; Open then fails with
+	// ErrOpenStalled instead of hanging.
+	OpenBudget time.Duration
+	// Check runs bbolt's full consistency check at open (it reads every
+	// page: about a second per 100 MB here). The coordinator sets it, so a
+	// damaged file is moved aside before anything writes to it: bbolt
+	// can loop forever committing into a damaged free list. A migration
+	// always checks first.
+	Check bool
 }
 
 func (o *Options) defaults() {
@@ -66,6 +77,9 @@ func (o *Options) defaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.OpenBudget <= 0 {
+		o.OpenBudget = 30 * time.Second
+	}
 }
 
 // Errors of the worker.
@@ -75,6 +89,9 @@ var (
 	// ErrBusy is returned when the worker's queue stayed full for
 	// EnqueueTimeout.
 	ErrBusy = errors.New("state store busy: request queue full")
+	// ErrOpenStalled is returned when opening did not finish within the
+	// context's deadline or OpenBudget: bbolt is stuck in a damaged file.
+	ErrOpenStalled = errors.New("opening did not finish; the file is probably damaged: move it aside to start a new store (the old one is then kept for inspection)")
 )
 
 // CorruptError describes a file that bbolt could not use.
@@ -138,10 +155,31 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// which is per goroutine, so a fault in the mmap of a damaged file
 	// becomes a recoverable panic instead of killing the process.
 	go s.run(ready)
-	if err := <-ready; err != nil {
-		return nil, err
+	budget := time.NewTimer(opts.Timeout + opts.OpenBudget)
+	defer budget.Stop()
+	select {
+	case err := <-ready:
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	case <-ctx.Done():
+		return nil, s.abandon(ready, fmt.Errorf("%w (%w)", ErrOpenStalled, ctx.Err()))
+	case <-budget.C:
+		return nil, s.abandon(ready, ErrOpenStalled)
 	}
-	return s, nil
+}
+
+// abandon gives up waiting for an open that bbolt is stuck in. The stuck
+// goroutine cannot be stopped (it keeps the lock until the process
+// exits); should it ever finish, the store is closed again.
+func (s *Store) abandon(ready <-chan error, cause error) error {
+	go func() {
+		if err := <-ready; err == nil {
+			s.Close()
+		}
+	}()
+	return fmt.Errorf("state store %s: %w", s.path, cause)
 }
 
 // openFile opens the file, handles a corrupt one, writes the owner record
@@ -164,9 +202,15 @@ func (s *Store) openFile() error {
 		db.Close()
 		return fmt.Errorf("state store %s: %w", s.path, err)
 	}
-	err = guard(func() error { return check(db) })
-	if err == nil {
+	if err = guard(func() error { return check(db, s.opts.Check) }); err != nil {
+		err = &CorruptError{Path: s.path, Cause: err}
+	} else {
 		err = guard(func() error { return prepare(db, s.path) })
+		if errors.Is(err, errPanic) {
+			// bbolt met a damaged page while migrating; the
+			// transaction was rolled back.
+			err = &CorruptError{Path: s.path, Cause: err}
+		}
 	}
 	var ce *CorruptError
 	if errors.As(err, &ce) && s.recovered == nil {
@@ -236,18 +280,34 @@ func (s *Store) boltOpen() (db *bolt.DB, err error) {
 }
 
 // check reads what every later call relies on, so a file whose pages are
-// damaged is found at open, when it can still be moved aside.
-func check(db *bolt.DB) error {
+// damaged is found at open, when it can still be moved aside. With full,
+// or when a migration is about to write into an older file, it also runs
+// bbolt's consistency check of every page.
+func check(db *bolt.DB, full bool) error {
 	return db.View(func(tx *bolt.Tx) error {
-		if _, _, err := schemaVersion(tx); err != nil {
+		version, exists, err := schemaVersion(tx)
+		if err != nil {
 			return err
 		}
-		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+		err = tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			c := b.Cursor()
 			c.First()
 			c.Last()
 			return nil
 		})
+		if err != nil || !(full || exists && version < SchemaVersion) {
+			return err
+		}
+		var errs []error
+		for err := range tx.Check() {
+			if len(errs) < 3 {
+				errs = append(errs, err)
+			}
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("consistency check: %w", errors.Join(errs...))
+		}
+		return nil
 	})
 }
 
@@ -290,6 +350,17 @@ func (s *Store) Close() error {
 		close(s.q)
 	}
 	s.mu.Unlock()
-	<-s.done
-	return s.cerr
+	t := time.NewTimer(closeBudget)
+	defer t.Stop()
+	select {
+	case <-s.done:
+		return s.cerr
+	case <-t.C:
+		// A transaction is stuck in a damaged file (see ErrOpenStalled);
+		// the lock is released when the process exits.
+		return fmt.Errorf("state store %s: close did not finish: a transaction is stuck (damaged file?)", s.path)
+	}
 }
+
+// closeBudget bounds Close's wait for the queued calls and the file close.
+const closeBudget = 30 * time.Second
