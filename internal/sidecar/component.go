@@ -191,7 +191,8 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 // Started implements sandbox.Component.
 func (c *Component) Started(context.Context, string) error { return nil }
 
-// Close stops and removes the sidecar and its control socket. Removing the
+// Close stops and removes the sidecar (and any container still joined to
+// its namespace) and its control socket. Removing the
 // sidecar ends slirp4netns, so a namespace the agent still holds has no
 // uplink left; its ruleset stays until the namespace goes.
 func (c *Component) Close(ctx context.Context) error {
@@ -199,7 +200,10 @@ func (c *Component) Close(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
-	if err := c.o.Podman.Run(ctx, "rm", "-f", "-t", "2", c.o.Anchor.Sidecar()); err != nil && !errors.Is(err, podman.ErrNoSuchContainer) {
+	// --depend: a container still joined to the namespace would otherwise
+	// block the removal (measured: "has dependent containers which must be
+	// removed before it").
+	if err := c.o.Podman.RemoveContainer(ctx, c.o.Anchor.Sidecar(), 2*time.Second); err != nil {
 		errs = append(errs, fmt.Errorf("remove sidecar: %w", err))
 	}
 	if err := os.Remove(c.o.Anchor.NetdSocket()); err != nil && !errors.Is(err, os.ErrNotExist) {
