@@ -122,6 +122,7 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	if err != nil {
 		return err
 	}
+	defer link.Close()
 	sessionID := link.SessionID()
 	shown := r.command
 	if r.shell {

@@ -42,6 +42,25 @@ type Runner struct {
 	mu      sync.Mutex
 	prog    *tea.Program
 	pending map[string]pendingReq
+	running sync.WaitGroup
+}
+
+// Wait returns once no prompt program runs (the terminal is restored).
+func (r *Runner) Wait() { r.running.Wait() }
+
+// Close denies every pending prompt and waits until the terminal is
+// restored (the CLI calls it before exiting).
+func (r *Runner) Close() {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.pending))
+	for id := range r.pending {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		r.Cancel(id)
+	}
+	r.Wait()
 }
 
 type pendingReq struct {
@@ -107,7 +126,9 @@ func (r *Runner) start(reqs []escalation.PromptRequest) {
 	}
 	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(r.TTY), tea.WithoutSignalHandler())
 	r.prog = p
+	r.running.Add(1)
 	go func() {
+		defer r.running.Done()
 		_, err := p.Run()
 		r.mu.Lock()
 		r.prog = nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,8 +79,9 @@ func ask(r *Runner, rq escalation.PromptRequest) chan escalation.Answer {
 
 func TestRunnerOnPTY(t *testing.T) {
 	p := newPTY(t)
-	var paused, resumed int
-	r := &Runner{TTY: p.tty, Resolve: resolver, Pause: func(flush func() error) io.Reader { paused++; flush(); return nil }, Resume: func() { resumed++ }}
+	var paused, resumed atomic.Int32
+	r := &Runner{TTY: p.tty, Resolve: resolver, Pause: func(flush func() error) io.Reader { paused.Add(1); flush(); return nil }, Resume: func() { resumed.Add(1) }}
+	t.Cleanup(r.Wait)
 	ch := ask(r, req("r1", "make", "x"))
 	p.waitFor(t, "abort lazaret")
 	if _, err := p.ptmx.Write([]byte("a")); err != nil {
@@ -88,11 +90,11 @@ func TestRunnerOnPTY(t *testing.T) {
 	if a := <-ch; a.Action != escalation.Approve {
 		t.Fatalf("answer %v", a.Action)
 	}
-	for i := 0; i < 500 && resumed == 0; i++ {
+	for i := 0; i < 500 && resumed.Load() == 0; i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if paused != 1 || resumed != 1 {
-		t.Fatalf("forwarding paused %d resumed %d", paused, resumed)
+	if paused.Load() != 1 || resumed.Load() != 1 {
+		t.Fatalf("forwarding paused %d resumed %d", paused.Load(), resumed.Load())
 	}
 }
 
@@ -116,6 +118,7 @@ func TestRunnerFlushesPendingInput(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 		r := &Runner{TTY: p.tty, Resolve: resolver, noFlush: !flush}
+		t.Cleanup(r.Wait)
 		ch := ask(r, req("r1", "make", "x"))
 		if !flush {
 			if a := <-ch; a.Action != escalation.Approve {
@@ -146,6 +149,7 @@ func TestRunnerQueuesAndAborts(t *testing.T) {
 	p := newPTY(t)
 	aborted := make(chan struct{})
 	r := &Runner{TTY: p.tty, Resolve: resolver, OnAbort: func() { close(aborted) }}
+	t.Cleanup(r.Wait)
 	ch1 := ask(r, req("r1", "make", "one"))
 	p.waitFor(t, "abort lazaret")
 	ch2 := ask(r, req("r2", "make", "two"))
@@ -158,4 +162,18 @@ func TestRunnerQueuesAndAborts(t *testing.T) {
 		t.Fatalf("r2 %v", a.Action)
 	}
 	<-aborted
+}
+
+// TestRunnerCloseRestoresTerminal: closing with a prompt on screen denies
+// it and returns only after the program has left the terminal.
+func TestRunnerCloseRestoresTerminal(t *testing.T) {
+	p := newPTY(t)
+	r := &Runner{TTY: p.tty, Resolve: resolver}
+	ch := ask(r, req("r1", "make", "x"))
+	p.waitFor(t, "abort lazaret")
+	r.Close()
+	if a := <-ch; a.Action != escalation.Deny {
+		t.Fatalf("pending prompt answered %v on close", a.Action)
+	}
+	p.waitFor(t, "\x1b[?1049l") // the alternate screen was left
 }

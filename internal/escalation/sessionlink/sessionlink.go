@@ -83,6 +83,10 @@ func (l *Link) Install(c *ctl.Client) {
 	})
 }
 
+// Close withdraws pending prompts and waits until the terminal is
+// restored; call it before the CLI exits.
+func (l *Link) Close() { l.runner.Close() }
+
 // ErrDisabled is returned by Register when the coordinator has no
 // escalation (disabled in the config).
 var ErrDisabled = errors.New("host escalation is disabled")

@@ -100,7 +100,7 @@ func attach(t *testing.T, sock string, tty *os.File) *Link {
 	if err := c.Connect(ctx, sock, ctl.Hello{Session: &ctl.SessionInfo{ID: l.SessionID(), PID: os.Getpid(), Profile: "claude"}}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { c.Close(); l.Close() })
 	if err := l.Register(ctx, c); err != nil {
 		t.Fatal(err)
 	}
