@@ -215,6 +215,9 @@ func TestStateAnchorPersistsAcrossRestartAndImageUpdate(t *testing.T) {
 	s.start(comp, config.DefaultImage, pkgMount)
 	s.sh(`printf '#!/bin/sh\necho tool ok\n' > /usr/local/bin/lzsa-tool && chmod 755 /usr/local/bin/lzsa-tool`)
 	s.sh(`dpkg -i /mnt/pkgs/lzsa-pkg.deb >/dev/null`)
+	// A deleted image file (a whiteout in usr_changes) stays deleted,
+	// also on a new image.
+	s.sh(`test -e /usr/bin/yes && rm /usr/bin/yes`)
 	if out := s.sh("lzsa-pkg"); !strings.Contains(out, "lzsa-pkg works") {
 		t.Fatalf("package binary: %q", out)
 	}
@@ -264,8 +267,8 @@ func TestStateAnchorPersistsAcrossRestartAndImageUpdate(t *testing.T) {
 
 	comp = s.component(tag, dirs...)
 	s.start(comp, tag)
-	out := s.sh("cat /usr/share/lzsa-new-image-file; lzsa-tool; lzsa-pkg")
-	for _, want := range []string{"from the new image", "tool ok", "lzsa-pkg works"} {
+	out := s.sh("cat /usr/share/lzsa-new-image-file; lzsa-tool; lzsa-pkg; test -e /usr/bin/yes || echo yes-still-deleted")
+	for _, want := range []string{"from the new image", "tool ok", "lzsa-pkg works", "yes-still-deleted"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("after image update: missing %q in %q", want, out)
 		}
