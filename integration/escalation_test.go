@@ -158,7 +158,7 @@ func (r *escRig) lastRejection() string {
 }
 
 func TestEscalationFromSandbox(t *testing.T) {
-	r := newEscRig(t, []string{"echo"}, []string{"false"}, []string{"cat"}, []string{"readlink"}, []string{"pwd"})
+	r := newEscRig(t, []string{"echo"}, []string{"false"}, []string{"cat"}, []string{"readlink"}, []string{"pwd"}, []string{"make", "lint"})
 	env := r.delegationEnv(r.sess)
 
 	t.Run("sandbox is gVisor", func(t *testing.T) {
@@ -238,6 +238,34 @@ func TestEscalationFromSandbox(t *testing.T) {
 		out, _, code := r.exec(env, "lazaret-escalate", "--", "echo", "--approved")
 		if code != 0 || out != "--approved\n" {
 			t.Fatalf("approved: exit %d out %q", code, out)
+		}
+	})
+
+	t.Run("make lint: compound and appended option go to the prompt", func(t *testing.T) {
+		if err := os.WriteFile(filepath.Join(r.anchor.Workspace, "Makefile"), []byte("lint:\n\t@echo linted\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		canary := filepath.Join(r.anchor.Workspace, "canary")
+		if err := os.WriteFile(canary, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r.prompt.answer = escalation.Answer{Action: escalation.Deny}
+		n := len(r.prompt.asked)
+		// Control: the approved prefix alone runs without asking.
+		if out, _, code := r.exec(env, "lazaret-escalate", "--", "make", "lint"); code != 0 || out != "linted\n" || len(r.prompt.asked) != n {
+			t.Fatalf("make lint: exit %d out %q", code, out)
+		}
+		if _, _, code := r.exec(env, "lazaret-escalate", "--shell", "make lint; rm -f canary", "--reason", "x"); code != 126 {
+			t.Fatalf("compound: exit %d", code)
+		}
+		if _, _, code := r.exec(env, "lazaret-escalate", "--", "make", "lint", "--eval=$(shell rm -f canary)"); code != 126 {
+			t.Fatalf("--eval: exit %d", code)
+		}
+		if len(r.prompt.asked) != n+2 {
+			t.Fatalf("%d prompts, want 2", len(r.prompt.asked)-n)
+		}
+		if _, err := os.Stat(canary); err != nil {
+			t.Fatal("an injected command ran on the host")
 		}
 	})
 
