@@ -368,17 +368,21 @@ func (c *coordinator) teardown(reason string) {
 			target = c.spec.Name // a failed run may leave a created container
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
+		start := time.Now()
 		if err := c.pm.RemoveContainer(ctx, target, c.o.StopTimeout); err != nil {
 			c.log.Error("removing the container", "err", err)
 		}
+		c.log.Info("container removed", "took", time.Since(start).Round(time.Millisecond))
 		cancel()
 	}
 	for i := c.prepared - 1; i >= 0; i-- {
 		comp := c.comps[i]
 		ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
+		start := time.Now()
 		if err := comp.Close(ctx); err != nil {
 			c.log.Error("closing component", "component", comp.Name(), "err", err)
 		}
+		c.log.Info("component closed", "component", comp.Name(), "took", time.Since(start).Round(time.Millisecond))
 		cancel()
 	}
 	c.closeState(reason)
