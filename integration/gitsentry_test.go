@@ -95,7 +95,7 @@ func gsStartNamed(t testing.TB, e *Env, profile, gitMode, suffix string, extraMo
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: gsLogLevel()}))
 	pc := &podman.Client{Log: log}
 	comp := gitsentry.New(a, gitMode, pc, log)
 	var notices bytes.Buffer
@@ -551,4 +551,13 @@ func TestGitSentryResetBranch(t *testing.T) {
 	if got := s2.must("git rev-parse HEAD"); got != head {
 		t.Errorf("new clone at %s, want %s", got, head)
 	}
+}
+
+// gsLogLevel is Info, or Debug with LAZARET_TEST_DEBUG set (shows every
+// podman and host git call of the component).
+func gsLogLevel() slog.Level {
+	if os.Getenv("LAZARET_TEST_DEBUG") != "" {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }

@@ -218,6 +218,7 @@ func (c *Component) Close(ctx context.Context) error {
 		if _, err := c.syncer.Sync(sctx); err != nil {
 			c.logger().Debug("gitsentry: final sync", "err", err)
 		}
+		c.syncer.Close()
 	})
 	return nil
 }

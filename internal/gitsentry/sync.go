@@ -37,7 +37,15 @@ type Syncer struct {
 	MaxPack   int64
 	Log       *slog.Logger
 
-	mu sync.Mutex // one sync at a time
+	mu   sync.Mutex   // one sync at a time
+	sess *syncSession // the sync session, when one is open
+}
+
+// Close ends the sync session.
+func (s *Syncer) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closeSession()
 }
 
 func (s *Syncer) logger() *slog.Logger {
@@ -92,18 +100,41 @@ func (s *Syncer) Sync(ctx context.Context) (*SyncResult, error) {
 	}
 	slices.Sort(known)
 	known = slices.Compact(known)
-	res, err := s.export(ctx, known)
+	res, err := s.exportAny(ctx, known)
 	if errors.Is(err, errMissingExclude) && len(known) > 0 {
 		// A tip the host knows is unknown in the clone (the host repository
 		// was pruned, or the agent rewrote its alternates): fall back to a
 		// bundle of everything.
-		res, err = s.export(ctx, nil)
+		res, err = s.exportAny(ctx, nil)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return s.apply(ctx, host, res)
+	out, err := s.apply(ctx, host, res)
+	if errors.Is(err, errIncomplete) && len(known) > 0 && !res.imported {
+		// The session cannot tell a refused empty bundle from a bad
+		// exclude; a tip the host lacks with no pack is the latter.
+		if res, err = s.exportAny(ctx, nil); err != nil {
+			return nil, err
+		}
+		out, err = s.apply(ctx, host, res)
+	}
+	return out, err
 }
+
+// exportAny asks the sandbox through the sync session, and through a
+// one-shot exec when the session fails.
+func (s *Syncer) exportAny(ctx context.Context, known []string) (*exported, error) {
+	res, err := s.exportSession(ctx, known)
+	if err == nil {
+		return res, nil
+	}
+	s.logger().Debug("gitsentry: sync session failed, one-shot export", "err", err)
+	return s.export(ctx, known)
+}
+
+// errIncomplete: a sandbox tip whose history the host does not have.
+var errIncomplete = errors.New("sandbox history incomplete on the host")
 
 var errMissingExclude = errors.New("sandbox could not bundle against the host's tips")
 
@@ -301,12 +332,12 @@ func (s *Syncer) checkCommits(ctx context.Context, tips []string) error {
 	}
 	for i, t := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 		if t != "commit" {
-			return fmt.Errorf("sandbox branch tip %s is not a commit on the host (%s)", tips[min(i, len(tips)-1)], t)
+			return fmt.Errorf("%w: branch tip %s is not a commit on the host (%s)", errIncomplete, tips[min(i, len(tips)-1)], t)
 		}
 	}
 	if _, err := s.Git.OutputStdin(ctx, s.Repo.CommonDir, strings.NewReader(in),
 		"--git-dir="+s.Repo.CommonDir, "rev-list", "--objects", "--stdin", "--not", "--all", "--quiet"); err != nil {
-		return fmt.Errorf("sandbox history incomplete on the host: %w", err)
+		return fmt.Errorf("%w: %w", errIncomplete, err)
 	}
 	return nil
 }
