@@ -585,6 +585,13 @@ func (d *Daemon) allowResolved(name string, all []learned) error {
 		return err
 	}
 	d.mu.Lock()
+	if len(d.resolved) >= netpolicy.MaxResolved {
+		for a, r := range d.resolved {
+			if r.Expires.Before(now) {
+				delete(d.resolved, a)
+			}
+		}
+	}
 	for _, l := range ls {
 		d.resolved[l.addr] = api.Resolved{Name: name, Addr: l.addr.String(), Expires: now.Add(l.ttl).UTC()}
 	}

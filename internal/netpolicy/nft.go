@@ -17,6 +17,9 @@ import (
 // *nftables.Conn; the interface keeps the callers honest about what they use.
 type Conn = nftables.Conn
 
+// MaxResolved bounds each of the dns4/dns6 sets.
+const MaxResolved = 65536
+
 // Dial opens a lasting nftables netlink connection in the current network
 // namespace.
 func Dial() (*Conn, error) {
@@ -36,13 +39,20 @@ func nftSet(s Set) *nftables.Set {
 	if s.Family == IPv6 {
 		kt = nftables.TypeIP6Addr
 	}
-	return &nftables.Set{
+	ns := &nftables.Set{
 		Table:      table(),
 		Name:       s.Name,
 		KeyType:    kt,
 		Interval:   s.Interval,
 		HasTimeout: s.Timeout,
 	}
+	if s.Timeout {
+		// The resolver fills these from the agent's lookups: bound them so
+		// a flood of names under a wildcard cannot grow kernel memory
+		// without limit (a full set refuses the add; netd answers SERVFAIL).
+		ns.Size = MaxResolved
+	}
+	return ns
 }
 
 // setByName returns the nftables handle of one of the table's sets.

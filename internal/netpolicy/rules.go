@@ -221,6 +221,9 @@ func (rs Ruleset) Render() string {
 		if len(flags) > 0 {
 			fmt.Fprintf(&b, "\t\tflags %s\n", strings.Join(flags, ","))
 		}
+		if s.Timeout {
+			fmt.Fprintf(&b, "\t\tsize %d\n", MaxResolved)
+		}
 		if len(s.Elements) > 0 {
 			el := make([]string, len(s.Elements))
 			for i, e := range s.Elements {
