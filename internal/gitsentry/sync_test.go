@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,3 +176,51 @@ func TestSyncFromStream(t *testing.T) {
 }
 
 func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
+
+type nopWriteCloser struct{ bytes.Buffer }
+
+func (*nopWriteCloser) Close() error { return nil }
+
+func TestSessionAnswerParsing(t *testing.T) {
+	ctx := context.Background()
+	host := newRepo(t)
+	base := hg(t, host, "rev-parse", "HEAD")
+	agent := filepath.Join(t.TempDir(), "agent")
+	hg(t, host, "clone", "-q", "--shared", host, agent)
+	hg(t, agent, "checkout", "-q", "-b", "lazaret/agent-p")
+	hg(t, agent, "commit", "-q", "--allow-empty", "-m", "agent")
+	tip := hg(t, agent, "rev-parse", "HEAD")
+	g := &Git{}
+	repo, _ := OpenHostRepo(ctx, g, host)
+	s := &Syncer{Git: g, Repo: repo, Map: RefMap{Profile: "p"}}
+	stream := agentStream(t, agent, base)
+	refs, bundle, _ := bytes.Cut(stream, []byte("\n\n"))
+	refs = append(refs, '\n')
+	answer := func(refs, bundle []byte) *syncSession {
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "%d\n", len(refs))
+		b.Write(refs)
+		fmt.Fprintf(&b, "%d\n", len(bundle))
+		b.Write(bundle)
+		return &syncSession{stdin: &nopWriteCloser{}, out: bufio.NewReader(&b)}
+	}
+	ex, err := s.sessionRequest(ctx, answer(refs, bundle), []string{base})
+	if err != nil || !ex.imported || ex.refs["refs/heads/lazaret/agent-p"] != tip {
+		t.Fatalf("valid answer: %+v, %v", ex, err)
+	}
+	if ex, err := s.sessionRequest(ctx, answer(refs, nil), nil); err != nil || ex.imported {
+		t.Errorf("answer without bundle: %+v, %v", ex, err)
+	}
+	for name, ss := range map[string]*syncSession{
+		"negative size": {stdin: &nopWriteCloser{}, out: bufio.NewReader(strings.NewReader("-1\n"))},
+		"huge size":     {stdin: &nopWriteCloser{}, out: bufio.NewReader(strings.NewReader("99999999999\n"))},
+		"not a number":  {stdin: &nopWriteCloser{}, out: bufio.NewReader(strings.NewReader("12x\n"))},
+		"short section": {stdin: &nopWriteCloser{}, out: bufio.NewReader(strings.NewReader("100\nabc"))},
+		"bad ref line":  answer([]byte("xyz refs/heads/a\n"), nil),
+		"bad bundle":    answer(refs, []byte("# v2 git bundle\n\nNOTAPACK")),
+	} {
+		if _, err := s.sessionRequest(ctx, ss, nil); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
