@@ -122,15 +122,18 @@ func run(ctx context.Context, getenv func(string) string, r request, stdout, std
 	if getenv(EnvTrace) == "1" {
 		ctx = withTrace(ctx, stderr)
 	}
+	tr := traceFrom(ctx)
 	del, err := session.FromEnv(getenv)
 	if err != nil {
 		return 0, err
 	}
+	tr.mark("env")
 	tlsDir := orDefault(getenv(EnvTLSDir), DefaultTLSDir)
 	cfg, leaf, err := trust.ClientConfig(tlsDir)
 	if err != nil {
 		return 0, fmt.Errorf("%w (is escalation enabled for this sandbox? looked in %s)", err, tlsDir)
 	}
+	tr.mark("certs")
 	if len(leaf.URIs) != 1 {
 		return 0, fmt.Errorf("%s/%s: no sandbox identity in the certificate", tlsDir, trust.ClientFile)
 	}
@@ -154,6 +157,7 @@ func run(ctx context.Context, getenv func(string) string, r request, stdout, std
 	if err != nil {
 		return 0, err
 	}
+	tr.mark("sign")
 	return Exchange(ctx, orDefault(getenv(EnvSocket), DefaultSocket), cfg, line, stdout, stderr)
 }
 
@@ -169,7 +173,7 @@ func Exchange(ctx context.Context, sock string, cfg *tls.Config, line []byte, st
 	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
 	defer stop()
 	tr := traceFrom(ctx)
-	tr.mark("setup")
+	tr.mark("connect")
 	conn := tls.Client(raw, cfg)
 	if err := conn.HandshakeContext(ctx); err != nil {
 		return 0, fmt.Errorf("TLS handshake with the coordinator: %w", err)
