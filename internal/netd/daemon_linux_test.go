@@ -129,14 +129,47 @@ func (s *tunSeen) leaves(t *testing.T, dst string, marker int) bool {
 	return s.has("tcp " + dst)
 }
 
-// fakeUpstream answers A queries for pkg.example with 198.51.100.7.
-func fakeUpstream(t *testing.T) (netip.AddrPort, *int) {
+// fakeUpstream answers A queries with 198.51.100.7 (tcp.pkg.example:
+// 198.51.100.8, and over UDP only truncated, so netd must retry over TCP).
+func fakeUpstream(t *testing.T) (netip.AddrPort, func() int) {
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pc.Close() })
+	tl, err := net.Listen("tcp", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tl.Close() })
+	var mu sync.Mutex
 	count := new(int)
+	answer := func(b []byte, tcp bool) []byte {
+		var m dnsmessage.Message
+		if m.Unpack(b) != nil || len(m.Questions) != 1 {
+			return nil
+		}
+		mu.Lock()
+		*count++
+		mu.Unlock()
+		m.Header.Response = true
+		m.Additionals = nil
+		q := m.Questions[0]
+		if q.Name.String() == "tcp.pkg.example." && !tcp {
+			m.Header.Truncated = true
+		} else if q.Type == dnsmessage.TypeA {
+			a := [4]byte{198, 51, 100, 7}
+			if tcp {
+				a[3] = 8
+			}
+			m.Answers = []dnsmessage.Resource{{
+				Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 600},
+				Body:   &dnsmessage.AResource{A: a},
+			}}
+		}
+		out, _ := m.Pack()
+		return out
+	}
 	go func() {
 		buf := make([]byte, 2048)
 		for {
@@ -144,24 +177,31 @@ func fakeUpstream(t *testing.T) (netip.AddrPort, *int) {
 			if err != nil {
 				return
 			}
-			var m dnsmessage.Message
-			if m.Unpack(buf[:n]) != nil || len(m.Questions) != 1 {
-				continue
+			if out := answer(buf[:n], false); out != nil {
+				pc.WriteTo(out, from)
 			}
-			*count++
-			m.Header.Response = true
-			m.Additionals = nil
-			if m.Questions[0].Type == dnsmessage.TypeA {
-				m.Answers = []dnsmessage.Resource{{
-					Header: dnsmessage.ResourceHeader{Name: m.Questions[0].Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 600},
-					Body:   &dnsmessage.AResource{A: [4]byte{198, 51, 100, 7}},
-				}}
-			}
-			b, _ := m.Pack()
-			pc.WriteTo(b, from)
 		}
 	}()
-	return netip.MustParseAddrPort(pc.LocalAddr().String()), count
+	go func() {
+		for {
+			c, err := tl.Accept()
+			if err != nil {
+				return
+			}
+			msg, err := readFramed(c)
+			if err == nil {
+				if out := answer(msg, true); out != nil {
+					c.Write(append([]byte{byte(len(out) >> 8), byte(len(out))}, out...))
+				}
+			}
+			c.Close()
+		}
+	}()
+	return netip.MustParseAddrPort(pc.LocalAddr().String()), func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return *count
+	}
 }
 
 func daemonInNamespace(t *testing.T) {
@@ -169,7 +209,7 @@ func daemonInNamespace(t *testing.T) {
 	tun := startTun(t)
 	up, queries := fakeUpstream(t)
 	sock := filepath.Join(t.TempDir(), "netd.sock")
-	pol, err := netpolicy.FromConfig([]netip.Prefix{netip.MustParsePrefix("192.0.2.0/28")}, []string{"pkg.example"})
+	pol, err := netpolicy.FromConfig([]netip.Prefix{netip.MustParsePrefix("192.0.2.0/28")}, []string{"pkg.example", "tcp.pkg.example"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,11 +253,17 @@ func daemonInNamespace(t *testing.T) {
 	if !tun.leaves(t, "198.51.100.7:443", 2) {
 		t.Error("resolved address not allowed")
 	}
-	before := *queries
+	// A truncated UDP answer is fetched again over TCP (from a marked
+	// socket, like every upstream exchange).
+	addrs, err = res.LookupNetIP(ctx, "ip4", "tcp.pkg.example")
+	if err != nil || len(addrs) != 1 || addrs[0] != netip.MustParseAddr("198.51.100.8") {
+		t.Errorf("lookup over TCP fallback: %v %v", addrs, err)
+	}
+	before := queries()
 	if _, err := res.LookupNetIP(ctx, "ip4", "evil.example"); err == nil {
 		t.Error("evil.example resolved")
 	}
-	if *queries != before {
+	if queries() != before {
 		t.Error("a denied name was forwarded upstream")
 	}
 
