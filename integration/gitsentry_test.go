@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -560,4 +561,66 @@ func gsLogLevel() slog.Level {
 		return slog.LevelDebug
 	}
 	return slog.LevelInfo
+}
+
+// TestGitSentryThroughLazaret runs the Git Sentry the way users get it:
+// `lazaret exec` (coordinator, runtime shim, every component), branch mode
+// by default in a repository.
+func TestGitSentryThroughLazaret(t *testing.T) {
+	e := NewEnv(t)
+	gsRepo(t, e.Workspace)
+	before := hostState(t, e.Workspace)
+	// One session holds the sandbox for the whole test.
+	hold, release := io.Pipe()
+	holder := e.Cmd(context.Background(), "exec", "--", "cat")
+	holder.Stdin = hold
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { release.Close(); _ = holder.Wait() }()
+	sh := func(script string) Result { return e.Run("exec", "--", "sh", "-c", script) }
+	must := func(script string) string {
+		t.Helper()
+		r := sh(script)
+		if r.Code != 0 {
+			t.Fatalf("lazaret exec %q: exit %d: %s%s", script, r.Code, r.Stdout, r.Stderr)
+		}
+		return strings.TrimSpace(r.Stdout)
+	}
+	for script, want := range map[string]string{
+		"echo x >> /workspace/.git/config": "Read-only file system",
+		"rm /workspace/.git/config":        "busy",
+		"mv /workspace/.git /workspace/g2": "busy",
+	} {
+		if r := sh(script); r.Code == 0 || !strings.Contains(r.Stderr, want) {
+			t.Errorf("lazaret exec %q: exit %d, %q; want a failure with %q", script, r.Code, r.Stderr, want)
+		}
+	}
+	must("printf '#!/bin/sh\\n' > .git/hooks/pre-commit")
+	rt, _ := domain.RuntimeDir()
+	a, err := domain.New("default", e.Workspace, e.DataRoot, rt, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(a.AgentClone(), ".git", "hooks", "pre-commit")); err == nil {
+		t.Errorf("a hook written in the sandbox reached the host")
+	}
+	tip := must("echo agent >> a.txt && git commit -qam 'via lazaret' && git rev-parse HEAD")
+	Eventually(t, 10*time.Second, "the agent's commit on the host", func() bool {
+		return hostRef(e.Workspace, "refs/heads/lazaret/agent-default") == tip
+	})
+	gsGit(t, e.Workspace, "config", "user.name", "Changed On Host")
+	if got := must("git config user.name"); got != "Changed On Host" {
+		t.Errorf("sandbox sees user.name %q", got)
+	}
+	if out := e.MustRun("log", "--oneline"); !strings.Contains(out, "via lazaret") {
+		t.Errorf("lazaret log: %q", out)
+	}
+	if after := hostState(t, e.Workspace); after != before {
+		t.Errorf("host repository changed:\n%s\n---\n%s", before, after)
+	}
+	e.MustRun("merge")
+	if got := gsGit(t, e.Workspace, "rev-parse", "HEAD"); got != tip {
+		t.Errorf("HEAD after lazaret merge = %s, want %s", got, tip)
+	}
 }
