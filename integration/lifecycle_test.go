@@ -289,6 +289,26 @@ func TestLifecycleKilledCoordinator(t *testing.T) {
 	requireGone(t, d, 5*time.Second)
 }
 
+// TestLifecycleStopAllAfterCrash: `lazaret stop --all` (what the test
+// harness runs in cleanup) removes what a coordinator killed with SIGKILL
+// left: its containers (sidecar included) and its dead socket.
+func TestLifecycleStopAllAfterCrash(t *testing.T) {
+	e, d := lcEnv(t)
+	a, _ := background(t, e, nil, "exec", "--", "sleep", "600")
+	Eventually(t, 2*time.Minute, "session", func() bool { return sessions(t, e) == 1 })
+	if err := syscall.Kill(status(t, e).Status.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Wait()
+	if !exists(d.Resources["control_socket"]) || len(containersOf(t, d.Hash)) == 0 {
+		t.Fatal("the kill left nothing behind; the test proves nothing")
+	}
+	if r := e.Run("stop", "--all"); r.Code != 0 || !strings.Contains(r.Stdout, "leftover") {
+		t.Fatalf("stop --all: %+v", r)
+	}
+	requireGone(t, d, 5*time.Second)
+}
+
 // TestLifecycleStopWithSessions: `lazaret stop` ends attached sessions
 // with a clear message and removes everything.
 func TestLifecycleStopWithSessions(t *testing.T) {

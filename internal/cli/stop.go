@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -69,6 +71,9 @@ func runStop(ctx context.Context, g *globalOptions, profile string) error {
 		if rerr != nil {
 			return rerr
 		}
+		if err := removeDeadSocket(ctx, g, a.RuntimeDir, a.Hash); err != nil {
+			return err
+		}
 		if n > 0 {
 			fmt.Fprintf(g.io.Out, "removed %d leftover container(s) of domain %s\n", n, a.Hash)
 		} else {
@@ -131,40 +136,105 @@ func runStopAll(ctx context.Context, g *globalOptions) error {
 		}()
 	}
 	wg.Wait()
-	if n, err := removeLeftovers(ctx, g, sandbox.LabelDataRoot, cfg.DataRoot); err != nil {
+	n, dead, err := removeLeftoverDomains(ctx, g, sandbox.LabelDataRoot, cfg.DataRoot)
+	if err != nil {
 		errs = append(errs, err)
 	} else if n > 0 {
 		fmt.Fprintf(g.io.Out, "removed %d leftover container(s)\n", n)
+	}
+	if rt, err := domain.RuntimeDir(); err == nil {
+		for _, h := range dead {
+			if err := removeDeadSocket(ctx, g, rt, h); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
 
 // removeLeftovers removes the containers labelled key=value whose domain
-// has no live coordinator.
+// has no live coordinator, together with every other container of those
+// domains (a network sidecar carries only the domain label).
 func removeLeftovers(ctx context.Context, g *globalOptions, key, value string) (int, error) {
+	n, _, err := removeLeftoverDomains(ctx, g, key, value)
+	return n, err
+}
+
+// removeLeftoverDomains is removeLeftovers that also returns the hashes of
+// the dead domains it cleaned.
+func removeLeftoverDomains(ctx context.Context, g *globalOptions, key, value string) (int, []string, error) {
 	pm := &podman.Client{Log: g.log}
 	list, err := pm.ListByLabel(ctx, key, value)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	rt, err := domain.RuntimeDir()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	n := 0
+	dead := map[string]bool{}
+	var ids []string
 	for _, c := range list {
 		hash := c.Labels[domain.LabelKey]
-		sock := (&domain.Anchor{RuntimeDir: rt, Hash: hash}).ControlSocket()
-		if hash != "" {
+		if hash != "" && !dead[hash] {
+			sock := (&domain.Anchor{RuntimeDir: rt, Hash: hash}).ControlSocket()
 			if cl, err := coord.Dial(ctx, sock, g.log); err == nil {
 				cl.Close()
 				continue // its coordinator is alive and owns it
 			}
+			dead[hash] = true
 		}
-		if err := pm.RemoveContainer(ctx, c.ID, 0); err != nil {
-			return n, err
-		}
-		n++
+		ids = append(ids, c.ID)
 	}
-	return n, nil
+	if key != domain.LabelKey {
+		for hash := range dead {
+			more, err := pm.ListByLabel(ctx, domain.LabelKey, hash)
+			if err != nil {
+				return 0, nil, err
+			}
+			for _, c := range more {
+				if !slices.Contains(ids, c.ID) {
+					ids = append(ids, c.ID)
+				}
+			}
+		}
+	}
+	// One at a time: removing a sidecar also removes the agent container
+	// joined to it (--depend), which is then already gone.
+	for _, id := range ids {
+		if err := pm.RemoveContainer(ctx, id, 0); err != nil {
+			return 0, nil, err
+		}
+	}
+	hashes := make([]string, 0, len(dead))
+	for h := range dead {
+		hashes = append(hashes, h)
+	}
+	return len(ids), hashes, nil
+}
+
+// removeDeadSocket removes the control socket of domain hash if nothing
+// answers on it, under the domain's hold-to-bind lock so that no leader is
+// starting a coordinator meanwhile.
+func removeDeadSocket(ctx context.Context, g *globalOptions, rt, hash string) error {
+	a := &domain.Anchor{RuntimeDir: rt, Hash: hash}
+	if _, err := os.Lstat(a.ControlSocket()); err != nil {
+		return nil
+	}
+	lock, err := coord.OpenLock(a.LockFile())
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if ok, err := lock.TryLock(); err != nil || !ok {
+		return err // a leader is at work: the socket is its business
+	}
+	if c, err := coord.Dial(ctx, a.ControlSocket(), g.log); err == nil {
+		c.Close()
+		return nil
+	}
+	if err := os.Remove(a.ControlSocket()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }
