@@ -184,6 +184,15 @@ func printNetStatus(w io.Writer, st *api.Status) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\n", r.Addr, r.Name, expiry(r.Expires))
 		}
 	}
+	var total uint64
+	for k, v := range st.Counters {
+		if strings.HasPrefix(k, "deny ") {
+			total += v
+		}
+	}
+	fmt.Fprintf(tw, "\ndenied packets:\t%d (metadata %d, dns %d)\n", total,
+		st.Counters["deny metadata ipv4"]+st.Counters["deny metadata ipv6"],
+		st.Counters["deny other dns udp"]+st.Counters["deny other dns tcp"])
 	fmt.Fprintf(tw, "\nrecent denials (%s):\n", st.DenialLog)
 	if len(st.Denials) == 0 {
 		fmt.Fprintf(tw, "  (none)\n")
