@@ -50,7 +50,18 @@ type Server struct {
 	san    string
 	replay *replayCache
 	wg     sync.WaitGroup
+	// conns bounds the connections served at once and prompts the requests
+	// waiting for a human, so a sandbox cannot exhaust the coordinator or
+	// bury its human under a queue of prompts.
+	conns   chan struct{}
+	prompts chan struct{}
 }
+
+// Limits of one sandbox.
+const (
+	MaxConnections   = 32
+	MaxPendingPrompt = 8
+)
 
 // NewServer returns a server using tlsConf (from the Trust Anchor).
 func NewServer(cfg Config, tlsConf *tls.Config) *Server {
@@ -63,7 +74,8 @@ func NewServer(cfg Config, tlsConf *tls.Config) *Server {
 	if cfg.Auditor == nil {
 		cfg.Auditor = AuditFunc(func(context.Context, Event) error { return nil })
 	}
-	return &Server{cfg: cfg, tls: tlsConf, san: trust.SAN(cfg.Profile, cfg.SandboxID), replay: newReplayCache()}
+	return &Server{cfg: cfg, tls: tlsConf, san: trust.SAN(cfg.Profile, cfg.SandboxID), replay: newReplayCache(),
+		conns: make(chan struct{}, MaxConnections), prompts: make(chan struct{}, MaxPendingPrompt)}
 }
 
 // Serve accepts connections on ln until ctx ends, then closes ln and waits
@@ -83,9 +95,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return fmt.Errorf("escalation: accept: %w", err)
 		}
+		select {
+		case s.conns <- struct{}{}:
+		default:
+			s.cfg.Log.Warn("escalation: too many connections, refusing one")
+			_ = c.Close()
+			continue
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			defer func() { <-s.conns }()
 			s.Handle(ctx, c)
 		}()
 	}
@@ -268,9 +288,19 @@ func (s *Server) serve(ctx context.Context, req *wire.Request, sess *Session, ou
 	out.send(wire.Frame{Type: wire.FrameExit, Code: code})
 }
 
+// ErrTooManyPrompts is the denial of a request while MaxPendingPrompt
+// others wait for the human.
+var ErrTooManyPrompts = errors.New("too many requests already wait for approval")
+
 func (s *Server) ask(ctx context.Context, sess *Session, pr PromptRequest) (Answer, error) {
 	if sess.Prompt == nil {
 		return Answer{Action: Deny}, ErrNoPrompter
+	}
+	select {
+	case s.prompts <- struct{}{}:
+		defer func() { <-s.prompts }()
+	default:
+		return Answer{Action: Deny}, ErrTooManyPrompts
 	}
 	ans, err := sess.Prompt.Prompt(ctx, pr)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -538,4 +539,45 @@ func TestClientTimeoutWithdrawsPrompt(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("prompt not withdrawn after the client gave up")
 	}
+}
+
+// TestPromptQueueIsBounded: requests beyond MaxPendingPrompt waiting for
+// the human are denied at once instead of queueing.
+func TestPromptQueueIsBounded(t *testing.T) {
+	r := newRig(t)
+	other, _ := session.New()
+	r.reg.Register(&Session{ID: other.ID, Public: other.Public, Prompt: countingBlocker{}})
+	r.sess = other
+	env := r.env()
+	for i := 0; i < MaxPendingPrompt; i++ {
+		go func() {
+			var so, se bytes.Buffer
+			client.Main([]string{"lazaret-escalate", "--", "echo", "x"}, func(k string) string { return env[k] }, &so, &se)
+		}()
+	}
+	for i := 0; ; i++ {
+		if blocked.Load() == MaxPendingPrompt {
+			break
+		}
+		if i > 1000 {
+			t.Fatalf("%d prompts pending, want %d", blocked.Load(), MaxPendingPrompt)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	code, _, errOut := r.escalate(r.env(), "--", "echo", "x")
+	if code != client.ExitDenied || !strings.Contains(errOut, "too many") {
+		t.Fatalf("exit %d err %q", code, errOut)
+	}
+}
+
+var blocked atomic.Int32
+
+// countingBlocker holds every prompt until its requester goes away.
+type countingBlocker struct{}
+
+func (countingBlocker) Prompt(ctx context.Context, _ PromptRequest) (Answer, error) {
+	blocked.Add(1)
+	defer blocked.Add(-1)
+	<-ctx.Done()
+	return Answer{Action: Deny}, ctx.Err()
 }
