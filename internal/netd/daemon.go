@@ -426,9 +426,30 @@ func (d *Daemon) commit(p netpolicy.Policy, what string) error {
 	if err := d.applyAllow(p); err != nil {
 		return err
 	}
+	// Addresses learned from names the new policy no longer allows are
+	// closed now rather than at the end of their TTL (established flows
+	// stay up).
+	active := p.Active(time.Now())
+	var stale []netip.Addr
 	d.mu.Lock()
 	d.policy = p
+	for a, r := range d.resolved {
+		if !active.AllowsName(r.Name) {
+			stale = append(stale, a)
+			delete(d.resolved, a)
+		}
+	}
 	d.mu.Unlock()
+	if len(stale) > 0 {
+		d.nftMu.Lock()
+		err := netpolicy.RemoveResolved(d.nft, stale)
+		d.nftMu.Unlock()
+		if err != nil {
+			d.log.Error("closing addresses of names no longer allowed", "err", err)
+		} else {
+			what += fmt.Sprintf("; closed %d resolved address(es)", len(stale))
+		}
+	}
 	select {
 	case d.wake <- struct{}{}:
 	default:

@@ -338,11 +338,22 @@ func daemonInNamespace(t *testing.T) {
 		t.Errorf("changes not logged: %+v", st.Changes)
 	}
 
+	// A policy without pkg.example closes the address it resolved to.
+	if !tun.leaves(t, "198.51.100.7:444", 7) {
+		t.Fatal("resolved address closed too early")
+	}
+	if _, err := cl.SetPolicy(ctx, netpolicy.Policy{AllowEgress: pol.AllowEgress}, "test: drop the domain"); err != nil {
+		t.Fatal(err)
+	}
+	if tun.leaves(t, "198.51.100.7:445", 8) {
+		t.Error("address of a name no longer allowed still open")
+	}
+
 	// Stopping netd leaves the ruleset in place: still closed.
 	cancel()
 	<-done
 	done <- nil
-	if tun.leaves(t, "198.51.100.11:443", 6) {
+	if tun.leaves(t, "198.51.100.11:443", 9) {
 		t.Error("namespace opened when netd stopped")
 	}
 }

@@ -2,6 +2,7 @@ package netpolicy
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -187,6 +188,28 @@ func AddResolved(c *Conn, rs []Resolved) error {
 		return fmt.Errorf("add resolved addresses: %w", err)
 	}
 	return nil
+}
+
+// RemoveResolved deletes addresses from the dns4/dns6 sets, one
+// transaction each: an address may already have timed out, and a missing
+// element would fail a shared batch. It returns the first error other than
+// a missing element.
+func RemoveResolved(c *Conn, addrs []netip.Addr) error {
+	var first error
+	for _, a := range addrs {
+		a = a.Unmap()
+		name := SetDNS4
+		if a.Is6() {
+			name = SetDNS6
+		}
+		if err := c.SetDeleteElements(setByName(name), []nftables.SetElement{{Key: a.AsSlice()}}); err != nil {
+			return err
+		}
+		if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) && first == nil {
+			first = fmt.Errorf("remove %s from %s: %w", a, name, err)
+		}
+	}
+	return first
 }
 
 // Counters returns the packet counts of the counted rules by comment.
