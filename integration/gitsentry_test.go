@@ -624,3 +624,25 @@ func TestGitSentryThroughLazaret(t *testing.T) {
 		t.Errorf("HEAD after lazaret merge = %s, want %s", got, tip)
 	}
 }
+
+// TestGitSentryStartMessages: a repository without commits is refused
+// with a hint before anything starts; uncommitted host changes are
+// reported once, on the first start.
+func TestGitSentryStartMessages(t *testing.T) {
+	e := NewEnv(t)
+	gsGit(t, e.Workspace, "init", "-q")
+	r := e.Run("exec", "--", "true")
+	if r.Code != 2 || !strings.Contains(r.Stderr, "no commits") || !strings.Contains(r.Stderr, `git_mode = "direct"`) {
+		t.Errorf("no commits: exit %d, %q", r.Code, r.Stderr)
+	}
+	gsGit(t, e.Workspace, "config", "user.name", "U")
+	gsGit(t, e.Workspace, "config", "user.email", "u@example.com")
+	gsGit(t, e.Workspace, "commit", "-q", "--allow-empty", "-m", "first")
+	os.WriteFile(filepath.Join(e.Workspace, "wip.txt"), []byte("mine\n"), 0o644)
+	if r := e.Run("exec", "--", "true"); r.Code != 0 || strings.Count(r.Stderr, "uncommitted changes") != 1 {
+		t.Errorf("first start: exit %d, %q", r.Code, r.Stderr)
+	}
+	if r := e.Run("exec", "--", "test", "!", "-e", "wip.txt"); r.Code != 0 || strings.Contains(r.Stderr, "uncommitted") {
+		t.Errorf("second start: exit %d, %q (want no notice, and no wip.txt in the clone)", r.Code, r.Stderr)
+	}
+}

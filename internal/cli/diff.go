@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/gitsentry"
 	"github.com/lazaret-dev/lazaret/internal/podman"
@@ -117,4 +118,20 @@ func runDiff(ctx context.Context, g *globalOptions, o *diffOptions, profile stri
 		return gitsentry.UncommittedDiff(ctx, t.podman, t.anchor.Container(), out, g.io.ErrOut, o.stat)
 	}
 	return t.review.Diff(ctx, out, g.io.ErrOut, o.stat, color)
+}
+
+// gitPreflight runs before a session starts the sandbox (exec, shell): a
+// branch-mode start that would fail (no commits yet) fails here with its
+// hint, and the one-time notice that uncommitted host changes are not in
+// the agent's clone reaches the user's terminal (the coordinator that
+// makes the clone only has a log file).
+func (g *globalOptions) gitPreflight(ctx context.Context, p *config.Profile, a *domain.Anchor) error {
+	notice, err := gitsentry.Preflight(ctx, &gitsentry.Git{Log: g.log}, a, p.GitMode)
+	if err != nil {
+		return err
+	}
+	if notice != "" {
+		fmt.Fprintf(g.io.ErrOut, "lazaret: %s\n", notice)
+	}
+	return nil
 }

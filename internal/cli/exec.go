@@ -107,6 +107,9 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	if err != nil {
 		return err
 	}
+	if err := g.gitPreflight(ctx, p, a); err != nil {
+		return err
+	}
 	stdin, stdout, stderr := g.files()
 	// The Session Anchor (its id is LAZARET_SESSION_ID) and this session's
 	// escalation prompts, shown on the terminal only when the command runs
