@@ -70,6 +70,9 @@ func TestStoreAuditThroughCoordinator(t *testing.T) {
 		t.Fatalf("escalation output %q", out)
 	}
 
+	// A run-time policy change is recorded.
+	e.MustRun("net", "allow", "192.0.2.0/24", "--for", "1m")
+
 	// The second opener: refused within its timeout, naming the
 	// coordinator.
 	pids := coordinatorPIDs(d.Resources["workspace"])
@@ -93,6 +96,10 @@ func TestStoreAuditThroughCoordinator(t *testing.T) {
 	res := byKind(entries, audit.KindEscalationResult)
 	if len(req) != 1 || len(dec) != 1 || len(res) != 1 {
 		t.Fatalf("escalation entries: %d requests, %d decisions, %d results", len(req), len(dec), len(res))
+	}
+	pc := byKind(entries, audit.KindPolicyChange)
+	if len(pc) != 1 || pc[0].Fields["action"] != "net allow" || pc[0].Fields["target"] != "192.0.2.0/24" || pc[0].Profile != "default" {
+		t.Fatalf("policy change entries: %+v", pc)
 	}
 	sum := sha256.Sum256([]byte("from host\n"))
 	if req[0].Request.Justification != "audit test" || dec[0].Decision.Outcome != audit.OutcomeAuto ||

@@ -469,3 +469,19 @@ func runAuditExport(ctx context.Context, g *globalOptions, profile string) error
 	}
 	return nil
 }
+
+// auditPolicyChange asks the domain's coordinator to record a run-time
+// policy change in the audit trail. The change itself is already made, so
+// a failure is a warning, not an error.
+func (g *globalOptions) auditPolicyChange(ctx context.Context, a *domain.Anchor, action string, fields map[string]string) {
+	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
+	c, err := coord.Dial(ctx, a.ControlSocket(), g.log)
+	if err == nil {
+		defer c.Close()
+		_, err = ctl.RecordPolicyChange(ctx, c.Conn, ctl.PolicyChange{Action: action, Fields: fields})
+	}
+	if err != nil {
+		fmt.Fprintf(g.io.ErrOut, "lazaret: warning: the change is not in the audit trail: %v\n", err)
+	}
+}

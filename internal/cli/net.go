@@ -130,6 +130,7 @@ func runNetAllow(ctx context.Context, g *globalOptions, o *netOptions, target st
 	if _, err := cl.Allow(ctx, target, o.forDur, "lazaret net allow"); err != nil {
 		return netUnavailable(err, a)
 	}
+	g.auditPolicyChange(ctx, a, "net allow", map[string]string{"target": target, "for": o.forDur.String()})
 	if o.forDur > 0 {
 		fmt.Fprintf(g.io.Out, "allowed %s for %v\n", target, o.forDur)
 	} else {
@@ -151,6 +152,7 @@ func runNetReload(ctx context.Context, g *globalOptions, o *netOptions) error {
 	if err != nil {
 		return netUnavailable(err, a)
 	}
+	g.auditPolicyChange(ctx, a, "net reload", map[string]string{"cidrs": fmt.Sprint(len(st.Policy.AllowEgress)), "domains": fmt.Sprint(len(st.Policy.AllowDomains))})
 	fmt.Fprintf(g.io.Out, "reloaded: %d CIDR(s), %d domain(s) allowed\n", len(st.Policy.AllowEgress), len(st.Policy.AllowDomains))
 	return nil
 }

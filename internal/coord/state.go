@@ -211,6 +211,13 @@ func (a auditStore) Audit(ctx context.Context, f audit.Filter) ([]audit.Entry, e
 	return st.Audit(ctx, f)
 }
 
+// AppendAudit records an entry a CLI sent (policy.change), stamped with
+// this domain's profile.
+func (a auditStore) AppendAudit(ctx context.Context, e audit.Entry) (uint64, error) {
+	e.Profile = a.c.o.Anchor.Profile
+	return a.c.appendAudit(ctx, e)
+}
+
 func (a auditStore) Verify(ctx context.Context) (audit.Report, error) {
 	st := a.c.store()
 	if st == nil {

@@ -16,7 +16,19 @@ const (
 	TypeAuditQuery = "audit.query"
 	// TypeAuditVerify has no payload and is answered by an audit.Report.
 	TypeAuditVerify = "audit.verify"
+	// TypeAuditPolicyChange records a run-time policy change made by a
+	// CLI of the same user (`lazaret net allow`, `net reload`): a
+	// PolicyChange answered by the entry's sequence number.
+	TypeAuditPolicyChange = "audit.policy_change"
 )
+
+// PolicyChange describes a policy change for the audit trail.
+type PolicyChange struct {
+	// Action names the command ("net allow", "net reload").
+	Action string `json:"action"`
+	// Fields are its details (target, duration, counts).
+	Fields map[string]string `json:"fields,omitempty"`
+}
 
 // AuditPage is one page of an audit query. More says that entries after
 // the last one returned may match: ask again with AfterSeq set to it.
@@ -43,6 +55,7 @@ const (
 type AuditStore interface {
 	Audit(ctx context.Context, f audit.Filter) ([]audit.Entry, error)
 	Verify(ctx context.Context) (audit.Report, error)
+	AppendAudit(ctx context.Context, e audit.Entry) (uint64, error)
 }
 
 // AuditHandlers returns the coordinator's handlers of the audit requests,
@@ -59,7 +72,32 @@ func AuditHandlers(st AuditStore) map[string]HandlerFunc {
 		TypeAuditVerify: func(ctx context.Context, _ *Request) (any, error) {
 			return st.Verify(ctx)
 		},
+		TypeAuditPolicyChange: func(ctx context.Context, req *Request) (any, error) {
+			var pc PolicyChange
+			if err := req.Decode(&pc); err != nil {
+				return nil, err
+			}
+			if pc.Action == "" {
+				return nil, Errorf(ErrBadRequest.Code, "%s: no action", req.Type)
+			}
+			f := map[string]string{"action": pc.Action}
+			for k, v := range pc.Fields {
+				if k != "action" {
+					f[k] = v
+				}
+			}
+			return st.AppendAudit(ctx, audit.Entry{Kind: audit.KindPolicyChange, Fields: f})
+		},
 	}
+}
+
+// RecordPolicyChange asks the coordinator to write a policy.change entry.
+func RecordPolicyChange(ctx context.Context, c *Conn, pc PolicyChange) (uint64, error) {
+	var seq uint64
+	if err := c.Call(ctx, TypeAuditPolicyChange, pc, &seq); err != nil {
+		return 0, fmt.Errorf("audit policy change: %w", err)
+	}
+	return seq, nil
 }
 
 func auditPage(ctx context.Context, st AuditStore, f audit.Filter) (*auditPageOut, error) {

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -83,5 +84,33 @@ func TestAuditOverSocket(t *testing.T) {
 	r, err := VerifyAudit(ctx(t), c.Conn)
 	if err != nil || !r.OK() || r.Entries != n {
 		t.Fatalf("verify: %+v %v", r, err)
+	}
+}
+
+func TestAuditPolicyChange(t *testing.T) {
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s, path := startServer(t, os.Getuid())
+	for typ, h := range AuditHandlers(st) {
+		s.Handle(typ, h)
+	}
+	c := NewClient(nil)
+	if err := c.Connect(ctx(t), path, Hello{}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	seq, err := RecordPolicyChange(ctx(t), c.Conn, PolicyChange{Action: "net allow", Fields: map[string]string{"target": "192.0.2.0/24", "action": "forged"}})
+	if err != nil || seq != 1 {
+		t.Fatalf("record: %d %v", seq, err)
+	}
+	if _, err := RecordPolicyChange(ctx(t), c.Conn, PolicyChange{}); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("empty action: %v", err)
+	}
+	es, err := st.Audit(ctx(t), audit.Filter{})
+	if err != nil || len(es) != 1 || es[0].Kind != audit.KindPolicyChange || es[0].Fields["action"] != "net allow" || es[0].Fields["target"] != "192.0.2.0/24" {
+		t.Fatalf("entries: %+v %v", es, err)
 	}
 }
