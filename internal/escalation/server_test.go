@@ -3,8 +3,6 @@ package escalation
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/tls"
 	"net"
 	"os"
@@ -389,15 +387,13 @@ func TestRejections(t *testing.T) {
 			return nil, nil
 		}},
 		{"forged delegation", StageDelegation, func(r *rig, req *wire.Request) (*tls.Config, []byte) {
-			// Delegation for the victim session signed by another session's key.
-			pub, priv, _ := ed25519.GenerateKey(rand.Reader)
-			req.Delegation = session.Delegation{SessionID: r.sess.ID, DelegatedPub: pub, NotAfter: now.Add(time.Hour).Unix(), SandboxID: testSandbox}
-			// other signs a delegation of its own, whose signature is then
-			// presented as the victim's.
+			// A delegation claiming the victim session: other signs a
+			// delegation of its own, whose signature and key are then
+			// presented as the victim's; the request is signed with that key.
 			od, _ := other.Delegate(testSandbox, time.Hour, now)
-			req.Delegation.DelegatedPub, req.Delegation.Signature = od.Delegation.DelegatedPub, od.Delegation.Signature
-			priv = od.Key
-			req.Sign(priv)
+			req.Delegation = session.Delegation{SessionID: r.sess.ID, DelegatedPub: od.Delegation.DelegatedPub,
+				NotAfter: od.Delegation.NotAfter, SandboxID: testSandbox, Signature: od.Delegation.Signature}
+			req.Sign(od.Key)
 			return nil, nil
 		}},
 		{"expired delegation", StageDelegation, func(r *rig, req *wire.Request) (*tls.Config, []byte) {

@@ -121,9 +121,7 @@ func (r *Runner) start(reqs []escalation.PromptRequest) {
 		_ = flush()
 	}
 	m := New(reqs[0], r.Resolve, r.deliver)
-	for _, q := range reqs[1:] {
-		m.queue = append(m.queue, q)
-	}
+	m.queue = append(m.queue, reqs[1:]...)
 	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(r.TTY), tea.WithoutSignalHandler())
 	r.prog = p
 	r.running.Add(1)
