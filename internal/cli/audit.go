@@ -182,13 +182,14 @@ func openAuditSource(ctx context.Context, g *globalOptions, a *domain.Anchor) (*
 		if err == nil {
 			return &auditSource{client: c}, nil
 		}
-		if errors.Is(err, ctl.ErrShuttingDown) {
-			// It closes the store as it goes; read the file after.
+		switch {
+		case errors.Is(err, ctl.ErrAPIMismatch):
+			return nil, err
+		case !errors.Is(err, coord.ErrNotRunning):
+			// Shutting down, or its sandbox failed to start: it closes
+			// the store as it goes; read the file once it is gone.
 			lastErr = err
 			continue
-		}
-		if !errors.Is(err, coord.ErrNotRunning) {
-			return nil, err
 		}
 		if _, err := os.Stat(a.StateDB()); errors.Is(err, fs.ErrNotExist) {
 			return nil, errNoTrail
