@@ -38,6 +38,9 @@ type PromptRequest struct {
 	Argv          []string `json:"argv,omitempty"` // nil when Command is not a simple command
 	Executable    string   `json:"executable,omitempty"`
 	Reason        string   `json:"reason"` // why it was not auto-approved
+	// Path is the PATH the coordinator resolves and runs commands with, so
+	// an edited command resolves on the human's screen as it will run.
+	Path string `json:"path,omitempty"`
 }
 
 // Answer is the human's decision. For an edited command Argv is the new

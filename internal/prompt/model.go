@@ -30,9 +30,9 @@ type (
 	CancelMsg struct{ RequestID string }
 )
 
-// Resolver resolves an edited command's argv[0] for request r, as the
-// coordinator will (escalation.Resolve with its PATH in r.HostDir).
-type Resolver func(argv0, hostDir string) (string, error)
+// Resolver resolves an edited command's argv[0] for request r exactly as
+// the coordinator will (escalation.Resolve in r.HostDir with r.Path).
+type Resolver func(argv0 string, r escalation.PromptRequest) (string, error)
 
 type mode int
 
@@ -140,7 +140,7 @@ func (m *Model) editKey(k tea.KeyPressMsg) {
 			m.note = "cannot run that: " + err.Error() + " (commands never run through a shell)"
 			return
 		}
-		exe, err := m.resolve(argv[0], m.queue[0].HostDir)
+		exe, err := m.resolve(argv[0], m.queue[0])
 		if err != nil {
 			m.note = err.Error()
 			return

@@ -38,7 +38,7 @@ func req(id string, argv ...string) escalation.PromptRequest {
 		HostDir: "/home/u/proj", Argv: argv, Executable: "/usr/bin/" + argv[0], Reason: "no auto_approve entry matches"}
 }
 
-func resolver(argv0, dir string) (string, error) {
+func resolver(argv0 string, _ escalation.PromptRequest) (string, error) {
 	if argv0 == "nosuch" {
 		return "", errors.New("no such executable")
 	}

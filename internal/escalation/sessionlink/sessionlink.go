@@ -49,10 +49,14 @@ func New(o Options) (*Link, error) {
 		return nil, err
 	}
 	r := &prompt.Runner{TTY: o.TTY, OnAbort: o.Abort, Pause: o.Pause, Resume: o.Resume,
-		Resolve: func(argv0, hostDir string) (string, error) {
-			// The coordinator resolves with the same absolute PATH entries
-			// (it was started from this user's environment) and checks again.
-			return escalation.Resolve(argv0, hostDir, escalation.SafePath(os.Getenv("PATH")))
+		Resolve: func(argv0 string, r escalation.PromptRequest) (string, error) {
+			// Resolved as the coordinator will (it checks again and refuses
+			// a difference).
+			path := r.Path
+			if path == "" {
+				path = escalation.SafePath(os.Getenv("PATH"))
+			}
+			return escalation.Resolve(argv0, r.HostDir, escalation.SafePath(path))
 		}}
 	return &Link{anchor: a, runner: r}, nil
 }
