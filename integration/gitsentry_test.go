@@ -111,7 +111,7 @@ func gsStartNamed(t testing.TB, e *Env, profile, gitMode, suffix string, extraMo
 		SecurityOpt: []string{"no-new-privileges"},
 		Network:     "none",
 		Workdir:     "/workspace",
-		ExtraArgs:   []string{"--runtime-flag", "ignore-cgroups"},
+		ExtraArgs:   gsRuntimeFlags(),
 		Command:     []string{"sleep", "infinity"},
 	}
 	if err := comp.Prepare(ctx, spec); err != nil {
@@ -140,6 +140,18 @@ func gsStartNamed(t testing.TB, e *Env, profile, gitMode, suffix string, extraMo
 		t.Logf("notices: %s", notices.String())
 	}
 	return s
+}
+
+// gsRuntimeFlags are the runsc flags of the test sandboxes; extra ones
+// come from LAZARET_TEST_RUNSC_FLAGS (space separated, e.g.
+// "file-access-mounts=exclusive" to check that the Git Sentry's mount
+// hints keep everything correct under exclusive file access).
+func gsRuntimeFlags() []string {
+	args := []string{"--runtime-flag", "ignore-cgroups"}
+	for _, f := range strings.Fields(os.Getenv("LAZARET_TEST_RUNSC_FLAGS")) {
+		args = append(args, "--runtime-flag", f)
+	}
+	return args
 }
 
 type testWriter struct{ t testing.TB }
@@ -487,6 +499,14 @@ func TestGitSentryDirectMode(t *testing.T) {
 		t.Errorf("direct mode: host directory not written through: %q %v", data, err)
 	}
 	os.Remove(filepath.Join(e.Workspace, "direct.txt"))
+	// The user edits on the host while the sandbox runs (an editor's
+	// write-and-rename): the sandbox sees it at once.
+	os.WriteFile(filepath.Join(e.Workspace, "b.txt.tmp"), []byte("host edit\n"), 0o644)
+	os.Rename(filepath.Join(e.Workspace, "b.txt.tmp"), filepath.Join(e.Workspace, "b.txt"))
+	if got := s.must("cat b.txt"); got != "host edit" {
+		t.Errorf("host edit not seen in direct mode: %q", got)
+	}
+	os.WriteFile(filepath.Join(e.Workspace, "b.txt"), []byte("b\n"), 0o644)
 	if after := hostState(t, e.Workspace); after != before {
 		t.Errorf("host repository changed in direct mode:\n%s\n---\n%s", before, after)
 	}
@@ -644,5 +664,48 @@ func TestGitSentryStartMessages(t *testing.T) {
 	}
 	if r := e.Run("exec", "--", "test", "!", "-e", "wip.txt"); r.Code != 0 || strings.Contains(r.Stderr, "uncommitted") {
 		t.Errorf("second start: exit %d, %q (want no notice, and no wip.txt in the clone)", r.Code, r.Stderr)
+	}
+}
+
+// TestGitSentryHostGitHintUnderExclusiveAccess: under runsc
+// --file-access-mounts=exclusive, the host .git must carry the
+// share=shared hint the component adds, or a host-side `git config` is
+// never seen in the sandbox. Control: the same mount without the hint
+// keeps the stale value.
+func TestGitSentryHostGitHintUnderExclusiveAccess(t *testing.T) {
+	e := NewEnv(t)
+	gsRepo(t, e.Workspace)
+	gitDir := filepath.Join(e.Workspace, ".git")
+	for _, hinted := range []bool{true, false} {
+		name := fmt.Sprintf("lazaret-gitsentry-hint-%d-%v", os.Getpid(), hinted)
+		args := []string{"run", "-d", "--replace", "--name", name, "--runtime", gsRuntime(t),
+			"--runtime-flag", "ignore-cgroups", "--runtime-flag", "file-access-mounts=exclusive", "--network", "none",
+			"--mount", "type=bind,source=" + gitDir + ",destination=/run/lazaret/host.git,readonly=true"}
+		if hinted {
+			spec := &podman.ContainerSpec{}
+			gitsentry.AddSharedHint(spec, gitsentry.HostGitHintName, gitDir)
+			for k, v := range spec.Annotations {
+				args = append(args, "--annotation", k+"="+v)
+			}
+		}
+		args = append(args, gsImage, "sleep", "infinity")
+		if out, err := exec.Command("podman", args...).CombinedOutput(); err != nil {
+			t.Fatalf("podman run: %v: %s", err, out)
+		}
+		defer exec.Command("podman", "rm", "-f", "-t", "0", name).Run()
+		get := func() string {
+			out, _ := exec.Command("podman", "exec", name, "git", "config", "-f", "/run/lazaret/host.git/config", "user.name").Output()
+			return strings.TrimSpace(string(out))
+		}
+		gsGit(t, e.Workspace, "config", "user.name", "Before")
+		get() // the sandbox has now cached the file
+		gsGit(t, e.Workspace, "config", "user.name", "After")
+		got := get()
+		switch {
+		case hinted && got != "After":
+			t.Errorf("with the hint, the sandbox sees user.name %q after the host changed it", got)
+		case !hinted && got != "Before":
+			t.Errorf("control: without the hint, the sandbox saw %q; exclusive access is not caching (the test cannot fail)", got)
+		}
 	}
 }

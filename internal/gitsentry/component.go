@@ -101,7 +101,15 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	}
 	c.mode = mode
 	if mode == ModeDirect {
-		spec.Mounts = append(spec.Mounts, DirectMounts(c.Anchor.Workspace)...)
+		mounts := DirectMounts(c.Anchor.Workspace)
+		spec.Mounts = append(spec.Mounts, mounts...)
+		// The user edits the host directory while the sandbox runs: keep
+		// revalidating access for it (and its .git) even if the runtime
+		// runs with --file-access-mounts=exclusive.
+		AddSharedHint(spec, DirectWorkspaceHintName, c.Anchor.Workspace)
+		for _, m := range mounts {
+			AddSharedHint(spec, DirectGitHintName, m.Source)
+		}
 		return nil
 	}
 	repo, err := OpenHostRepo(ctx, c.Git, c.Anchor.Workspace)

@@ -18,8 +18,13 @@ import (
 // sandbox must see it (config include, alternates).
 const hintPrefix = "dev.gvisor.spec.mount."
 
-// HostGitHintName is the hint name of the host .git mount.
-const HostGitHintName = "lazarethostgit"
+// Hint names (one per mount source; runsc refuses two hints with the
+// same source).
+const (
+	HostGitHintName         = "lazarethostgit"   // branch mode: host common dir
+	DirectWorkspaceHintName = "lazaretdirectws"  // direct mode: the host directory
+	DirectGitHintName       = "lazaretdirectgit" // direct mode: its .git
+)
 
 // AddSharedHint marks the bind mount of source as shared with the host.
 func AddSharedHint(spec *podman.ContainerSpec, name, source string) {
