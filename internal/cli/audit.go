@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -247,6 +246,18 @@ func (s *auditSource) query(ctx context.Context, f audit.Filter, fn func([]audit
 	return fn(entries)
 }
 
+// queryJSON is query handing over each entry's JSON object undecoded.
+func (s *auditSource) queryJSON(ctx context.Context, f audit.Filter, fn func([]json.RawMessage) error) error {
+	if s.client != nil {
+		return ctl.QueryAuditJSON(ctx, s.client.Conn, f, fn)
+	}
+	entries, err := s.st.AuditJSON(ctx, f)
+	if err != nil {
+		return err
+	}
+	return fn(entries)
+}
+
 func (s *auditSource) verify(ctx context.Context) (audit.Report, error) {
 	if s.client != nil {
 		return ctl.VerifyAudit(ctx, s.client.Conn)
@@ -275,16 +286,36 @@ func runAudit(ctx context.Context, g *globalOptions, o *auditOptions, profile st
 	w := bufio.NewWriter(g.io.Out)
 	defer w.Flush()
 	var lastSeq uint64
-	emit := func(entries []audit.Entry) error {
-		for _, e := range entries {
-			if err := writeEntry(w, e, o.json); err != nil {
+	var emit auditEmitter
+	if o.json {
+		// JSON goes out as the store wrote it, never decoded and
+		// encoded again.
+		emit = func(ctx context.Context, src *auditSource, f audit.Filter) error {
+			return src.queryJSON(ctx, f, func(raw []json.RawMessage) error {
+				for _, r := range raw {
+					if _, err := fmt.Fprintf(w, "%s\n", audit.EscapeJSON(r)); err != nil {
+						return err
+					}
+				}
+				seq, err := seqOf(raw[len(raw)-1])
+				lastSeq = max(lastSeq, seq)
 				return err
-			}
-			lastSeq = max(lastSeq, e.Seq)
+			})
 		}
-		return nil
+	} else {
+		emit = func(ctx context.Context, src *auditSource, f audit.Filter) error {
+			return src.query(ctx, f, func(entries []audit.Entry) error {
+				for _, e := range entries {
+					if _, err := fmt.Fprintln(w, audit.Line(e)); err != nil {
+						return err
+					}
+					lastSeq = max(lastSeq, e.Seq)
+				}
+				return nil
+			})
+		}
 	}
-	err = withAuditSource(ctx, g, a, func(src *auditSource) error { return src.query(ctx, f, emit) })
+	err = withAuditSource(ctx, g, a, func(src *auditSource) error { return emit(ctx, src, f) })
 	if errors.Is(err, errNoTrail) {
 		if !o.follow {
 			if !o.json {
@@ -301,10 +332,22 @@ func runAudit(ctx context.Context, g *globalOptions, o *auditOptions, profile st
 	return followAudit(ctx, g, a, f, &lastSeq, w, emit)
 }
 
+// auditEmitter runs one query on src and prints what it returns.
+type auditEmitter func(ctx context.Context, src *auditSource, f audit.Filter) error
+
+// seqOf reads the sequence number of an entry's JSON.
+func seqOf(raw json.RawMessage) (uint64, error) {
+	var e struct {
+		Seq uint64 `json:"seq"`
+	}
+	err := json.Unmarshal(raw, &e)
+	return e.Seq, err
+}
+
 // followAudit polls for entries after lastSeq until ctx ends. With no
 // coordinator, each poll opens the store and closes it at once, so
 // following never keeps a coordinator from starting.
-func followAudit(ctx context.Context, g *globalOptions, a *domain.Anchor, f audit.Filter, lastSeq *uint64, w *bufio.Writer, emit func([]audit.Entry) error) error {
+func followAudit(ctx context.Context, g *globalOptions, a *domain.Anchor, f audit.Filter, lastSeq *uint64, w *bufio.Writer, emit auditEmitter) error {
 	f.Last = 0
 	t := time.NewTicker(auditFollowEvery)
 	defer t.Stop()
@@ -315,7 +358,7 @@ func followAudit(ctx context.Context, g *globalOptions, a *domain.Anchor, f audi
 		case <-t.C:
 		}
 		f.AfterSeq = *lastSeq
-		err := withAuditSource(ctx, g, a, func(src *auditSource) error { return src.query(ctx, f, emit) })
+		err := withAuditSource(ctx, g, a, func(src *auditSource) error { return emit(ctx, src, f) })
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -338,19 +381,6 @@ func withAuditSource(ctx context.Context, g *globalOptions, a *domain.Anchor, fn
 	}
 	defer src.Close()
 	return fn(src)
-}
-
-func writeEntry(w io.Writer, e audit.Entry, asJSON bool) error {
-	if !asJSON {
-		_, err := fmt.Fprintln(w, audit.Line(e))
-		return err
-	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", audit.EscapeJSON(b))
-	return err
 }
 
 // chainBroken is a verification failure (exit code 5, like every
@@ -434,12 +464,8 @@ func runAuditExport(ctx context.Context, g *globalOptions, profile string) error
 		if err := writeHeader(); err != nil {
 			return err
 		}
-		return src.query(ctx, audit.Filter{}, func(entries []audit.Entry) error {
-			for _, e := range entries {
-				b, err := json.Marshal(e)
-				if err != nil {
-					return err
-				}
+		return src.queryJSON(ctx, audit.Filter{}, func(raw []json.RawMessage) error {
+			for _, b := range raw {
 				sep := ",\n"
 				if n == 0 {
 					sep = "\n"

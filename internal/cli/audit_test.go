@@ -251,6 +251,11 @@ func TestAuditThroughControlSocket(t *testing.T) {
 }
 
 func TestAuditFollowDoesNotHoldTheLock(t *testing.T) {
+	t.Run("text", func(t *testing.T) { testAuditFollow(t) })
+	t.Run("json", func(t *testing.T) { testAuditFollow(t, "--json") })
+}
+
+func testAuditFollow(t *testing.T, flags ...string) {
 	e := newAuditEnv(t)
 	e.fill(2)
 	defer func(f time.Duration) { auditFollowEvery = f }(auditFollowEvery)
@@ -261,7 +266,7 @@ func TestAuditFollowDoesNotHoldTheLock(t *testing.T) {
 	go func() {
 		g := &globalOptions{io: IO{In: strings.NewReader(""), Out: &out, ErrOut: &out}}
 		root := newRootCmd(g)
-		root.SetArgs([]string{"--config", e.config, "audit", "--follow"})
+		root.SetArgs(append([]string{"--config", e.config, "audit", "--follow"}, flags...))
 		done <- exitCode(root.ExecuteContext(ctx), &out)
 	}()
 	// A writer (as a coordinator would) gets the lock between polls and

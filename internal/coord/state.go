@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -203,12 +204,12 @@ func (c *coordinator) closeState(reason string) {
 // store is open.
 type auditStore struct{ c *coordinator }
 
-func (a auditStore) Audit(ctx context.Context, f audit.Filter) ([]audit.Entry, error) {
+func (a auditStore) AuditJSON(ctx context.Context, f audit.Filter) ([]json.RawMessage, error) {
 	st := a.c.store()
 	if st == nil {
 		return nil, errNoState
 	}
-	return st.Audit(ctx, f)
+	return st.AuditJSON(ctx, f)
 }
 
 // AppendAudit records an entry a CLI sent (policy.change), stamped with

@@ -37,8 +37,8 @@ type AuditPage struct {
 	More    bool          `json:"more,omitempty"`
 }
 
-// auditPageOut is AuditPage as the server writes it: each entry encoded
-// once, when its size is counted.
+// auditPageOut is AuditPage as the server writes it: the entries' JSON as
+// the store produces it, without decoding and encoding them again.
 type auditPageOut struct {
 	Entries []json.RawMessage `json:"entries"`
 	More    bool              `json:"more,omitempty"`
@@ -53,7 +53,8 @@ const (
 
 // AuditStore is what the audit handlers need of the state store.
 type AuditStore interface {
-	Audit(ctx context.Context, f audit.Filter) ([]audit.Entry, error)
+	// AuditJSON returns the entries f selects, each as its JSON object.
+	AuditJSON(ctx context.Context, f audit.Filter) ([]json.RawMessage, error)
 	Verify(ctx context.Context) (audit.Report, error)
 	AppendAudit(ctx context.Context, e audit.Entry) (uint64, error)
 }
@@ -105,26 +106,21 @@ func auditPage(ctx context.Context, st AuditStore, f audit.Filter) (*auditPageOu
 	if f.Last <= 0 && (f.Limit <= 0 || f.Limit > auditPageEntries) {
 		f.Limit, capped = auditPageEntries, true
 	}
-	entries, err := st.Audit(ctx, f)
+	entries, err := st.AuditJSON(ctx, f)
 	if err != nil {
 		return nil, err
 	}
-	page := &auditPageOut{Entries: make([]json.RawMessage, 0, len(entries)), More: capped && len(entries) == auditPageEntries}
+	page := &auditPageOut{Entries: entries, More: capped && len(entries) == auditPageEntries}
 	size := 0
-	for i := range entries {
-		b, err := json.Marshal(&entries[i])
-		if err != nil {
-			return nil, err
-		}
+	for i, b := range entries {
 		size += len(b) + 1
 		if size > auditPageBytes {
 			if i == 0 {
-				return nil, Errorf(ErrInternal.Code, "audit entry %d is too large for a control message (%d bytes)", entries[i].Seq, len(b))
+				return nil, Errorf(ErrInternal.Code, "an audit entry of %d bytes is too large for a control message", len(b))
 			}
-			page.More = true
+			page.Entries, page.More = entries[:i], true
 			break
 		}
-		page.Entries = append(page.Entries, b)
 	}
 	return page, nil
 }
@@ -132,8 +128,22 @@ func auditPage(ctx context.Context, st AuditStore, f audit.Filter) (*auditPageOu
 // QueryAudit asks the coordinator for the entries matching f, following
 // pages, and calls fn with each page in order.
 func QueryAudit(ctx context.Context, c *Conn, f audit.Filter, fn func([]audit.Entry) error) error {
+	return QueryAuditJSON(ctx, c, f, func(raw []json.RawMessage) error {
+		entries := make([]audit.Entry, len(raw))
+		for i, r := range raw {
+			if err := json.Unmarshal(r, &entries[i]); err != nil {
+				return fmt.Errorf("audit query: %w", err)
+			}
+		}
+		return fn(entries)
+	})
+}
+
+// QueryAuditJSON is QueryAudit handing over each entry's JSON object as it
+// came, for callers that print JSON.
+func QueryAuditJSON(ctx context.Context, c *Conn, f audit.Filter, fn func([]json.RawMessage) error) error {
 	for {
-		var page AuditPage
+		var page auditPageOut
 		if err := c.Call(ctx, TypeAuditQuery, f, &page); err != nil {
 			return fmt.Errorf("audit query: %w", err)
 		}
@@ -147,7 +157,13 @@ func QueryAudit(ctx context.Context, c *Conn, f audit.Filter, fn func([]audit.En
 		}
 		// The rest of the selection is what follows the last entry
 		// received: for "last N", the remaining count of them.
-		f.AfterSeq = page.Entries[len(page.Entries)-1].Seq
+		var last struct {
+			Seq uint64 `json:"seq"`
+		}
+		if err := json.Unmarshal(page.Entries[len(page.Entries)-1], &last); err != nil {
+			return fmt.Errorf("audit query: %w", err)
+		}
+		f.AfterSeq = last.Seq
 		if f.Last > 0 {
 			f.Limit, f.Last = f.Last-len(page.Entries), 0
 		} else if f.Limit > 0 {

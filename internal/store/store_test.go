@@ -3,10 +3,12 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -117,6 +119,17 @@ func TestAppendQueryVerify(t *testing.T) {
 		}
 		if fmt.Sprint(seqs) != fmt.Sprint(c.want) {
 			t.Errorf("%s: got %v, want %v", c.name, seqs, c.want)
+		}
+		// AuditJSON selects the same entries and decodes to the same.
+		raw, err := s.AuditJSON(ctx, c.f)
+		if err != nil || len(raw) != len(got) {
+			t.Fatalf("%s: AuditJSON: %d entries, %v", c.name, len(raw), err)
+		}
+		for i, r := range raw {
+			var e audit.Entry
+			if err := json.Unmarshal(r, &e); err != nil || !reflect.DeepEqual(e, got[i]) {
+				t.Fatalf("%s: AuditJSON entry %d: %v\n%s\n%+v", c.name, i, err, r, got[i])
+			}
 		}
 	}
 	r, err := s.Verify(ctx)
