@@ -451,7 +451,7 @@ func (v *validator) profile(cfg *Config, guard *hostGuard, name string, fp *file
 	for i, vol := range fp.Volumes {
 		vk := key.child("volumes").index(i)
 		if v.volume(p, vk, vol, cfg.DataRoot) {
-			p.Volumes = append(p.Volumes, Volume{Host: vol.Host, Container: vol.Container, Mode: vol.Mode})
+			p.Volumes = append(p.Volumes, Volume(vol))
 			p.volumeLines = append(p.volumeLines, v.pos.lookup(vk))
 		}
 	}
