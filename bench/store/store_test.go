@@ -213,6 +213,17 @@ func BenchmarkQuery100k(b *testing.B) {
 			b.Fatal(err)
 		}
 		row("| open + close a %d-entry store (lock, checks, owner record) | %s |", bigTrail, dOpen.Round(time.Microsecond))
+		dCheck, err := timeIt(3, func() error {
+			st, err := store.Open(ctx, path, store.Options{Check: true})
+			if err != nil {
+				return err
+			}
+			return st.Close()
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		row("| open + close with bbolt's full consistency check (coordinator start) | %s |", dCheck.Round(time.Millisecond))
 		st = open(b, path, false)
 		since := time.Now().Add(-time.Hour)
 		for _, q := range []struct {
@@ -235,6 +246,16 @@ func BenchmarkQuery100k(b *testing.B) {
 			}
 			row("| direct query, %s (%d returned) | %s |", q.name, n, d.Round(time.Microsecond))
 		}
+		nj := 0
+		dj, err := timeIt(3, func() error {
+			raw, err := st.AuditJSON(ctx, audit.Filter{})
+			nj = len(raw)
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		row("| direct query, all entries as JSON (AuditJSON, no decoding; %d returned) | %s |", nj, dj.Round(time.Millisecond))
 		d, err := timeIt(3, func() error {
 			r, err := st.Verify(ctx)
 			if err == nil && !r.OK() {
@@ -278,8 +299,17 @@ func BenchmarkQuery100k(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			row("| control socket query, %s (%d returned) | %s |", q.name, n, d.Round(time.Microsecond))
+			row("| control socket query, %s (%d returned, decoded) | %s |", q.name, n, d.Round(time.Microsecond))
 		}
+		n := 0
+		d, err = timeIt(3, func() error {
+			n = 0
+			return ctl.QueryAuditJSON(ctx, c.Conn, audit.Filter{}, func(p []json.RawMessage) error { n += len(p); return nil })
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		row("| control socket query, all entries as JSON (what `audit --json` and export use; %d returned) | %s |", n, d.Round(time.Millisecond))
 		d, err = timeIt(3, func() error { _, err := ctl.VerifyAudit(ctx, c.Conn); return err })
 		if err != nil {
 			b.Fatal(err)
