@@ -78,6 +78,9 @@ func (s *Store) AppendAudit(ctx context.Context, e audit.Entry) (uint64, error) 
 		if err := tx.Bucket(bucketMeta).Put(keyAuditHead, h); err != nil {
 			return err
 		}
+		if err := trackEscalation(tx, &entry); err != nil {
+			return err
+		}
 		seq = n
 		return nil
 	})

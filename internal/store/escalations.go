@@ -8,11 +8,15 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/lazaret-dev/lazaret/internal/audit"
 )
 
 // Escalation is the state of one verified escalation request
 // (escalations_v1), updated as it is decided and run. The audit trail holds
 // the history; this record is the latest state, for status displays.
+// AppendAudit maintains it from escalation entries; RecordEscalation
+// writes one directly.
 type Escalation struct {
 	RequestID     string    `json:"request_id"`
 	SessionID     string    `json:"session_id"`
@@ -62,4 +66,49 @@ func (s *Store) Escalation(ctx context.Context, id string) (e Escalation, ok boo
 		return json.Unmarshal(v, &e)
 	})
 	return e, ok, err
+}
+
+// trackEscalation keeps escalations_v1 in step with the audit trail, in the
+// same transaction as the append: a verified request (escalation.request)
+// creates its record, its decision and result complete it. Rejected
+// requests were never verified and only go to the audit trail.
+func trackEscalation(tx *bolt.Tx, e *audit.Entry) error {
+	if e.Request == nil || e.Request.RequestID == "" {
+		return nil
+	}
+	switch e.Kind {
+	case audit.KindEscalationRequest, audit.KindEscalationDecision, audit.KindEscalationResult:
+	default:
+		return nil
+	}
+	b := tx.Bucket(bucketEscalations)
+	key := []byte(e.Request.RequestID)
+	var rec Escalation
+	if v := b.Get(key); v != nil {
+		if err := json.Unmarshal(v, &rec); err != nil {
+			// Derived state must never keep the audit entry from being
+			// written: start the record afresh from this entry.
+			rec = Escalation{RequestID: e.Request.RequestID}
+		}
+	} else if e.Kind != audit.KindEscalationRequest {
+		return nil // a decision or result of a request recorded before tracking
+	}
+	switch e.Kind {
+	case audit.KindEscalationRequest:
+		r := e.Request
+		rec = Escalation{RequestID: r.RequestID, SessionID: e.Session, Profile: e.Profile, Argv: r.Argv, Command: r.Command,
+			Cwd: r.Cwd, Justification: r.Justification, Received: e.Time, AuditSeqs: rec.AuditSeqs}
+	case audit.KindEscalationDecision:
+		rec.Outcome = string(e.Decision.Outcome)
+		rec.RunArgv = e.Decision.Argv
+	case audit.KindEscalationResult:
+		code := e.Result.ExitCode
+		rec.ExitCode, rec.Finished = &code, e.Time
+	}
+	rec.AuditSeqs = append(rec.AuditSeqs, e.Seq)
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, v)
 }

@@ -501,3 +501,31 @@ func TestConcurrentAppends(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestEscalationStateFollowsTheTrail(t *testing.T) {
+	s := openT(t, filepath.Join(t.TempDir(), "state.db"), Options{})
+	ctx := context.Background()
+	req := &audit.Request{RequestID: "r1", Argv: []string{"make", "lint"}, Cwd: "/workspace", Justification: "lint"}
+	for _, e := range []audit.Entry{
+		{Kind: audit.KindEscalationRejected, Request: &audit.Request{RequestID: "r0"}, Rejection: &audit.Rejection{Stage: "signature"}},
+		{Kind: audit.KindEscalationRequest, Profile: "claude", Session: "s1", Request: req},
+		{Kind: audit.KindEscalationDecision, Request: &audit.Request{RequestID: "r1"}, Decision: &audit.Decision{Outcome: audit.OutcomeEdited, Argv: []string{"make", "lint", "-k"}}},
+		{Kind: audit.KindEscalationResult, Request: &audit.Request{RequestID: "r1"}, Result: &audit.Result{ExitCode: 2}},
+	} {
+		if _, err := s.AppendAudit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok, _ := s.Escalation(ctx, "r0"); ok {
+		t.Fatal("a rejected request was recorded as verified")
+	}
+	esc, ok, err := s.Escalation(ctx, "r1")
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if esc.Profile != "claude" || esc.SessionID != "s1" || esc.Justification != "lint" || esc.Outcome != "edited" ||
+		fmt.Sprint(esc.RunArgv) != "[make lint -k]" || esc.ExitCode == nil || *esc.ExitCode != 2 || esc.Finished.IsZero() ||
+		fmt.Sprint(esc.AuditSeqs) != "[2 3 4]" {
+		t.Fatalf("escalation state: %+v", esc)
+	}
+}
