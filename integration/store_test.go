@@ -133,4 +133,8 @@ func TestStoreAuditThroughCoordinator(t *testing.T) {
 	if err != nil || len(sessions) < 2 {
 		t.Fatalf("sessions recorded: %+v %v", sessions, err)
 	}
+	esc, ok, err := st.Escalation(ctx, req[0].Request.RequestID)
+	if err != nil || !ok || esc.Outcome != "auto" || esc.ExitCode == nil || *esc.ExitCode != 0 || len(esc.AuditSeqs) != 3 {
+		t.Fatalf("escalation state: %+v %v %v", esc, ok, err)
+	}
 }
