@@ -709,3 +709,31 @@ func TestGitSentryHostGitHintUnderExclusiveAccess(t *testing.T) {
 		}
 	}
 }
+
+// TestGitSentryLastCommitBeforeStop: a commit made by the last command of
+// the last session is on the host once the sandbox is gone (the last sync
+// runs before the container is removed), without another start.
+func TestGitSentryLastCommitBeforeStop(t *testing.T) {
+	e := NewEnv(t)
+	gsRepo(t, e.Workspace)
+	rt, _ := domain.RuntimeDir()
+	a, err := domain.New("default", e.Workspace, e.DataRoot, rt, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		r := e.Run("exec", "--", "sh", "-c", fmt.Sprintf("git commit -q --allow-empty -m last%d && git rev-parse HEAD", i))
+		if r.Code != 0 {
+			t.Fatalf("exec: %d %s", r.Code, r.Stderr)
+		}
+		tip := strings.TrimSpace(r.Stdout)
+		Eventually(t, 60*time.Second, "the sandbox gone", func() bool {
+			return exec.Command("podman", "container", "exists", a.Container()).Run() != nil
+		})
+		// Give a coordinator that is still closing components a moment.
+		time.Sleep(500 * time.Millisecond)
+		if got := hostRef(e.Workspace, "refs/heads/lazaret/agent-default"); got != tip {
+			t.Errorf("round %d: host agent branch at %q after the sandbox stopped, want %s", i, got, tip)
+		}
+	}
+}

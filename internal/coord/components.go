@@ -51,3 +51,10 @@ func components(d *Deps) []sandbox.Component {
 type ExecEnver interface {
 	ExecEnv(ctx context.Context, session *ctl.Session, req *ctl.ExecSpecRequest) (map[string]string, error)
 }
+
+// BeforeStopper is implemented by a component that needs the running
+// container once more at teardown, before it is removed (the Git Sentry
+// syncs the agent's last commits).
+type BeforeStopper interface {
+	BeforeStop(ctx context.Context)
+}

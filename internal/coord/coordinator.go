@@ -353,6 +353,18 @@ func (c *coordinator) removeLeftovers(ctx context.Context) error {
 	return nil
 }
 
+// beforeStop gives the components that need the running container at
+// teardown (the Git Sentry's last ref sync) their turn, in reverse order.
+func (c *coordinator) beforeStop() {
+	for i := c.prepared - 1; i >= 0; i-- {
+		if s, ok := c.comps[i].(BeforeStopper); ok && c.containerID != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
+			s.BeforeStop(ctx)
+			cancel()
+		}
+	}
+}
+
 // teardown tells the sessions, removes the container, closes the
 // components in reverse, and removes the control socket last: while the
 // socket answers (with ErrShuttingDown), no new coordinator of this domain
@@ -362,6 +374,7 @@ func (c *coordinator) teardown(reason string) {
 		c.log.Info("telling sessions", "count", n)
 		c.srv.Broadcast(ctl.TypeShutdown, ctl.Shutdown{Reason: reason})
 	}
+	c.beforeStop()
 	if c.runAttempt {
 		target := c.containerID
 		if target == "" {

@@ -212,9 +212,21 @@ func (c *Component) syncOnce(ctx context.Context) {
 	}
 }
 
-// Close implements sandbox.Component: stop the watcher and make a last
-// sync while the container may still run.
+// BeforeStop runs at teardown while the container still runs (the
+// coordinator calls it before removing the container): stop the watcher
+// and make a last sync, so commits made just before the end are on the
+// host at once rather than at the next start.
+func (c *Component) BeforeStop(ctx context.Context) { c.finish(ctx) }
+
+// Close implements sandbox.Component. It is finish again (a no-op when
+// BeforeStop ran); the last sync then fails harmlessly if the container is
+// gone, and the next start's first sync catches up.
 func (c *Component) Close(ctx context.Context) error {
+	c.finish(ctx)
+	return nil
+}
+
+func (c *Component) finish(ctx context.Context) {
 	c.once.Do(func() {
 		if c.cancel == nil {
 			return
@@ -228,7 +240,6 @@ func (c *Component) Close(ctx context.Context) error {
 		}
 		c.syncer.Close()
 	})
-	return nil
 }
 
 // Preflight is for the CLI that starts a sandbox, before it hands over to

@@ -454,3 +454,7 @@ func TestPreflight(t *testing.T) {
 		t.Errorf("no commits: %v", err)
 	}
 }
+
+// The coordinator finds BeforeStop through this interface (declared in
+// internal/coord as BeforeStopper).
+var _ interface{ BeforeStop(context.Context) } = (*Component)(nil)
