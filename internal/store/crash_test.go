@@ -127,6 +127,9 @@ func TestSIGKILLLoop(t *testing.T) {
 		}
 		last = r.Head.Seq
 	}
+	if left, _ := filepath.Glob(ownerPath(path) + "-*"); len(left) > 0 {
+		t.Fatalf("temporary owner records left: %v", left)
+	}
 	// The kills must have interrupted a writer that was writing.
 	if grew < kills/4 {
 		t.Fatalf("the chain grew in only %d of %d runs", grew, kills)

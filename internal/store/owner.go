@@ -36,6 +36,13 @@ func writeOwner(dbPath, role string) error {
 	if err != nil {
 		return fmt.Errorf("owner record: %w", err)
 	}
+	// Temporary records left by a process killed mid-write are stale:
+	// only the lock holder writes them, and that is us now.
+	if old, _ := filepath.Glob(ownerPath(dbPath) + "-*"); len(old) > 0 {
+		for _, o := range old {
+			os.Remove(o)
+		}
+	}
 	text := fmt.Sprintf("pid %d\nstart %d\nrole %s\n", os.Getpid(), start, role)
 	tmp, err := os.CreateTemp(filepath.Dir(dbPath), filepath.Base(dbPath)+".owner-*")
 	if err != nil {
