@@ -132,3 +132,47 @@ func TestSafeTerminal(t *testing.T) {
 		t.Errorf("SGR colors lost: %q", got)
 	}
 }
+
+// FuzzSafeTerminal: whatever the agent's content, in whatever pieces it
+// arrives, the terminal gets no control character but newline, tab and
+// the ESC of an SGR color sequence.
+func FuzzSafeTerminal(f *testing.F) {
+	f.Add([]byte("a\x1b[31mred\x1b[0m\n"), 3)
+	f.Add([]byte("\x1b]0;title\x07\r\x9b2J\u202e"), 1)
+	f.Add([]byte("\xe2\x80"), 1)
+	f.Fuzz(func(t *testing.T, data []byte, cut int) {
+		var b bytes.Buffer
+		w := SafeTerminal(&b)
+		if cut <= 0 {
+			cut = 1
+		}
+		for len(data) > 0 {
+			n := min(cut, len(data))
+			w.Write(data[:n])
+			data = data[n:]
+		}
+		out := b.Bytes()
+		for i := 0; i < len(out); i++ {
+			c := out[i]
+			if c == 0x1b {
+				j := i + 1
+				if j >= len(out) || out[j] != '[' {
+					t.Fatalf("bare ESC in %q", out)
+				}
+				for j++; j < len(out) && (out[j] >= '0' && out[j] <= '9' || out[j] == ';'); j++ {
+				}
+				if j >= len(out) || out[j] != 'm' {
+					t.Fatalf("non-SGR escape in %q", out)
+				}
+				i = j
+				continue
+			}
+			if c < 0x20 && c != '\n' && c != '\t' || c == 0x7f {
+				t.Fatalf("control byte %#x in %q", c, out)
+			}
+		}
+		if bytes.ContainsRune(out, '\u202e') || bytes.Contains(out, []byte("\xc2\x9b")) {
+			t.Fatalf("bidi override or C1 control in %q", out)
+		}
+	})
+}
