@@ -174,9 +174,13 @@ func (c *Component) Started(ctx context.Context, container string) error {
 	}
 	c.syncer = &Syncer{Git: c.Git, Repo: c.repo, Map: RefMap{Profile: c.Anchor.Profile},
 		Podman: c.Podman, Container: container, Log: c.Log}
+	interval := pollInterval
 	w, err := newRefWatcher(c.Anchor.AgentClone() + "/.git")
 	if err != nil {
-		return fmt.Errorf("watching the agent clone: %w", err)
+		// No inotify (instances exhausted): poll often instead of failing
+		// the start; commits then take up to a poll interval to show.
+		c.logger().Warn("gitsentry: cannot watch the agent clone, polling", "err", err)
+		interval = fallbackPollInterval
 	}
 	// The watcher outlives Started's context: it belongs to the sandbox.
 	wctx, cancel := context.WithCancel(context.Background())
@@ -189,10 +193,12 @@ func (c *Component) Started(ctx context.Context, container string) error {
 		default:
 		}
 	}
-	go w.run(wctx, notify)
+	if w != nil {
+		go w.run(wctx, notify)
+	}
 	go func() {
 		defer close(c.done)
-		watchLoop(wctx, kick, c.syncOnce)
+		watchLoop(wctx, kick, interval, c.syncOnce)
 	}()
 	notify()
 	return nil

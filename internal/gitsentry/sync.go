@@ -356,6 +356,7 @@ func (l *limitedBuffer) String() string { return string(l.b) }
 
 // Retry policy of the watcher.
 const (
-	debounce     = 20 * time.Millisecond
-	pollInterval = 10 * time.Second
+	debounce             = 20 * time.Millisecond
+	pollInterval         = 10 * time.Second
+	fallbackPollInterval = 500 * time.Millisecond
 )

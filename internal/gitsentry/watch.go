@@ -127,10 +127,10 @@ func (w *refWatcher) run(ctx context.Context, notify func()) {
 	}
 }
 
-// watchLoop syncs on every notification (coalesced), and every
-// pollInterval in case an event was lost, until ctx ends.
-func watchLoop(ctx context.Context, kick <-chan struct{}, sync func(context.Context)) {
-	t := time.NewTicker(pollInterval)
+// watchLoop syncs on every notification (coalesced), and every interval
+// in case an event was lost, until ctx ends.
+func watchLoop(ctx context.Context, kick <-chan struct{}, interval time.Duration, sync func(context.Context)) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
