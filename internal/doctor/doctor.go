@@ -72,7 +72,14 @@ func Run(ctx context.Context, env *Env) []Result {
 	rs = append(rs, checkPodman(ctx, env.Podman)...)
 	rs = append(rs, checkImage(ctx, env.Podman, config.DefaultImage))
 	if env.NetdImage != "" {
-		rs = append(rs, checkImage(ctx, env.Podman, env.NetdImage))
+		// The coordinator builds a missing sidecar image at start (it is
+		// tagged per version), so its absence only costs a few seconds.
+		r := checkImage(ctx, env.Podman, env.NetdImage)
+		if !r.OK {
+			r.Warning = true
+			r.Detail += " (built automatically at the first start of this version)"
+		}
+		rs = append(rs, r)
 	}
 	return rs
 }

@@ -1,0 +1,65 @@
+package doctor
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestSubIDCount(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "subuid")
+	os.WriteFile(f, []byte("alice:100000:65536\nbob:165536:65536\n1003:231072:1000\nalice:300000:10\nbroken line\n"), 0o644)
+	for _, tc := range []struct {
+		name, uid string
+		want      int
+	}{
+		{"alice", "1001", 65546},
+		{"bob", "1002", 65536},
+		{"carol", "1003", 1000},
+		{"dave", "1004", 0},
+	} {
+		got, err := subIDCount(f, tc.name, tc.uid)
+		if err != nil || got != tc.want {
+			t.Errorf("subIDCount(%s) = %d, %v; want %d", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := subIDCount(filepath.Join(t.TempDir(), "missing"), "a", "1"); err == nil {
+		t.Error("missing file gave no error")
+	}
+}
+
+func TestCheckDevice(t *testing.T) {
+	dir := t.TempDir()
+	ok := filepath.Join(dir, "rw")
+	os.WriteFile(ok, nil, 0o666)
+	if r := checkDevice(ok, "test"); !r.OK {
+		t.Errorf("writable file failed: %+v", r)
+	}
+	if os.Geteuid() == 0 {
+		return // root opens anything; the failing half needs a normal user
+	}
+	ro := filepath.Join(dir, "ro")
+	os.WriteFile(ro, nil, 0o400)
+	r := checkDevice(ro, "test")
+	if r.OK || r.Fix != "sudo chmod 666 "+ro {
+		t.Errorf("read-only file: %+v", r)
+	}
+}
+
+func TestIsStatic(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test binary is built with cgo on this machine (the race detector
+	// and net need it) only sometimes; /bin/sh is always dynamic on Debian.
+	if static, err := isStatic("/bin/sh"); err != nil || static {
+		t.Errorf("/bin/sh: static=%v err=%v", static, err)
+	}
+	if _, err := isStatic(exe); err != nil {
+		t.Errorf("test binary: %v", err)
+	}
+	if _, err := isStatic("/etc/passwd"); err == nil {
+		t.Error("a text file parsed as ELF")
+	}
+}
