@@ -424,6 +424,63 @@ func TestLifecycleShellPTY(t *testing.T) {
 	requireGone(t, d, 5*time.Second)
 }
 
+// TestLifecycleExecSignals: without a TTY, podman exec does not proxy
+// signals; lazaret delivers them inside the sandbox. SIGINT sent to
+// lazaret reaches the command (its trap runs and its exit code comes
+// back), and so does a Ctrl-C typed on a terminal that is stdin without
+// -t, after a line typed there reached the command.
+func TestLifecycleExecSignals(t *testing.T) {
+	e, d := lcEnv(t)
+	script := `trap 'echo got-int; exit 42' INT; read line; echo "got $line"; sleep 300 & wait`
+	cmd := e.Cmd(context.Background(), "exec", "--", "sh", "-c", script)
+	var out bytes.Buffer
+	cmd.Stdin = strings.NewReader("piped\n")
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	Eventually(t, 2*time.Minute, "command running", func() bool { return strings.Contains(out.String(), "got piped") })
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 42 || !strings.Contains(out.String(), "got-int") {
+		t.Fatalf("after SIGINT: %v, output %q", err, out.String())
+	}
+
+	// The same from a terminal that is not given to the command as a TTY.
+	tcmd := e.Cmd(context.Background(), "exec", "--", "sh", "-c", script)
+	ptmx, err := pty.Start(tcmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	t.Cleanup(func() { _ = tcmd.Process.Kill() })
+	tout := &ptyReader{}
+	go tout.run(ptmx)
+	// Typed input reaches the command (lazaret relays it: podman runs
+	// outside the terminal's foreground group).
+	Eventually(t, time.Minute, "typed line relayed", func() bool {
+		if strings.Contains(tout.text(), "got typed") {
+			return true
+		}
+		if sessions(t, e) == 1 && !strings.Contains(tout.text(), "typed") {
+			_, _ = ptmx.Write([]byte("typed\n"))
+		}
+		return false
+	})
+	if _, err := ptmx.Write([]byte{0x03}); err != nil {
+		t.Fatal(err)
+	}
+	err = tcmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 42 {
+		t.Fatalf("after Ctrl-C: %v, terminal %q", err, tout.text())
+	}
+	tout.waitFor(t, regexp.MustCompile(`got-int`))
+	requireGone(t, d, 5*time.Second)
+}
+
 // lowFDs reads a recorded descriptor list and returns the descriptors
 // below 10 (the shell keeps its script on one of its own above).
 func lowFDs(t *testing.T, path string) string {

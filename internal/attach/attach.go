@@ -8,6 +8,7 @@ package attach
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -33,6 +34,13 @@ type Options struct {
 	// Gate, when set, lets the escalation prompt take the terminal over
 	// (TTY mode only; see Gate).
 	Gate *Gate
+	// Signal, when set, delivers a signal lazaret received to the
+	// sandboxed command itself (plain mode). podman exec does not proxy
+	// signals: signalled, it exits and leaves the command running in the
+	// sandbox. With Signal set, podman also runs in its own process group,
+	// so a Ctrl-C on the terminal reaches lazaret (which passes it on) but
+	// not podman.
+	Signal func(os.Signal)
 }
 
 // forwarded are the signals passed on to the command instead of ending
@@ -61,13 +69,38 @@ func runPlain(cmd *exec.Cmd, o Options) (int, error) {
 	// The descriptors are handed to the command as they are: no copying
 	// goroutine in between, EOF and half-close behave as for any pipe.
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
+	forward := func(s os.Signal) { _ = cmd.Process.Signal(s) }
+	var stdinPipe *os.File
+	if o.Signal != nil {
+		cmd.SysProcAttr.Setpgid = true
+		forward = func(s os.Signal) { go o.Signal(s) }
+		if o.Stdin != nil && term.IsTerminal(int(o.Stdin.Fd())) {
+			// Outside the terminal's foreground group podman may not read
+			// the terminal (SIGTTIN): lazaret reads it and feeds a pipe.
+			r, w, err := os.Pipe()
+			if err != nil {
+				return 0, err
+			}
+			cmd.Stdin, stdinPipe = r, w
+			defer r.Close()
+		}
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
+		if stdinPipe != nil {
+			stdinPipe.Close()
+		}
 		return 0, err
 	}
-	return wait(cmd, sigs, o.Stop)
+	if stdinPipe != nil {
+		go func() {
+			_, _ = io.Copy(stdinPipe, o.Stdin)
+			stdinPipe.Close()
+		}()
+	}
+	return wait(cmd, sigs, o.Stop, forward)
 }
 
 func runTTY(cmd *exec.Cmd, o Options) (code int, err error) {
@@ -137,7 +170,20 @@ func runTTY(cmd *exec.Cmd, o Options) (code int, err error) {
 		defer close(out)
 		o.Gate.copyOut(o.Stdout, ptmx) // ends with EIO once the command exits
 	}()
-	code, err = wait(cmd, sigs, o.Stop)
+	// A SIGINT or SIGQUIT sent to lazaret (kill(1); the terminal's own
+	// Ctrl-C arrives as a byte in raw mode) becomes the same key on the
+	// command's terminal, so it reaches the sandboxed foreground process.
+	forward := func(sig os.Signal) {
+		switch sig {
+		case syscall.SIGINT:
+			_, _ = ptmx.Write([]byte{0x03})
+		case syscall.SIGQUIT:
+			_, _ = ptmx.Write([]byte{0x1c})
+		default:
+			_ = cmd.Process.Signal(sig)
+		}
+	}
+	code, err = wait(cmd, sigs, o.Stop, forward)
 	// Drain what the command wrote just before exiting.
 	select {
 	case <-out:
@@ -150,9 +196,9 @@ func runTTY(cmd *exec.Cmd, o Options) (code int, err error) {
 	return code, err
 }
 
-// wait waits for cmd, passing forwarded signals on and killing it when
-// stop is closed.
-func wait(cmd *exec.Cmd, sigs <-chan os.Signal, stop <-chan struct{}) (int, error) {
+// wait waits for cmd, passing received signals to forward and ending
+// cmd when stop is closed.
+func wait(cmd *exec.Cmd, sigs <-chan os.Signal, stop <-chan struct{}, forward func(os.Signal)) (int, error) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	for {
@@ -160,7 +206,7 @@ func wait(cmd *exec.Cmd, sigs <-chan os.Signal, stop <-chan struct{}) (int, erro
 		case err := <-done:
 			return exitCode(err)
 		case s := <-sigs:
-			_ = cmd.Process.Signal(s)
+			forward(s)
 		case <-stop:
 			stop = nil
 			_ = cmd.Process.Signal(syscall.SIGTERM)

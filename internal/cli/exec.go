@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/lazaret-dev/lazaret/internal/attach"
@@ -174,6 +177,14 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	if r.shell {
 		command = loginShell
 	}
+	var pidFile string
+	if !r.tty {
+		// Without a terminal, signals have to be delivered inside the
+		// sandbox (podman exec does not proxy them): the command records
+		// its pid, then becomes the command (same pid, argv and stdio).
+		pidFile = "/tmp/.lazaret-" + sessionID + ".pid"
+		command = append([]string{"/bin/sh", "-c", `echo $$ > "$0" 2>/dev/null; exec "$@"`, pidFile}, command...)
+	}
 	argv, err := podman.ExecArgs(podman.ExecOptions{
 		Container: spec.Container, Interactive: true, TTY: r.tty,
 		Env: spec.Env, Workdir: spec.Workdir, User: spec.User, Command: command,
@@ -189,7 +200,11 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	// Not tied to ctx: SIGINT is for the command (forwarded by attach),
 	// not for lazaret.
 	pc := pm.Command(context.Background(), argv...)
-	code, err := attach.Run(pc, attach.Options{TTY: r.tty, Stdin: stdin, Stdout: stdout, Stderr: stderr, Stop: stop, Gate: gate})
+	opts := attach.Options{TTY: r.tty, Stdin: stdin, Stdout: stdout, Stderr: stderr, Stop: stop, Gate: gate}
+	if pidFile != "" {
+		opts.Signal = func(sig os.Signal) { signalInSandbox(pm, spec, pidFile, sig, g) }
+	}
+	code, err := attach.Run(pc, opts)
 	if err != nil {
 		return fmt.Errorf("podman exec: %w", err)
 	}
@@ -208,6 +223,28 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 			"if the sandbox's container is gone or broken, `lazaret stop` and run the command again")
 	}
 	return exitError{code}
+}
+
+// signalInSandbox sends sig to the process whose pid the session's command
+// recorded in pidFile, from a second podman exec in the same sandbox.
+func signalInSandbox(pm *podman.Client, spec ctl.ExecSpec, pidFile string, sig os.Signal, g *globalOptions) {
+	ss, ok := sig.(syscall.Signal)
+	if !ok {
+		return
+	}
+	name := strings.TrimPrefix(unix.SignalName(ss), "SIG")
+	argv, err := podman.ExecArgs(podman.ExecOptions{
+		Container: spec.Container, User: spec.User,
+		Command: []string{"/bin/sh", "-c", `kill -s "$1" "$(cat "$0")"`, pidFile, name},
+	})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := pm.Run(ctx, argv...); err != nil {
+		g.log.Debug("signal in sandbox", "signal", name, "err", err)
+	}
 }
 
 // sessionError adds the fix to errors of reaching or starting the sandbox.

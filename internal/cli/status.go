@@ -71,10 +71,15 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 	default:
 		defer c.Close()
 		var st ctl.Status
-		if err := c.Call(ctx, ctl.TypeStatus, nil, &st); err != nil {
+		err := c.Call(ctx, ctl.TypeStatus, nil, &st)
+		switch {
+		case errors.Is(err, ctl.ErrClosed):
+			// It finished its teardown while we asked: not running.
+		case err != nil:
 			return fmt.Errorf("status: %w", err)
+		default:
+			out.Running, out.Status = true, &st
 		}
-		out.Running, out.Status = true, &st
 	}
 	if o.json {
 		enc := json.NewEncoder(g.io.Out)

@@ -242,12 +242,8 @@ func (c *coordinator) hello(ctx context.Context, h *ctl.Hello) (*ctl.HelloReply,
 		c.errOnce.Do(func() { close(c.errServed) })
 		return nil, ToWire(c.startErr)
 	}
-	c.mu.Lock()
-	down := c.shuttingDown
-	c.mu.Unlock()
-	if down {
-		return nil, ctl.Errorf(ctl.ErrShuttingDown.Code, "the sandbox is shutting down")
-	}
+	// A coordinator that is shutting down still answers status and stop;
+	// a session is refused then by attached, under the reference lock.
 	a := c.o.Anchor
 	return &ctl.HelloReply{
 		Version: version.Version, PID: os.Getpid(), Domain: a.Hash, Profile: a.Profile,
