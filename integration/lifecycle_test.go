@@ -96,6 +96,17 @@ func requireGone(t *testing.T, d lcDomain, within time.Duration) {
 	}
 }
 
+// requireNoRuntimeLeftovers checks that none of the domain's runtime files
+// (sockets of the components, TLS directory) outlived it.
+func requireNoRuntimeLeftovers(t *testing.T, d lcDomain) {
+	t.Helper()
+	for _, k := range []string{"netd_socket", "escalation_socket", "tls_dir"} {
+		if p := d.Resources[k]; p != "" && exists(p) {
+			t.Errorf("%s left behind: %s", k, p)
+		}
+	}
+}
+
 func lcEnv(t *testing.T) (*Env, lcDomain) {
 	e := NewEnv(t)
 	d := domainOf(t, e, "default")
@@ -287,6 +298,7 @@ func TestLifecycleKilledCoordinator(t *testing.T) {
 		t.Fatalf("after recovery: %q", out)
 	}
 	requireGone(t, d, 5*time.Second)
+	requireNoRuntimeLeftovers(t, d)
 }
 
 // TestLifecycleStopAllAfterCrash: `lazaret stop --all` (what the test
@@ -307,6 +319,7 @@ func TestLifecycleStopAllAfterCrash(t *testing.T) {
 		t.Fatalf("stop --all: %+v", r)
 	}
 	requireGone(t, d, 5*time.Second)
+	requireNoRuntimeLeftovers(t, d)
 }
 
 // TestLifecycleStopWithSessions: `lazaret stop` ends attached sessions

@@ -71,7 +71,7 @@ func runStop(ctx context.Context, g *globalOptions, profile string) error {
 		if rerr != nil {
 			return rerr
 		}
-		if err := removeDeadSocket(ctx, g, a.RuntimeDir, a.Hash); err != nil {
+		if err := removeDeadRuntime(ctx, g, a); err != nil {
 			return err
 		}
 		if n > 0 {
@@ -143,8 +143,13 @@ func runStopAll(ctx context.Context, g *globalOptions) error {
 		fmt.Fprintf(g.io.Out, "removed %d leftover container(s)\n", n)
 	}
 	if rt, err := domain.RuntimeDir(); err == nil {
+		socketDir := cfg.Escalation.SocketDir
+		if socketDir == "" {
+			socketDir = rt
+		}
 		for _, h := range dead {
-			if err := removeDeadSocket(ctx, g, rt, h); err != nil {
+			a := &domain.Anchor{RuntimeDir: rt, SocketDir: socketDir, Hash: h}
+			if err := removeDeadRuntime(ctx, g, a); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -213,11 +218,12 @@ func removeLeftoverDomains(ctx context.Context, g *globalOptions, key, value str
 	return len(ids), hashes, nil
 }
 
-// removeDeadSocket removes the control socket of domain hash if nothing
-// answers on it, under the domain's hold-to-bind lock so that no leader is
-// starting a coordinator meanwhile.
-func removeDeadSocket(ctx context.Context, g *globalOptions, rt, hash string) error {
-	a := &domain.Anchor{RuntimeDir: rt, Hash: hash}
+// removeDeadRuntime removes the control socket of domain a if nothing
+// answers on it, with the other runtime files its dead coordinator's
+// components left (the sidecar's and the escalation sockets, the TLS
+// directory). It works under the domain's hold-to-bind lock, so that no
+// leader is starting a coordinator meanwhile.
+func removeDeadRuntime(ctx context.Context, g *globalOptions, a *domain.Anchor) error {
 	if _, err := os.Lstat(a.ControlSocket()); err != nil {
 		return nil
 	}
@@ -227,14 +233,22 @@ func removeDeadSocket(ctx context.Context, g *globalOptions, rt, hash string) er
 	}
 	defer lock.Close()
 	if ok, err := lock.TryLock(); err != nil || !ok {
-		return err // a leader is at work: the socket is its business
+		return err // a leader is at work: the files are its business
 	}
 	if c, err := coord.Dial(ctx, a.ControlSocket(), g.log); err == nil {
 		c.Close()
 		return nil
 	}
-	if err := os.Remove(a.ControlSocket()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	var errs []error
+	for _, sock := range []string{a.ControlSocket(), a.NetdSocket(), a.EscalationSocket()} {
+		if fi, err := os.Lstat(sock); err == nil && fi.Mode().Type() == os.ModeSocket {
+			if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
 	}
-	return nil
+	if err := os.RemoveAll(a.TLSDir()); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
