@@ -322,6 +322,33 @@ func TestLifecycleStopAllAfterCrash(t *testing.T) {
 	requireNoRuntimeLeftovers(t, d)
 }
 
+// TestLifecycleContainerDies: when the agent container ends behind
+// lazaret's back (here: killed with podman), the attached session is told
+// and everything is torn down; the next start gets a fresh sandbox.
+func TestLifecycleContainerDies(t *testing.T) {
+	e, d := lcEnv(t)
+	a, aerr := background(t, e, nil, "exec", "--", "sleep", "600")
+	Eventually(t, 2*time.Minute, "session", func() bool { return sessions(t, e) == 1 })
+	if _, err := Podman(t, "kill", d.Resources["container"]); err != nil {
+		t.Fatal(err)
+	}
+	werr := a.Wait()
+	if ee, ok := werr.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+		t.Fatalf("session survived its container: %v", werr)
+	}
+	if ee, ok := werr.(*exec.ExitError); ok {
+		t.Logf("session exit code %d", ee.ExitCode())
+	}
+	if !strings.Contains(aerr.String(), "container exited") {
+		t.Errorf("stderr: %s", aerr)
+	}
+	requireGone(t, d, 10*time.Second)
+	if out := e.MustRun("exec", "--", "echo", "fresh"); out != "fresh\n" {
+		t.Fatalf("next start: %q", out)
+	}
+	requireGone(t, d, 5*time.Second)
+}
+
 // TestLifecycleStopWithSessions: `lazaret stop` ends attached sessions
 // with a clear message and removes everything.
 func TestLifecycleStopWithSessions(t *testing.T) {

@@ -27,6 +27,11 @@ import (
 // cold container start on a loaded machine.
 const connectTimeout = 3 * time.Minute
 
+// containerGoneWait is how long a session whose command was killed waits
+// for the coordinator to report that the whole container ended (its
+// watch looks every second).
+const containerGoneWait = 2 * time.Second
+
 type execOptions struct {
 	tty bool
 }
@@ -208,12 +213,25 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	if err != nil {
 		return fmt.Errorf("podman exec: %w", err)
 	}
+	var grace <-chan time.Time // nil: do not wait
+	if code == 128+int(syscall.SIGKILL) || code == podman.ExitPodmanError {
+		// Killed, or podman failed: perhaps the container itself ended;
+		// its coordinator notices within about a second and says so.
+		grace = time.After(containerGoneWait)
+	}
 	select {
 	case <-stop:
-		// The sandbox went away under the command (lazaret stop, or the
-		// coordinator died): that is not the command's own exit.
+		// The sandbox went away under the command (lazaret stop, the
+		// container or the coordinator died): not the command's own exit.
 		return fmt.Errorf("session ended: %s", reason)
 	default:
+		if grace != nil {
+			select {
+			case <-stop:
+				return fmt.Errorf("session ended: %s", reason)
+			case <-grace:
+			}
+		}
 	}
 	switch code {
 	case 0:

@@ -187,6 +187,7 @@ func (c *coordinator) wait(ctx context.Context) string {
 		}
 		return "start failed: " + c.startErr.Error()
 	}
+	go c.watchContainer(ctx)
 	idle := time.NewTimer(c.o.IdleGrace)
 	defer idle.Stop()
 	for {

@@ -1,0 +1,79 @@
+package coord
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// ReasonContainerExited is the teardown reason when the agent container
+// ended on its own (killed, removed with podman, runsc crashed).
+const ReasonContainerExited = "the sandbox container exited"
+
+// watchInterval is how often the coordinator checks that the container's
+// process still lives: one stat of /proc, no podman process per check.
+const watchInterval = time.Second
+
+// watchContainer tears the sandbox down when the agent container's
+// process ends, so that its sessions are told at once and the next
+// lazaret gets a fresh sandbox instead of "container state improper". It
+// finds the process with one inspect, after the start (off the start
+// path), and identifies it by pid and start time, so a reused pid is not
+// mistaken for it.
+func (c *coordinator) watchContainer(ctx context.Context) {
+	info, err := c.pm.InspectContainer(ctx, c.containerID)
+	if err != nil || info.State.Pid <= 0 {
+		c.log.Warn("cannot watch the container", "err", err)
+		return
+	}
+	pid := info.State.Pid
+	start, err := procStartTime(pid)
+	if err != nil {
+		c.log.Warn("cannot watch the container", "pid", pid, "err", err)
+		return
+	}
+	t := time.NewTicker(watchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.torndown:
+			return
+		case <-t.C:
+		}
+		if st, err := procStartTime(pid); err == nil && st == start {
+			continue
+		}
+		c.log.Warn("the container's process is gone", "pid", pid)
+		if c.shutdown(ReasonContainerExited, false) {
+			c.poke()
+		}
+		return
+	}
+}
+
+// procStartTime returns field 22 of /proc/<pid>/stat (start time in clock
+// ticks since boot).
+func procStartTime(pid int) (string, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", err
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "", fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	fields := strings.Fields(s[i+1:])
+	// After "pid (comm)": state is field 3, starttime field 22.
+	if len(fields) < 20 {
+		return "", fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	if fields[0] == "Z" || fields[0] == "X" {
+		return "", fmt.Errorf("process %d has exited", pid)
+	}
+	return fields[19], nil
+}
