@@ -16,6 +16,9 @@ const ReasonContainerExited = "the sandbox container exited"
 // process still lives: one stat of /proc, no podman process per check.
 const watchInterval = time.Second
 
+// watchDelay is how long after the start the watch begins.
+const watchDelay = 2 * time.Second
+
 // watchContainer tears the sandbox down when the agent container's
 // process ends, so that its sessions are told at once and the next
 // lazaret gets a fresh sandbox instead of "container state improper". It
@@ -23,6 +26,15 @@ const watchInterval = time.Second
 // path), and identifies it by pid and start time, so a reused pid is not
 // mistaken for it.
 func (c *coordinator) watchContainer(ctx context.Context) {
+	// The inspect waits a moment: right after the start, the first
+	// session's podman exec is running and should have the CPU.
+	select {
+	case <-ctx.Done():
+		return
+	case <-c.torndown:
+		return
+	case <-time.After(watchDelay):
+	}
 	info, err := c.pm.InspectContainer(ctx, c.containerID)
 	if err != nil || info.State.Pid <= 0 {
 		c.log.Warn("cannot watch the container", "err", err)
