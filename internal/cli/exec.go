@@ -30,7 +30,7 @@ const connectTimeout = 3 * time.Minute
 // containerGoneWait is how long a session whose command was killed waits
 // for the coordinator to report that the whole container ended (its
 // watch looks every second).
-const containerGoneWait = 2 * time.Second
+const containerGoneWait = 3 * time.Second
 
 type execOptions struct {
 	tty bool

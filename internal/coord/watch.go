@@ -2,10 +2,13 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
 // ReasonContainerExited is the teardown reason when the agent container
@@ -17,7 +20,7 @@ const ReasonContainerExited = "the sandbox container exited"
 const watchInterval = time.Second
 
 // watchDelay is how long after the start the watch begins.
-const watchDelay = 2 * time.Second
+const watchDelay = time.Second
 
 // watchContainer tears the sandbox down when the agent container's
 // process ends, so that its sessions are told at once and the next
@@ -36,14 +39,18 @@ func (c *coordinator) watchContainer(ctx context.Context) {
 	case <-time.After(watchDelay):
 	}
 	info, err := c.pm.InspectContainer(ctx, c.containerID)
-	if err != nil || info.State.Pid <= 0 {
+	switch {
+	case errors.Is(err, podman.ErrNoSuchContainer) || (err == nil && !info.State.Running):
+		c.containerExited()
+		return
+	case err != nil || info.State.Pid <= 0:
 		c.log.Warn("cannot watch the container", "err", err)
 		return
 	}
 	pid := info.State.Pid
 	start, err := procStartTime(pid)
 	if err != nil {
-		c.log.Warn("cannot watch the container", "pid", pid, "err", err)
+		c.containerExited()
 		return
 	}
 	t := time.NewTicker(watchInterval)
@@ -59,11 +66,15 @@ func (c *coordinator) watchContainer(ctx context.Context) {
 		if st, err := procStartTime(pid); err == nil && st == start {
 			continue
 		}
-		c.log.Warn("the container's process is gone", "pid", pid)
-		if c.shutdown(ReasonContainerExited, false) {
-			c.poke()
-		}
+		c.containerExited()
 		return
+	}
+}
+
+func (c *coordinator) containerExited() {
+	c.log.Warn("the container is gone", "id", c.containerID)
+	if c.shutdown(ReasonContainerExited, false) {
+		c.poke()
 	}
 }
 
