@@ -164,3 +164,25 @@ func TestConfigRefusesWorkspaceGitVolume(t *testing.T) {
 		t.Fatalf("a refused start created %s (stat: %v)", filepath.Join(e.DataRoot, "domains"), err)
 	}
 }
+
+// TestUnsetEnvOnlyBlocksStart: an env:VAR whose host variable is unset stops
+// a sandbox from starting (one line naming the key, nothing left running),
+// while commands that start nothing keep working.
+func TestUnsetEnvOnlyBlocksStart(t *testing.T) {
+	e := NewEnv(t)
+	e.WriteConfig("[profiles.keyed]\nimage = \"localhost/lazaret-default:latest\"\nenv = { API_KEY = \"env:LZ_IT_UNSET_KEY\" }\n")
+	r := e.Run("exec", "keyed", "--", "true")
+	if r.Code != 4 || !strings.Contains(r.Stderr, "profiles.keyed.env.API_KEY") || strings.Count(r.Stderr, "lazaret: ") != 1 {
+		t.Fatalf("exec with an unset env:VAR: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if out, _ := Podman(t, "ps", "-a", "--filter", "label=lazaret.profile=keyed", "--format", "{{.Names}}"); strings.TrimSpace(out) != "" {
+		t.Fatalf("containers left running: %s", out)
+	}
+	e.MustRun("status")
+	e.MustRun("stop", "keyed")
+	// Positive control: with the variable set the sandbox starts and sees it.
+	e.ExtraEnv = append(e.ExtraEnv, "LZ_IT_UNSET_KEY=k-123")
+	if out := e.MustRun("exec", "keyed", "--", "sh", "-c", "echo $API_KEY"); strings.TrimSpace(out) != "k-123" {
+		t.Fatalf("API_KEY inside = %q", out)
+	}
+}

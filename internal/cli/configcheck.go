@@ -38,6 +38,22 @@ func runConfigCheck(g *globalOptions) error {
 	if err != nil {
 		return err
 	}
+	// A sandbox of a profile whose env:VAR is unset here cannot start;
+	// say so, though other commands accept the file.
+	var unset []error
+	for _, name := range cfg.ProfileNames() {
+		if err := cfg.Profiles[name].CheckEnv(); err != nil {
+			unset = append(unset, err)
+		}
+	}
+	if len(unset) > 0 {
+		for _, e := range unset {
+			fmt.Fprintf(g.io.ErrOut, "lazaret: %s\n", e)
+		}
+		_, hint := classify(unset[0])
+		fmt.Fprintf(g.io.ErrOut, "hint: %s\n", hint)
+		return exitError{exitConfig}
+	}
 	if cfg.File == "" {
 		path, _ := config.DefaultPath()
 		fmt.Fprintf(g.io.Out, "ok: no configuration file at %s; built-in defaults (profiles: %s)\n", path, strings.Join(cfg.ProfileNames(), ", "))

@@ -115,6 +115,9 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	if err != nil {
 		return err
 	}
+	if err := p.CheckEnv(); err != nil {
+		return err
+	}
 	if err := g.gitPreflight(ctx, p, a); err != nil {
 		return err
 	}

@@ -432,6 +432,13 @@ func (v *validator) profile(cfg *Config, guard *hostGuard, name string, fp *file
 			continue
 		}
 		val, err := resolveEnvValue(fp.Env[n], v.lookupEnv)
+		var unset *unsetEnvError
+		if errors.As(err, &unset) {
+			if p.envErr == nil {
+				p.envErr = &Error{File: v.file, Line: v.pos.lookup(ek), Key: ek.String(), Msg: unset.Error()}
+			}
+			continue
+		}
 		if err != nil {
 			v.fail(ek, err)
 			continue

@@ -124,13 +124,18 @@ func resolveEnvValue(v string, lookup func(string) (string, bool)) (string, erro
 	}
 	val, set := lookup(name)
 	if !set {
-		return "", ruleErrf("host environment variable %s is not set (value %s)", name, quoteValue(v))
+		return "", &unsetEnvError{ruleErrf("host environment variable %s is not set (value %s)", name, quoteValue(v))}
 	}
 	if strings.ContainsRune(val, 0) {
 		return "", ruleErrf("host environment variable %s contains a NUL byte", name)
 	}
 	return val, nil
 }
+
+// unsetEnvError is an env:VAR whose host variable is not set.
+type unsetEnvError struct{ error }
+
+func (e *unsetEnvError) Unwrap() error { return e.error }
 
 // parseMode parses a volume mode: a comma-separated set of ro, rw, z, Z.
 // Empty means rw.

@@ -93,9 +93,19 @@ func TestEnv(t *testing.T) {
 	if got := c.Profiles["claude"].Env; !reflect.DeepEqual(got, map[string]string{"KEY": "s3cret", "TERM": "xterm-256color", "EMPTY": ""}) {
 		t.Errorf("Env = %v", got)
 	}
-	e := wantErr(t, "[profiles.claude]\nimage = \"x:1\"\nenv = {X = \"env:UNSET_VAR\"}\n", "profiles.claude.env.X", "UNSET_VAR is not set", false)
-	if strings.Contains(e.Error(), "s3cret") {
+	// An unset host variable does not make the file invalid (stop, status
+	// and audit must work without the agent's keys in the shell); it is
+	// reported, with file, line and key, when a sandbox starts.
+	c = mustParse(t, "[profiles.claude]\nimage = \"x:1\"\nenv = {X = \"env:UNSET_VAR\", KEY = \"env:LZ_TEST_SECRET\"}\n")
+	e := c.Profiles["claude"].CheckEnv()
+	if e == nil || !strings.Contains(e.Error(), "profiles.claude.env.X") || !strings.Contains(e.Error(), "UNSET_VAR is not set") || !strings.Contains(e.Error(), ":3:") {
+		t.Errorf("CheckEnv = %v", e)
+	}
+	if e != nil && strings.Contains(e.Error(), "s3cret") {
 		t.Error("error leaks a secret")
+	}
+	if err := c.Profiles[DefaultProfileName].CheckEnv(); err != nil {
+		t.Errorf("default profile CheckEnv = %v", err)
 	}
 	wantErr(t, "[profiles.claude]\nimage = \"x:1\"\nenv = {\"1X\" = \"a\"}\n", `profiles.claude.env.1X`, "invalid environment variable name", false)
 	wantErr(t, "[profiles.claude]\nimage = \"x:1\"\nenv = {\"A-B\" = \"a\"}\n", `profiles.claude.env.A-B`, "invalid environment variable name", false)

@@ -63,7 +63,15 @@ type Profile struct {
 	// file and volumeLines locate errors found by ResolveVolumes.
 	file        string
 	volumeLines []int
+	// envErr is the first env:VAR whose host variable is unset. It only
+	// matters when a sandbox starts (CheckEnv), so `lazaret stop` or
+	// `lazaret status` work without the agent's API keys in the shell.
+	envErr error
 }
+
+// CheckEnv reports an env entry whose env:VAR host variable was unset when
+// the configuration was loaded; commands that start a sandbox call it.
+func (p *Profile) CheckEnv() error { return p.envErr }
 
 // Volume is a custom bind mount as written in the file; Host may contain
 // tokens until ResolveVolumes expands it.
