@@ -85,6 +85,16 @@ func NewSpec(p *config.Profile, a *domain.Anchor, volumes []config.ResolvedVolum
 	}
 	spec.Env["LAZARET_PROFILE"] = p.Name
 	spec.Env["LAZARET_DOMAIN"] = a.Hash
+	// In direct mode /workspace belongs to the host user, which inside the
+	// user namespace may map to "nobody" (root's repository handed to the
+	// unprivileged user by `make run`), and git then refuses to work there.
+	// Inside the sandbox the ownership check protects nobody: the agent is
+	// the only user. Given as command-line-level config so no file is needed.
+	if _, set := spec.Env["GIT_CONFIG_COUNT"]; !set {
+		spec.Env["GIT_CONFIG_COUNT"] = "1"
+		spec.Env["GIT_CONFIG_KEY_0"] = "safe.directory"
+		spec.Env["GIT_CONFIG_VALUE_0"] = WorkspaceDir
+	}
 	for _, v := range volumes {
 		if !path.IsAbs(v.Container) {
 			return nil, fmt.Errorf("volume %s: container path %q is not absolute", v.Host, v.Container)

@@ -95,3 +95,23 @@ func TestNewSpecRejectsRelativeVolume(t *testing.T) {
 		t.Fatal("relative container path accepted")
 	}
 }
+
+func TestNewSpecGitSafeDirectory(t *testing.T) {
+	p, a := specFixture(t)
+	spec, err := NewSpec(p, a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Env["GIT_CONFIG_KEY_0"] != "safe.directory" || spec.Env["GIT_CONFIG_VALUE_0"] != WorkspaceDir || spec.Env["GIT_CONFIG_COUNT"] != "1" {
+		t.Fatalf("env %v lacks safe.directory for %s", spec.Env, WorkspaceDir)
+	}
+	// A profile that passes its own command-line git config keeps it.
+	p.Env = map[string]string{"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.editor", "GIT_CONFIG_VALUE_0": "vi"}
+	spec, err = NewSpec(p, a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Env["GIT_CONFIG_KEY_0"] != "core.editor" {
+		t.Fatalf("profile's GIT_CONFIG_* overwritten: %v", spec.Env)
+	}
+}
