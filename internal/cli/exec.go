@@ -97,8 +97,12 @@ type sessionRequest struct {
 	shell   bool
 }
 
-// loginShell runs bash as a login shell when the image has it, else sh.
-var loginShell = []string{"/bin/sh", "-c", `if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh -l; fi`}
+// interactiveShell runs bash when the image has it, else sh, as an
+// interactive but not a login shell, like `podman exec -it ctr bash`: a
+// login shell's /etc/profile resets PATH on Debian-based images, which
+// would hide lazaret-escalate (/run/lazaret/bin) and the image's own ENV
+// PATH from the agent.
+var interactiveShell = []string{"/bin/sh", "-c", `if command -v bash >/dev/null 2>&1; then exec bash -i; else exec sh -i; fi`}
 
 // runSession attaches a Client Session to the sandbox (starting it if
 // needed) and runs the command with podman exec in this process, so the
@@ -183,7 +187,7 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	}
 	command := r.command
 	if r.shell {
-		command = loginShell
+		command = interactiveShell
 	}
 	var pidFile string
 	if !r.tty {

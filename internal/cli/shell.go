@@ -7,8 +7,8 @@ import (
 func newShellCmd(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "shell [PROFILE]",
-		Short: "Open an interactive login shell in the sandbox of this directory",
-		Long: `Open a login shell (bash if the image has it, else sh) in the sandbox of
+		Short: "Open an interactive shell in the sandbox of this directory",
+		Long: `Open an interactive shell (bash if the image has it, else sh) in the sandbox of
 PROFILE (default "default") for the current directory, starting the sandbox
 if needed. Several shells and commands can share one sandbox; it stops when
 the last of them ends.`,

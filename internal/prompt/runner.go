@@ -125,9 +125,11 @@ func (r *Runner) start(reqs []escalation.PromptRequest) {
 	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(r.TTY), tea.WithoutSignalHandler())
 	r.prog = p
 	r.running.Add(1)
+	restoreOutput := cookedOutput(r.TTY)
 	go func() {
 		defer r.running.Done()
 		_, err := p.Run()
+		restoreOutput()
 		r.mu.Lock()
 		r.prog = nil
 		var left []escalation.PromptRequest
@@ -182,6 +184,26 @@ func (r *Runner) deliver(d Decision) {
 	if d.Answer.Action == escalation.Abort && r.OnAbort != nil {
 		go r.OnAbort()
 	}
+}
+
+// cookedOutput turns output post-processing (OPOST|ONLCR) back on for the
+// prompt and returns the function that restores the terminal. The attached
+// session keeps the terminal raw, and bubbletea, reading keys from the gate
+// rather than from the terminal itself, renders for a terminal that maps
+// "\n" to "\r\n": without ONLCR every line of the prompt would start where
+// the previous one ended.
+func cookedOutput(tty *os.File) func() {
+	fd := int(tty.Fd())
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil || old.Oflag&(unix.OPOST|unix.ONLCR) == unix.OPOST|unix.ONLCR {
+		return func() {}
+	}
+	cooked := *old
+	cooked.Oflag |= unix.OPOST | unix.ONLCR
+	if unix.IoctlSetTermios(fd, unix.TCSETS, &cooked) != nil {
+		return func() {}
+	}
+	return func() { _ = unix.IoctlSetTermios(fd, unix.TCSETS, old) }
 }
 
 // FlushInput discards input pending on the terminal (tcflush TCIFLUSH).
