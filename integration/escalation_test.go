@@ -446,13 +446,19 @@ func TestEscalationPromptThroughPTY(t *testing.T) {
 	})
 	t.Run("Q aborts lazaret", func(t *testing.T) {
 		s := run(t, "quit")
+		// Control: the filter below does find this test's sandbox.
+		if out, _ := Podman(t, "ps", "-a", "--filter", "label=lazaret.data_root="+e.DataRoot, "--format", "{{.Names}}"); !strings.Contains(out, "lazaret-default-") {
+			t.Fatalf("the sandbox is not found by its data_root label before Q: %q", out)
+		}
 		s.send("q")
 		code := s.exit()
 		if code == 0 || strings.Contains(s.output(), "host quit") {
 			t.Fatalf("exit %d output:\n%s", code, s.output())
 		}
 		Eventually(t, time.Minute, "the sandbox to be gone", func() bool {
-			out, _ := Podman(t, "ps", "-a", "--filter", "label=lazaret.domain", "--format", "{{.Names}}")
+			// Only this test's sandbox: other lazaret sandboxes of the
+			// same user may run beside the suite.
+			out, _ := Podman(t, "ps", "-a", "--filter", "label=lazaret.data_root="+e.DataRoot, "--format", "{{.Names}}")
 			return !strings.Contains(out, "lazaret-default-")
 		})
 	})

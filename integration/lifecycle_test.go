@@ -434,6 +434,10 @@ func TestLifecycleShellPTY(t *testing.T) {
 	}
 	send("echo mark-$((6*7))\n")
 	out.waitFor(t, regexp.MustCompile(`mark-42`))
+	// The shell keeps the container's PATH (a login shell's /etc/profile
+	// would reset it), so the agent finds the Escalation Client.
+	send("command -v lazaret-escalate\n")
+	out.waitFor(t, regexp.MustCompile(`/run/lazaret/bin/lazaret-escalate\r\n`))
 	send("stty size\n")
 	out.waitFor(t, regexp.MustCompile(`\b24 80\r\n`))
 	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 41, Cols: 113}); err != nil {
