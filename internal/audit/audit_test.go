@@ -209,7 +209,7 @@ func TestLineHasNoControlCharacters(t *testing.T) {
 	e.Decision.Argv = []string{"ls", "\x1b[2J"}
 	e.Seq = 3
 	line := Line(e)
-	if !visible(line) {
+	if !allVisible(line) {
 		t.Fatalf("line has hidden characters: %q", line)
 	}
 	if !strings.Contains(line, `\x1b]0;owned\x07`) || !strings.Contains(line, `\u202e`) {
@@ -217,7 +217,7 @@ func TestLineHasNoControlCharacters(t *testing.T) {
 	}
 }
 
-func visible(s string) bool {
+func allVisible(s string) bool {
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f || hidden(r) {
 			return false
@@ -232,7 +232,7 @@ func FuzzEscape(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		out := Escape(s)
-		if !visible(out) {
+		if !allVisible(out) {
 			t.Fatalf("Escape(%q) = %q keeps a hidden character", s, out)
 		}
 		if Escape(out) != strings.ReplaceAll(out, `\`, `\\`) {
@@ -261,7 +261,7 @@ func TestEscapeJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := EscapeJSON(b)
-	if !visible(string(out)) {
+	if !allVisible(string(out)) {
 		t.Fatalf("hidden characters left: %q", out)
 	}
 	var back Entry
