@@ -509,6 +509,19 @@ func TestStateAnchorStateCommands(t *testing.T) {
 	if len(st.Dirs) != 2 || st.Dirs[0].Bytes < 100000 || st.Dirs[0].Mounted || st.Dirs[0].Record == nil || st.Dirs[0].Record.ImageID == "" {
 		t.Fatalf("state --json after stop: %+v", st.Dirs)
 	}
+	// lazaret status shows which image each overlay was last used with.
+	var status struct {
+		Persistent []stateanchor.Record `json:"persistent"`
+	}
+	if err := json.Unmarshal([]byte(s.env.MustRun("status", "sa-it", "--json")), &status); err != nil {
+		t.Fatal(err)
+	}
+	if len(status.Persistent) != 2 || status.Persistent[0].ImageID != st.Dirs[0].Record.ImageID || status.Persistent[0].Image != config.DefaultImage {
+		t.Errorf("status --json persistent = %+v, want the records of /usr and /opt/sa", status.Persistent)
+	}
+	if out := s.env.MustRun("status", "sa-it"); !strings.Contains(out, "PERSISTENT") || !strings.Contains(out, st.Dirs[0].Record.ImageID[:12]) {
+		t.Errorf("status does not show the overlay's image:\n%s", out)
+	}
 	// Without a terminal, --yes is required.
 	if r := s.env.Run("state", "reset", "sa-it", "/usr"); r.Code != 2 {
 		t.Errorf("reset without --yes: exit %d, %s", r.Code, r.Stderr)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/coord"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/stateanchor"
 )
 
 // controlTimeout bounds a status or ps request.
@@ -49,6 +51,9 @@ type statusJSON struct {
 	Profile   string      `json:"profile"`
 	Workspace string      `json:"workspace"`
 	Status    *ctl.Status `json:"status,omitempty"`
+	// Persistent are the State Anchor records of the profile's persistent
+	// dirs: which image each overlay was last used with.
+	Persistent []stateanchor.Record `json:"persistent,omitempty"`
 }
 
 func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile string) error {
@@ -56,13 +61,14 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 	if err != nil {
 		return err
 	}
-	_, a, err := g.resolveDomain(cfg, profile, "")
+	p, a, err := g.resolveDomain(cfg, profile, "")
 	if err != nil {
 		return err
 	}
+	persistent := overlayRecords(g, a, p.PersistentDirs)
 	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
-	out := statusJSON{Domain: a.Hash, Profile: a.Profile, Workspace: a.Workspace}
+	out := statusJSON{Domain: a.Hash, Profile: a.Profile, Workspace: a.Workspace, Persistent: persistent}
 	c, err := coord.Dial(ctx, a.ControlSocket(), g.log)
 	switch {
 	case errors.Is(err, coord.ErrNotRunning):
@@ -88,10 +94,44 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 	}
 	if !out.Running {
 		fmt.Fprintf(g.io.Out, "not running: profile %s in %s (domain %s)\n", a.Profile, a.Workspace, a.Hash)
-		return nil
+	} else {
+		printStatus(g.io.Out, out.Status)
 	}
-	printStatus(g.io.Out, out.Status)
+	printOverlayRecords(g.io.Out, persistent)
 	return nil
+}
+
+// overlayRecords reads, without podman, which image each persistent dir's
+// overlay was last used with; dirs never mounted have no record.
+func overlayRecords(g *globalOptions, a *domain.Anchor, dirs []string) []stateanchor.Record {
+	var recs []stateanchor.Record
+	for _, dir := range dirs {
+		rec, err := stateanchor.ReadRecord(a.OverlayDir(dir))
+		if err != nil {
+			g.log.Warn("unreadable State Anchor record", "dir", dir, "err", err)
+			continue
+		}
+		if rec != nil {
+			recs = append(recs, *rec)
+		}
+	}
+	return recs
+}
+
+func printOverlayRecords(w io.Writer, recs []stateanchor.Record) {
+	if len(recs) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nPERSISTENT\tLAST IMAGE\tIMAGE ID\tDIGEST\tLAST MOUNTED")
+	for _, r := range recs {
+		digest := r.ImageDigest
+		if digest == "" {
+			digest = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.12s\t%s\t%s\n", r.Dir, r.Image, r.ImageID, digest, r.MountedAt.Local().Format(time.DateTime))
+	}
+	tw.Flush()
 }
 
 func printStatus(w io.Writer, st *ctl.Status) {
