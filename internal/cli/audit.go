@@ -297,6 +297,10 @@ func runAudit(ctx context.Context, g *globalOptions, o *auditOptions, profile st
 						return err
 					}
 				}
+				if len(raw) == 0 {
+					// A --follow poll that found nothing new.
+					return nil
+				}
 				seq, err := seqOf(raw[len(raw)-1])
 				lastSeq = max(lastSeq, seq)
 				return err
