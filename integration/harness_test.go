@@ -47,8 +47,7 @@ type Env struct {
 	DataRoot  string
 	Config    string // config file path
 	Workspace string
-	// ConfigBody is the TOML written to Config by WriteConfig; data_root
-	// is prepended.
+	// ExtraEnv is added to the environment of every lazaret run.
 	ExtraEnv []string
 }
 

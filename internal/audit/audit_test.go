@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
 func sample(kind Kind) Entry {
@@ -219,7 +221,7 @@ func TestLineHasNoControlCharacters(t *testing.T) {
 
 func allVisible(s string) bool {
 	for _, r := range s {
-		if r < 0x20 || r == 0x7f || hidden(r) {
+		if r < 0x20 || r == 0x7f || visible.Hidden(r) {
 			return false
 		}
 	}

@@ -13,9 +13,6 @@ import (
 // recolour or reorder what the user reads.
 func Escape(s string) string { return visible.Escape(s, visible.GoForm) }
 
-// hidden is the one definition of a hidden code point (package visible).
-func hidden(r rune) bool { return visible.Hidden(r) }
-
 // EscapeArgv escapes each word and joins them with spaces, quoting words
 // that are empty or contain a space so the word boundaries stay visible.
 func EscapeArgv(argv []string) string {

@@ -3,6 +3,8 @@ package audit
 import (
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
 // EscapeJSON rewrites the hidden characters (bidi controls, zero-width and
@@ -13,7 +15,7 @@ import (
 func EscapeJSON(b []byte) []byte {
 	clean := true
 	for _, r := range string(b) {
-		if r >= 0x80 && hidden(r) {
+		if r >= 0x80 && visible.Hidden(r) {
 			clean = false
 			break
 		}
@@ -24,7 +26,7 @@ func EscapeJSON(b []byte) []byte {
 	out := make([]byte, 0, len(b)+32)
 	for i := 0; i < len(b); {
 		r, size := utf8.DecodeRune(b[i:])
-		if r >= 0x80 && hidden(r) && !(r == utf8.RuneError && size == 1) {
+		if r >= 0x80 && visible.Hidden(r) && !(r == utf8.RuneError && size == 1) {
 			if r > 0xffff {
 				r -= 0x10000
 				out = fmt.Appendf(out, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))

@@ -10,6 +10,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/lazaret-dev/lazaret/internal/escalation"
+	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
 func key(s string) tea.KeyPressMsg {
@@ -170,7 +171,7 @@ var sgr = regexp.MustCompile(`\x1b\[[0-9;:]*m`)
 func rawControls(view string) []rune {
 	var bad []rune
 	for _, r := range sgr.ReplaceAllString(view, "") {
-		if (r < 0x20 && r != '\n') || r == 0x7f || (r >= 0x80 && r < 0xa0) || special(r) {
+		if (r < 0x20 && r != '\n') || r == 0x7f || (r >= 0x80 && r < 0xa0) || visible.Hidden(r) {
 			bad = append(bad, r)
 		}
 	}

@@ -8,6 +8,3 @@ import "github.com/lazaret-dev/lazaret/internal/visible"
 // characters, unassigned or non-printing code points as <U+XXXX>, invalid
 // UTF-8 as \xNN, and the backslash itself as \\ (package visible).
 func Visible(s string) string { return visible.Escape(s, visible.AngleForm) }
-
-// special reports the hidden code points shown as <U+XXXX>.
-func special(r rune) bool { return visible.Hidden(r) }
