@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // ImageInfo is the part of `podman image inspect` lazaret uses.
@@ -14,6 +15,31 @@ type ImageInfo struct {
 	Digest string            `json:"Digest"`
 	Labels map[string]string `json:"Labels"`
 	Size   int64             `json:"Size"`
+	// GraphDriver is where the image's layers are in podman's storage.
+	GraphDriver GraphDriver `json:"GraphDriver"`
+}
+
+// GraphDriver names the storage driver and, for overlay, the layer
+// directories: UpperDir is the top layer's diff, LowerDir the layers below
+// it (colon-separated, empty for a single-layer image).
+type GraphDriver struct {
+	Name string            `json:"Name"`
+	Data map[string]string `json:"Data"`
+}
+
+// SingleLayerDir returns the directory holding the image's root filesystem
+// when the image is one overlay layer: its content is then exactly what an
+// image mount would show (a whiteout in the bottom layer hides nothing).
+// ok is false for any other layout, which needs a real image mount.
+func (i *ImageInfo) SingleLayerDir() (dir string, ok bool) {
+	if i.GraphDriver.Name != "overlay" || i.GraphDriver.Data["LowerDir"] != "" {
+		return "", false
+	}
+	dir = i.GraphDriver.Data["UpperDir"]
+	if dir == "" || !strings.HasPrefix(dir, "/") || strings.ContainsAny(dir, "\n\x00") {
+		return "", false
+	}
+	return dir, true
 }
 
 // ImageExists reports whether ref is in local storage.

@@ -1,9 +1,14 @@
 package podman
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -12,16 +17,112 @@ import (
 // `podman unshare` joins. A mount made anywhere else is invisible to the
 // containers. These helpers run commands there.
 
-// Unshare runs argv inside `podman unshare` (uid 0 of the rootless user
-// namespace, podman's mount namespace) and returns its stdout. Only
-// stdin/stdout/stderr reach argv; podman itself may add descriptors of its
-// own (it passes a pipe at fd 251), so argv that daemonizes must close
-// them.
+// Unshare runs argv as uid 0 of the rootless user namespace, in podman's
+// mount namespace, and returns its stdout. When podman's pause process is
+// alive it joins that process's namespaces directly with nsenter (about
+// 4 ms, measured) instead of starting podman (about 50 ms, on the cold
+// start's critical path); otherwise it runs `podman unshare`, which also
+// starts the pause process. Only stdin/stdout/stderr reach argv; podman
+// may add descriptors of its own (it passes a pipe at fd 251), so argv
+// that daemonizes must close them.
 func (c *Client) Unshare(ctx context.Context, argv ...string) ([]byte, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("podman unshare: no command")
 	}
+	if pid, ok := c.pauseProcess(); ok && c.Bin == "" {
+		out, err := c.nsenter(ctx, pid, argv)
+		if !errors.Is(err, errNsenterUnusable) {
+			return out, err
+		}
+		c.logger().Debug("nsenter into podman's pause process failed; using podman unshare", "pid", pid, "err", err)
+	}
+	return c.podmanUnshare(ctx, argv...)
+}
+
+func (c *Client) podmanUnshare(ctx context.Context, argv ...string) ([]byte, error) {
 	return c.Output(ctx, append([]string{"unshare"}, argv...)...)
+}
+
+// errNsenterUnusable marks a failure of nsenter itself (not of argv):
+// Unshare then falls back to podman unshare.
+var errNsenterUnusable = errors.New("nsenter unusable")
+
+// nsenterFailed is nsenter's own exit status when it cannot join the
+// namespaces or exec argv; argv's own exit statuses pass through.
+const nsenterFailed = 1
+
+func (c *Client) nsenter(ctx context.Context, pid int, argv []string) ([]byte, error) {
+	args := append([]string{"-U", "-m", "-t", strconv.Itoa(pid), "--"}, argv...)
+	cmd := exec.CommandContext(ctx, "nsenter", args...)
+	if c.Env != nil {
+		cmd.Env = c.Env
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	c.logger().Debug("nsenter", "pid", pid, "args", argv)
+	err := cmd.Run()
+	if err == nil {
+		return stdout.Bytes(), nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return nil, fmt.Errorf("%w: %v", errNsenterUnusable, err)
+	}
+	// nsenter reports its own failures as "nsenter: …" on stderr with
+	// status 1; anything else is argv's.
+	if ee.ExitCode() == nsenterFailed && strings.HasPrefix(stderr.String(), "nsenter: ") {
+		return nil, fmt.Errorf("%w: %s", errNsenterUnusable, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), &Error{Args: append([]string{"unshare"}, argv...), ExitCode: ee.ExitCode(), Stderr: stderr.String()}
+}
+
+// pauseProcess returns the pid of rootless podman's pause process when its
+// pid file names a live catatonit of this user in a user namespace other
+// than ours; a stale or recycled pid is never joined.
+func (c *Client) pauseProcess() (int, bool) {
+	if os.Getuid() == 0 {
+		return 0, false // rootful podman has no pause process
+	}
+	rt := c.getenv("XDG_RUNTIME_DIR")
+	if rt == "" {
+		return 0, false
+	}
+	b, err := os.ReadFile(filepath.Join(rt, "libpod", "tmp", "pause.pid"))
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return 0, false
+	}
+	proc := "/proc/" + strconv.Itoa(pid)
+	comm, err := os.ReadFile(proc + "/comm")
+	if err != nil || strings.TrimSpace(string(comm)) != "catatonit" {
+		return 0, false
+	}
+	var st os.FileInfo
+	if st, err = os.Stat(proc); err != nil || !ownedByUs(st) {
+		return 0, false
+	}
+	theirs, err1 := os.Readlink(proc + "/ns/user")
+	ours, err2 := os.Readlink("/proc/self/ns/user")
+	if err1 != nil || err2 != nil || theirs == ours {
+		return 0, false
+	}
+	return pid, true
+}
+
+func (c *Client) getenv(key string) string {
+	if c.Env == nil {
+		return os.Getenv(key)
+	}
+	v := ""
+	for _, kv := range c.Env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
 }
 
 // ImageMount mounts image (a name or ID) read-only through podman's storage
@@ -31,7 +132,9 @@ func (c *Client) ImageMount(ctx context.Context, image string) (string, error) {
 	if image == "" || strings.HasPrefix(image, "-") {
 		return "", fmt.Errorf("image mount: bad image reference %q", image)
 	}
-	out, err := c.Unshare(ctx, c.bin(), "image", "mount", image)
+	// podman itself must run under `podman unshare`: joined by nsenter it
+	// would take itself for rootful podman.
+	out, err := c.podmanUnshare(ctx, c.bin(), "image", "mount", image)
 	if err != nil {
 		return "", err
 	}
@@ -47,6 +150,6 @@ func (c *Client) ImageUnmount(ctx context.Context, image string) error {
 	if image == "" || strings.HasPrefix(image, "-") {
 		return fmt.Errorf("image unmount: bad image reference %q", image)
 	}
-	_, err := c.Unshare(ctx, c.bin(), "image", "unmount", image)
+	_, err := c.podmanUnshare(ctx, c.bin(), "image", "unmount", image)
 	return err
 }
