@@ -508,3 +508,65 @@ func TestNetworkThroughCoordinator(t *testing.T) {
 		t.Errorf("netd socket left behind: %v", err)
 	}
 }
+
+// TestNetworkSidecarImageRebuild: the sidecar image is checked while the
+// sidecar starts; a stale image (another lazaret-netd inside) or a missing
+// one is built from the installed lazaret-netd and the sidecar started
+// again before Prepare returns.
+func TestNetworkSidecarImageRebuild(t *testing.T) {
+	f := newNetFixture(t)
+	env := NewEnv(t)
+	ctx := context.Background()
+	installed := filepath.Join(binDir(t), "lazaret-netd")
+	t.Setenv("LAZARET_NETD", installed)
+	tag := "localhost/lazaret-netd:lzt-rebuild-" + f.suffix
+	t.Cleanup(func() { f.pc.RemoveImage(context.Background(), tag) })
+
+	// A different binary: the installed one with bytes appended (still a
+	// valid static ELF, another SHA-256).
+	other := filepath.Join(t.TempDir(), "lazaret-netd")
+	b, err := os.ReadFile(installed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, append(b, "stale build"...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := sidecar.BuildImage(ctx, f.pc, other, tag); err != nil {
+		t.Fatal(err)
+	}
+	// Positive control: the image is stale for the installed binary.
+	if ok, err := sidecar.ImageCurrent(ctx, f.pc, tag, installed); err != nil || ok {
+		t.Fatalf("ImageCurrent of the stale image = %v, %v; want false", ok, err)
+	}
+	rt, err := domain.RuntimeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := domain.New("default", env.Workspace, env.DataRoot, rt, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []string{"stale", "missing"} {
+		comp := sidecar.New(sidecar.Options{Anchor: a, Podman: f.pc, Image: tag, Upstreams: []string{"192.0.2.53"}})
+		spec := &podman.ContainerSpec{Network: "none"}
+		err := comp.Prepare(ctx, spec)
+		if err == nil && spec.Network != "container:"+a.Sidecar() {
+			t.Errorf("%s image: Prepare set network %q", step, spec.Network)
+		}
+		if err != nil {
+			t.Errorf("%s image: Prepare: %v", step, err)
+		}
+		if ok, err := sidecar.ImageCurrent(ctx, f.pc, tag, installed); err != nil || !ok {
+			t.Errorf("%s image: after Prepare ImageCurrent = %v, %v; want true", step, ok, err)
+		}
+		if err := comp.Close(ctx); err != nil {
+			t.Errorf("%s image: Close: %v", step, err)
+		}
+		if step == "stale" {
+			if err := f.pc.RemoveImage(ctx, tag); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

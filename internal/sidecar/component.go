@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -149,9 +150,6 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	if c.err != nil {
 		return c.err
 	}
-	if err := c.ensureImage(ctx); err != nil {
-		return err
-	}
 	sspec, err := c.Spec()
 	if err != nil {
 		return err
@@ -169,15 +167,42 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	if err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
+	// Closed once the last run has handed it to netd: from then on a
+	// connection is refused as soon as netd is gone.
+	defer lf.Close()
 	c.started = true
-	cmd := c.o.Podman.Command(ctx, args...)
-	cmd.ExtraFiles = []*os.File{lf} // becomes fd 3 in the sidecar (--preserve-fds 1)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	err = cmd.Run()
+	// Whether the image holds the installed lazaret-netd is checked while
+	// the sidecar starts (a podman call each, ~50 and ~240 ms, on the cold
+	// start's critical path); a stale or missing image — a new development
+	// build, or a first start — is rebuilt and the sidecar started again.
+	// The agent starts only after Prepare returns, so a stale sidecar never
+	// serves it.
+	checked := make(chan error, 1)
+	var build bool
+	go func() {
+		var err error
+		build, err = c.imageStale(ctx)
+		checked <- err
+	}()
+	runErr := c.run(ctx, args, lf)
+	if err := <-checked; err != nil {
+		return err
+	}
+	if build {
+		if runErr == nil {
+			if err := c.o.Podman.RemoveContainer(ctx, sspec.Name, 0); err != nil {
+				return fmt.Errorf("%w: removing the sidecar started from a stale image: %v", ErrSidecarFailed, err)
+			}
+		}
+		c.o.Log.Info("building the sidecar image", "image", c.o.Image)
+		if err := c.buildImage(ctx); err != nil {
+			return err
+		}
+		runErr = c.run(ctx, args, lf)
+	}
 	lf.Close()
-	if err != nil {
-		return fmt.Errorf("%w: podman run: %s", ErrSidecarFailed, lastLine(stderr.String(), err))
+	if runErr != nil {
+		return runErr
 	}
 	if err := c.waitReady(ctx); err != nil {
 		return err
@@ -185,6 +210,18 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	c.o.Log.Info("network sidecar ready", "name", sspec.Name)
 	spec.Network = "container:" + sspec.Name
 	spec.DNS = nil
+	return nil
+}
+
+// run starts the sidecar container with the control socket as its fd 3.
+func (c *Component) run(ctx context.Context, args []string, control *os.File) error {
+	cmd := c.o.Podman.Command(ctx, args...)
+	cmd.ExtraFiles = []*os.File{control} // becomes fd 3 in the sidecar (--preserve-fds 1)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%w: podman run: %s", ErrSidecarFailed, lastLine(stderr.String(), err))
+	}
 	return nil
 }
 
@@ -213,29 +250,31 @@ func (c *Component) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// ensureImage builds the sidecar image when it is missing or holds another
-// lazaret-netd than the one installed beside lazaret (a build takes about
-// a second and needs no network).
-func (c *Component) ensureImage(ctx context.Context) error {
+// imageStale reports whether the sidecar image must be built: it is
+// missing or holds another lazaret-netd than the one installed beside
+// lazaret (a build takes about a second and needs no network). Without an
+// installed lazaret-netd an existing image is used as it is.
+func (c *Component) imageStale(ctx context.Context) (bool, error) {
 	bin, ferr := locate.Find(locate.Netd)
 	if ferr != nil {
 		ok, err := ImageExists(ctx, c.o.Podman, c.o.Image)
 		if err != nil {
-			return err
+			return false, err
 		}
-		if ok {
-			return nil
+		if !ok {
+			return false, fmt.Errorf("sidecar image %s missing and %w", c.o.Image, ferr)
 		}
-		return fmt.Errorf("sidecar image %s missing and %w", c.o.Image, ferr)
+		return false, nil
 	}
 	ok, err := ImageCurrent(ctx, c.o.Podman, c.o.Image, bin)
+	return !ok, err
+}
+
+func (c *Component) buildImage(ctx context.Context) error {
+	bin, err := locate.Find(locate.Netd)
 	if err != nil {
 		return err
 	}
-	if ok {
-		return nil
-	}
-	c.o.Log.Info("building the sidecar image", "image", c.o.Image, "from", bin)
 	return BuildImage(ctx, c.o.Podman, bin, c.o.Image)
 }
 
@@ -255,18 +294,29 @@ func listenControl(path string) (*net.UnixListener, error) {
 	return ln, nil
 }
 
+// waitReady polls netd's status every 10 ms until it reports its ruleset
+// applied. Whether the container still runs is asked of podman (a ~50 ms
+// call) only every half second or when the socket refuses connections
+// (nobody holds it open any more), so a failing sidecar is reported with
+// its last log line instead of after the timeout.
 func (c *Component) waitReady(ctx context.Context) error {
 	cl := &api.Client{Socket: c.o.Anchor.NetdSocket(), Timeout: 2 * time.Second}
-	deadline := time.Now().Add(c.o.ReadyTimeout)
+	start := time.Now()
+	deadline := start.Add(c.o.ReadyTimeout)
+	var lastCheck time.Time
 	for {
 		st, err := cl.Status(ctx)
 		if err == nil && st.Applied {
+			c.o.Log.Debug("netd ruleset applied", "waited", time.Since(start).Round(time.Millisecond))
 			return nil
 		}
-		state, ierr := c.o.Podman.Output(ctx, "inspect", "--format", "{{.State.Status}}", c.o.Anchor.Sidecar())
-		if ierr == nil && strings.TrimSpace(string(state)) != "running" && strings.TrimSpace(string(state)) != "created" {
-			logs, _ := c.o.Podman.Output(ctx, "logs", c.o.Anchor.Sidecar())
-			return fmt.Errorf("%w: sidecar %s: %s", ErrSidecarFailed, strings.TrimSpace(string(state)), lastLine(string(logs), nil))
+		if errors.Is(err, syscall.ECONNREFUSED) || time.Since(lastCheck) > 500*time.Millisecond {
+			lastCheck = time.Now()
+			state, ierr := c.o.Podman.Output(ctx, "inspect", "--format", "{{.State.Status}}", c.o.Anchor.Sidecar())
+			if s := strings.TrimSpace(string(state)); ierr == nil && s != "running" && s != "created" {
+				logs, _ := c.o.Podman.Output(ctx, "logs", c.o.Anchor.Sidecar())
+				return fmt.Errorf("%w: sidecar %s: %s", ErrSidecarFailed, s, lastLine(string(logs), nil))
+			}
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%w: ruleset not reported installed within %v (last: %v)", ErrSidecarFailed, c.o.ReadyTimeout, err)
@@ -274,7 +324,7 @@ func (c *Component) waitReady(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
