@@ -4,7 +4,8 @@
 //
 // Layout, for an install prefix P (and for the repository's bin/ directory):
 //
-//	P/bin/lazaret, P/bin/lazaret-runsc → lazaret, P/bin/lazaret-escalate, P/bin/lazaret-netd
+//	P/bin/lazaret, P/bin/lazaret-runsc → lazaret, P/bin/lazaret-escalate, P/bin/lazaret-netd,
+//	P/bin/lazaret-fsmonitor
 //	P/lib/lazaret/runsc   (the pinned, statically built gVisor runsc)
 package locate
 
@@ -22,6 +23,9 @@ const (
 	Shim     = "lazaret-runsc"
 	Escalate = "lazaret-escalate"
 	Netd     = "lazaret-netd"
+	// FSMonitor is the Git Sentry's git fsmonitor (daemon and hook),
+	// mounted read-only into branch-mode sandboxes.
+	FSMonitor = "lazaret-fsmonitor"
 )
 
 // ErrNotFound is returned when a companion cannot be found.
@@ -30,10 +34,11 @@ var ErrNotFound = errors.New("not found")
 // envOverride names the variable that overrides the lookup of each
 // companion, for tests and unusual installs.
 var envOverride = map[string]string{
-	Runsc:    "LAZARET_RUNSC",
-	Shim:     "LAZARET_SHIM",
-	Escalate: "LAZARET_ESCALATE",
-	Netd:     "LAZARET_NETD",
+	Runsc:     "LAZARET_RUNSC",
+	Shim:      "LAZARET_SHIM",
+	Escalate:  "LAZARET_ESCALATE",
+	Netd:      "LAZARET_NETD",
+	FSMonitor: "LAZARET_FSMONITOR",
 }
 
 // Find returns the absolute path of companion name. It looks, in order, at
