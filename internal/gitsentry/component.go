@@ -57,13 +57,18 @@ type Component struct {
 	// Notices receives the few user-facing notes (uncommitted host changes
 	// not carried over); nil sends them to the log.
 	Notices io.Writer
+	// FSMonitor is the lazaret-fsmonitor binary (found with locate when
+	// empty); NoFSMonitor leaves git in the clone without it.
+	FSMonitor   string
+	NoFSMonitor bool
 
-	mode   string
-	repo   *HostRepo
-	syncer *Syncer
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	mode      string
+	fsmonitor bool // Prepare set it up
+	repo      *HostRepo
+	syncer    *Syncer
+	cancel    context.CancelFunc
+	done      chan struct{}
+	once      sync.Once
 }
 
 // New returns the Git Sentry component of anchor for a profile's git_mode.
@@ -130,6 +135,9 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	clone := c.Anchor.AgentClone()
 	spec.Mounts = append(spec.Mounts, BranchMounts(clone, cfg, repo.CommonDir)...)
 	AddSharedHint(spec, HostGitHintName, repo.CommonDir)
+	// Only in branch mode: nothing outside the sandbox writes the clone's
+	// work tree while it runs (in direct mode the user does).
+	c.prepareFSMonitor(spec)
 	return nil
 }
 
@@ -171,6 +179,17 @@ func EnsureClone(ctx context.Context, g *Git, repo *HostRepo, a *domain.Anchor, 
 func (c *Component) Started(ctx context.Context, container string) error {
 	if c.mode != ModeBranch {
 		return nil
+	}
+	if c.fsmonitor {
+		// Off the start path (a podman exec costs a few hundred ms); until
+		// the daemon listens, git scans everything as it would without.
+		go func() {
+			fctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := StartFSMonitor(fctx, c.Podman, container); err != nil {
+				c.logger().Warn("gitsentry: fsmonitor did not start, git status scans the whole clone", "err", err)
+			}
+		}()
 	}
 	c.syncer = &Syncer{Git: c.Git, Repo: c.repo, Map: RefMap{Profile: c.Anchor.Profile},
 		Podman: c.Podman, Container: container, Log: c.Log}
