@@ -53,55 +53,93 @@ func TestMain(m *testing.M) {
 // sample is one round: microseconds of the whole call and of its phases.
 type sample struct {
 	Total, Env, Certs, Sign, Connect, Handshake, Answer, Baseline int64
+	// Start is from before the spawn until the client's main runs (fork,
+	// execve, Go runtime and package initialisation); Exit from the
+	// client's last trace line until the loop sees it has exited.
+	Start, Exit int64
 }
 
-// inner runs inside the sandbox: time lazaret-escalate -- true and
-// /bin/true alternately, print the samples as JSON lines.
+// comparePath is where the optional second client (ESCBENCH_COMPARE on
+// the host) is mounted in the sandbox.
+const comparePath = "/run/escbench-compare"
+
+// inner runs inside the sandbox: time /bin/true, lazaret-escalate -- true
+// and, when mounted, the comparison client, in turn; print each round's
+// samples as one JSON line (an array: the client, then the comparison).
 func inner() int {
 	enc := json.NewEncoder(os.Stdout)
+	clients := []string{"lazaret-escalate"}
+	if _, err := os.Stat(comparePath); err == nil {
+		clients = append(clients, comparePath)
+	}
 	for i := 0; i < rounds; i++ {
-		var s sample
 		t0 := time.Now()
 		if err := exec.Command("/bin/true").Run(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		s.Baseline = time.Since(t0).Microseconds()
-		cmd := exec.Command("lazaret-escalate", "--", "true")
-		cmd.Env = append(os.Environ(), "LAZARET_ESCALATE_TRACE=1")
-		var errb bytes.Buffer
-		cmd.Stderr = &errb
-		t0 = time.Now()
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, err, errb.String())
-			return 1
-		}
-		s.Total = time.Since(t0).Microseconds()
-		sc := bufio.NewScanner(&errb)
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			if len(f) != 3 || f[0] != "trace" {
-				continue
+		base := time.Since(t0).Microseconds()
+		var round []sample
+		for j := range clients {
+			// Alternate which client goes first, so neither always
+			// follows the baseline.
+			c := clients[(i+j)%len(clients)]
+			s, err := timeClient(c)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
 			}
-			v, _ := strconv.ParseInt(f[2], 10, 64)
-			switch f[1] {
-			case "env":
-				s.Env = v
-			case "certs":
-				s.Certs = v
-			case "sign":
-				s.Sign = v
-			case "connect":
-				s.Connect = v
-			case "handshake":
-				s.Handshake = v
-			case "answer":
-				s.Answer = v
-			}
+			s.Baseline = base
+			round = append(round, s)
 		}
-		_ = enc.Encode(s)
+		if len(clients) == 2 && i%2 == 1 {
+			round[0], round[1] = round[1], round[0]
+		}
+		_ = enc.Encode(round)
 	}
 	return 0
+}
+
+// timeClient runs client -- true once with its phase trace on.
+func timeClient(client string) (sample, error) {
+	var s sample
+	cmd := exec.Command(client, "--", "true")
+	cmd.Env = append(os.Environ(), "LAZARET_ESCALATE_TRACE=1")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	t0 := time.Now()
+	if err := cmd.Run(); err != nil {
+		return s, fmt.Errorf("%s: %v: %s", client, err, errb.String())
+	}
+	t1 := time.Now()
+	s.Total = t1.Sub(t0).Microseconds()
+	sc := bufio.NewScanner(&errb)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 3 || f[0] != "trace" {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[2], 10, 64)
+		switch f[1] {
+		case "env":
+			s.Env = v
+		case "certs":
+			s.Certs = v
+		case "sign":
+			s.Sign = v
+		case "connect":
+			s.Connect = v
+		case "handshake":
+			s.Handshake = v
+		case "answer":
+			s.Answer = v
+		case "begin":
+			s.Start = v - t0.UnixMicro()
+		case "end":
+			s.Exit = t1.UnixMicro() - v
+		}
+	}
+	return s, nil
 }
 
 func BenchmarkEscalationRoundTrip(b *testing.B) {
@@ -130,6 +168,10 @@ func BenchmarkEscalationRoundTrip(b *testing.B) {
 	if err := domain.EnsurePrivateDir(a.RuntimeDir); err != nil {
 		b.Fatal(err)
 	}
+	// ESCBENCH_COMPARE names another lazaret-escalate build on the host
+	// (say, of an earlier commit) to time in the same rounds: under a
+	// varying machine load only an interleaved comparison is fair.
+	compare := os.Getenv("ESCBENCH_COMPARE")
 	comp := escalation.NewComponent(escalation.ComponentOptions{Anchor: a, AutoApprove: [][]string{{"true"}},
 		Auditor: escalation.AuditFunc(func(context.Context, escalation.Event) error { return nil })})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -143,6 +185,9 @@ func BenchmarkEscalationRoundTrip(b *testing.B) {
 		},
 		CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"}, Network: "none",
 		Command: []string{"sleep", "infinity"},
+	}
+	if compare != "" {
+		spec.Mounts = append(spec.Mounts, podman.Mount{Type: "bind", Source: compare, Target: comparePath, ReadOnly: true})
 	}
 	if err := comp.Prepare(ctx, spec); err != nil {
 		b.Fatal(err)
@@ -176,18 +221,31 @@ func BenchmarkEscalationRoundTrip(b *testing.B) {
 	if err != nil {
 		b.Fatalf("in-sandbox loop: %v", err)
 	}
-	var samples []sample
+	var samples, compared []sample
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for dec.More() {
-		var s sample
-		if err := dec.Decode(&s); err != nil {
+		var round []sample
+		if err := dec.Decode(&round); err != nil {
 			b.Fatal(err)
 		}
-		samples = append(samples, s)
+		samples = append(samples, round[0])
+		if len(round) > 1 {
+			compared = append(compared, round[1])
+		}
 	}
 	if len(samples) != rounds {
 		b.Fatalf("%d samples, want %d", len(samples), rounds)
 	}
+	fmt.Printf("\n%d rounds, runsc sandbox, auto-approved `true` (%s)\n", rounds, time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	report(samples)
+	if len(compared) > 0 {
+		fmt.Printf("\nComparison client %s, interleaved with the one above in the same rounds:\n", compare)
+		report(compared)
+	}
+}
+
+// report prints the markdown table of one client's samples.
+func report(samples []sample) {
 	col := func(f func(sample) int64) []int64 {
 		v := make([]int64, len(samples))
 		for i, s := range samples {
@@ -202,21 +260,23 @@ func BenchmarkEscalationRoundTrip(b *testing.B) {
 	ans := col(func(s sample) int64 { return s.Answer })
 	env, certs := col(func(s sample) int64 { return s.Env }), col(func(s sample) int64 { return s.Certs })
 	sign, conn := col(func(s sample) int64 { return s.Sign }), col(func(s sample) int64 { return s.Connect })
+	start, exit := col(func(s sample) int64 { return s.Start }), col(func(s sample) int64 { return s.Exit })
 	rest := col(func(s sample) int64 {
-		return s.Total - s.Env - s.Certs - s.Sign - s.Connect - s.Handshake - s.Answer
+		return s.Total - s.Start - s.Env - s.Certs - s.Sign - s.Connect - s.Handshake - s.Answer - s.Exit
 	})
 	base := col(func(s sample) int64 { return s.Baseline })
-	fmt.Printf("\n%d rounds, runsc sandbox, auto-approved `true` (%s)\n\n", rounds, time.Now().UTC().Format("2006-01-02"))
-	fmt.Println("| measure | median ms | p99 ms |")
+	fmt.Println("\n| measure | median ms | p99 ms |")
 	fmt.Println("|---|---|---|")
 	fmt.Printf("| baseline: spawn /bin/true in the sandbox | %.2f | %.2f |\n", med(base), p99(base))
 	fmt.Printf("| lazaret-escalate -- true, start to exit | %.2f | %.2f |\n", med(total), p99(total))
-	fmt.Printf("| · process start-up and exit (the rest) | %.2f | %.2f |\n", med(rest), p99(rest))
+	fmt.Printf("| · spawn until the client's main runs (execve, Go runtime init) | %.2f | %.2f |\n", med(start), p99(start))
 	fmt.Printf("| · read session env, decode delegation | %.2f | %.2f |\n", med(env), p99(env))
 	fmt.Printf("| · read and parse certificates and key | %.2f | %.2f |\n", med(certs), p99(certs))
 	fmt.Printf("| · build and sign the request | %.2f | %.2f |\n", med(sign), p99(sign))
 	fmt.Printf("| · connect to the escalation socket | %.2f | %.2f |\n", med(conn), p99(conn))
 	fmt.Printf("| · TLS 1.3 mutual handshake | %.2f | %.2f |\n", med(hs), p99(hs))
 	fmt.Printf("| · request → verify → execve on host → answer | %.2f | %.2f |\n", med(ans), p99(ans))
+	fmt.Printf("| · exit, until the loop sees it | %.2f | %.2f |\n", med(exit), p99(exit))
+	fmt.Printf("| · the rest (flags, trace output) | %.2f | %.2f |\n", med(rest), p99(rest))
 	fmt.Printf("\nTLS handshake share of the median round trip: %.0f %%\n", 100*med(hs)/med(total))
 }

@@ -57,6 +57,11 @@ Prints the command's output and exits with its exit code; 126 when denied.
 
 // Main runs the client and returns the exit code.
 func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if getenv(EnvTrace) == "1" {
+		// Wall-clock time on entry, so the caller can split the process
+		// start-up (before) from the client's own work.
+		fmt.Fprintf(stderr, "trace begin %d\n", time.Now().UnixMicro())
+	}
 	fs := flag.NewFlagSet("lazaret-escalate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	reason := fs.String("reason", "", "why the command is needed (shown to the human)")
@@ -88,6 +93,10 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 	}
 
 	ctx := context.Background()
+	if getenv(EnvTrace) == "1" {
+		ctx = withTrace(ctx, stderr)
+		defer traceFrom(ctx).stamp("end")
+	}
 	if *timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
@@ -119,9 +128,6 @@ func orDefault(v, d string) string {
 }
 
 func run(ctx context.Context, getenv func(string) string, r request, stdout, stderr io.Writer) (int, error) {
-	if getenv(EnvTrace) == "1" {
-		ctx = withTrace(ctx, stderr)
-	}
 	tr := traceFrom(ctx)
 	del, err := session.FromEnv(getenv)
 	if err != nil {
@@ -238,6 +244,14 @@ func withTrace(ctx context.Context, w io.Writer) context.Context {
 func traceFrom(ctx context.Context) *trace {
 	t, _ := ctx.Value(traceKey{}).(*trace)
 	return t
+}
+
+// stamp prints the wall-clock time as "trace <what> <unix µs>".
+func (t *trace) stamp(what string) {
+	if t == nil {
+		return
+	}
+	fmt.Fprintf(t.w, "trace %s %d\n", what, time.Now().UnixMicro())
 }
 
 // mark prints the time since the previous mark as "trace <phase> <µs>".
