@@ -2,6 +2,16 @@
 // Agent Sandbox: it asks the coordinator, over mutual TLS on the escalation
 // socket, to run one command on the host, prints the command's output and
 // exits with its exit code (126 when denied).
+//
+// Its start-up is on the measured round trip (docs/PERFORMANCE.md, Host
+// Escalation), and under gVisor every system call of the Go runtime's own
+// start-up costs a trap into the Sentry. Two of them are optional and off:
+// naming anonymous mappings (one prctl per mapping) and reading the cgroup
+// files to derive GOMAXPROCS (a short-lived client gains nothing from it).
+//
+//go:debug decoratemappings=0
+//go:debug containermaxprocs=0
+//go:debug updatemaxprocs=0
 package main
 
 import (

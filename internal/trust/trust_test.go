@@ -3,6 +3,7 @@ package trust
 import (
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/url"
 	"os"
@@ -225,8 +226,40 @@ func TestRotationLoopRuns(t *testing.T) {
 }
 
 func TestClientConfigMissing(t *testing.T) {
-	if _, _, err := ClientConfig(t.TempDir()); err == nil {
-		t.Fatal("empty dir accepted")
+	_, _, err := ClientConfig(t.TempDir())
+	if !errors.Is(err, ErrNoTLSMaterial) || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("err = %v, want TLS material missing (not exist)", err)
+	}
+	// A directory with the CA but no key pair.
+	a := startAnchor(t)
+	dir := t.TempDir()
+	ca, err := os.ReadFile(filepath.Join(a.Dir(), CAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, CAFile), ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ClientConfig(dir); !errors.Is(err, ErrNoTLSMaterial) || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("err = %v, want TLS material missing (not exist)", err)
+	}
+}
+
+func TestReadSmall(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	want := bytes.Repeat([]byte("0123456789abcdef"), 700) // more than one read buffer
+	if err := os.WriteFile(p, want, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readSmall(p)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("readSmall: %d bytes, %v", len(got), err)
+	}
+	if err := os.WriteFile(p, make([]byte, maxPEM+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readSmall(p); err == nil {
+		t.Fatal("readSmall accepted a file over maxPEM")
 	}
 }
 

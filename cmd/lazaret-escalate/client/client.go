@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -170,12 +169,14 @@ func run(ctx context.Context, getenv func(string) string, r request, stdout, std
 // Exchange sends one request line over mTLS on the UNIX socket sock and
 // relays the response frames; it returns the exit code to use.
 func Exchange(ctx context.Context, sock string, cfg *tls.Config, line []byte, stdout, stderr io.Writer) (int, error) {
-	var d net.Dialer
-	raw, err := d.DialContext(ctx, "unix", sock)
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	raw, err := dialBlocking(sock)
 	if err != nil {
 		return 0, fmt.Errorf("cannot reach the coordinator on %s: %w", sock, err)
 	}
-	defer raw.Close()
+	defer raw.release()
 	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
 	defer stop()
 	tr := traceFrom(ctx)
