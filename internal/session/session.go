@@ -147,6 +147,29 @@ func (d *Delegated) Env() []string {
 
 // FromEnv reads a Delegated from the environment (lazaret-escalate).
 func FromEnv(getenv func(string) string) (*Delegated, error) {
+	p, err := StartFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait()
+}
+
+// Pending is a delegation read from the environment whose delegated key is
+// still being derived from its seed (StartFromEnv).
+type Pending struct {
+	id   string
+	d    *Delegation
+	done chan struct{}
+	key  ed25519.PrivateKey
+	err  error
+}
+
+// StartFromEnv makes FromEnv's checks of the environment and derives the
+// delegated key in a new goroutine; Wait returns what FromEnv returns. The
+// first Ed25519 key derivation of a process builds the base-point table
+// (about 1.4 ms of CPU), which lazaret-escalate overlaps with reading and
+// parsing its certificates.
+func StartFromEnv(getenv func(string) string) (*Pending, error) {
 	id, dl, key := getenv(EnvSessionID), getenv(EnvDelegation), getenv(EnvDelegatedKey)
 	if id == "" || dl == "" || key == "" {
 		var missing []string
@@ -172,11 +195,27 @@ func FromEnv(getenv func(string) string) (*Delegated, error) {
 	if err != nil || len(seed) != ed25519.SeedSize {
 		return nil, fmt.Errorf("%s: %w: not a base64 Ed25519 seed", EnvDelegatedKey, ErrBadDelegation)
 	}
-	priv := ed25519.NewKeyFromSeed(seed)
-	if !priv.Public().(ed25519.PublicKey).Equal(ed25519.PublicKey(d.DelegatedPub)) {
-		return nil, fmt.Errorf("%s: %w: key does not match the delegation", EnvDelegatedKey, ErrBadDelegation)
+	p := &Pending{id: id, d: d, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		priv := ed25519.NewKeyFromSeed(seed)
+		if !priv.Public().(ed25519.PublicKey).Equal(ed25519.PublicKey(d.DelegatedPub)) {
+			p.err = fmt.Errorf("%s: %w: key does not match the delegation", EnvDelegatedKey, ErrBadDelegation)
+			return
+		}
+		p.key = priv
+	}()
+	return p, nil
+}
+
+// Wait returns the Delegated once its key is derived, or the error of a key
+// that does not match the delegation.
+func (p *Pending) Wait() (*Delegated, error) {
+	<-p.done
+	if p.err != nil {
+		return nil, p.err
 	}
-	return &Delegated{SessionID: id, Key: priv, Delegation: *d}, nil
+	return &Delegated{SessionID: p.id, Key: p.key, Delegation: *p.d}, nil
 }
 
 // DecodeDelegation parses a delegation's JSON strictly (unknown fields and

@@ -128,7 +128,8 @@ func orDefault(v, d string) string {
 
 func run(ctx context.Context, getenv func(string) string, r request, stdout, stderr io.Writer) (int, error) {
 	tr := traceFrom(ctx)
-	del, err := session.FromEnv(getenv)
+	// The delegated key is derived while the certificates are read.
+	pending, err := session.StartFromEnv(getenv)
 	if err != nil {
 		return 0, err
 	}
@@ -145,6 +146,10 @@ func run(ctx context.Context, getenv func(string) string, r request, stdout, std
 	profile, _, err := trust.ParseSAN(leaf.URIs[0])
 	if err != nil {
 		return 0, fmt.Errorf("%s/%s: %w", tlsDir, trust.ClientFile, err)
+	}
+	del, err := pending.Wait()
+	if err != nil {
+		return 0, err
 	}
 	cwd := getenv(EnvCwd)
 	if cwd == "" {
