@@ -23,6 +23,8 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/gitsentry"
+	"github.com/lazaret-dev/lazaret/internal/gitsentry/fsmonitor"
+	"github.com/lazaret-dev/lazaret/internal/gitsentry/fsmonitor/fsmtest"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -99,6 +101,10 @@ func gsStartNamed(t testing.TB, e *Env, profile, gitMode, suffix string, extraMo
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: gsLogLevel()}))
 	pc := &podman.Client{Log: log}
 	comp := gitsentry.New(a, gitMode, pc, log)
+	// The fsmonitor as lazaret installs it (beside the other binaries).
+	if bin := filepath.Join(os.Getenv("LAZARET_BIN"), "lazaret-fsmonitor"); os.Getenv("LAZARET_BIN") != "" {
+		comp.FSMonitor = bin
+	}
 	var notices bytes.Buffer
 	comp.Notices = &notices
 	spec := &podman.ContainerSpec{
@@ -491,6 +497,11 @@ func TestGitSentryDirectMode(t *testing.T) {
 		t.Errorf("git log in direct mode: %q", got)
 	}
 	s.must("git status --short")
+	// No fsmonitor in direct mode: the user edits the tree from the host,
+	// which inotify inside the sandbox never sees.
+	if got := s.must("git config core.fsmonitor; ls /run/lazaret/fsmonitor 2>&1 || true"); !strings.Contains(got, "No such file") || strings.Contains(got, "lazaret-fsmonitor") {
+		t.Errorf("direct mode has an fsmonitor: %q", got)
+	}
 	s.fails("git commit -q --allow-empty -m x", "Read-only file system")
 	s.fails("echo x >> /workspace/.git/config", "Read-only file system")
 	s.fails("mv /workspace/.git /workspace/g2", "")
@@ -736,4 +747,103 @@ func TestGitSentryLastCommitBeforeStop(t *testing.T) {
 			t.Errorf("round %d: host agent branch at %q after the sandbox stopped, want %s", i, got, tip)
 		}
 	}
+}
+
+// bash runs a bash script in the sandbox's /workspace and returns its
+// combined output.
+func (s *gsSandbox) bash(script string) string {
+	s.t.Helper()
+	out, err := exec.Command("podman", "exec", "-w", "/workspace", s.name, "bash", "-c", script).CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("in sandbox: bash: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// waitFSMonitor waits until the fsmonitor daemon listens (it first watches
+// every directory of the clone).
+func (s *gsSandbox) waitFSMonitor() {
+	s.t.Helper()
+	s.must("for i in $(seq 300); do [ -S " + fsmonitor.DefaultSocket + " ] && exit 0; sleep 0.1; done; echo no fsmonitor socket; exit 1")
+}
+
+func fsmRepo(t *testing.T, e *Env) {
+	t.Helper()
+	if os.Getenv("LAZARET_BIN") == "" {
+		t.Skip("LAZARET_BIN is not set (scripts/integration sets it)")
+	}
+	if err := fsmtest.Seed(e.Workspace); err != nil {
+		t.Fatal(err)
+	}
+	gsGit(t, e.Workspace, "init", "-q")
+	gsGit(t, e.Workspace, "add", ".")
+	gsGit(t, e.Workspace, "commit", "-q", "-m", "seed")
+}
+
+// TestGitSentryFSMonitorMatchesFullScan: inside runsc, after every step
+// of fsmtest.Steps (edits, creates, deletes, renames, directory removal
+// and renames, mode changes, symlinks, commits, branch checkout, stash,
+// reset, clean, a hard link), git status with the fsmonitor equals a full
+// scan, and most steps were answered from the daemon's path list (the
+// check exercised it). Then the sandbox is restarted after a host-side
+// change to the stopped clone: the new daemon must not trust the index's
+// old token. The control is TestGitSentryFSMonitorControl.
+func TestGitSentryFSMonitorMatchesFullScan(t *testing.T) {
+	e := NewEnv(t)
+	fsmRepo(t, e)
+	s := gsStart(t, e, "gsfsm", "")
+	s.waitFSMonitor()
+	if got := s.must("git config core.fsmonitor && git config core.fsmonitorHookVersion"); got != gitsentry.ContainerFSMonitorBin+"\n2" {
+		t.Fatalf("git config in the sandbox: %q", got)
+	}
+	out := s.bash(fsmtest.Steps)
+	r := fsmtest.Parse(out)
+	if !r.Done {
+		t.Fatalf("steps did not finish:\n%s", out)
+	}
+	if len(r.Mismatches) > 0 {
+		t.Errorf("git status with the fsmonitor differs from a full scan after %v:\n%s", r.Mismatches, out)
+	}
+	if len(r.Incremental) < 10 {
+		t.Errorf("only %d steps answered incrementally (%v): the fsmonitor was not exercised\n%s", len(r.Incremental), r.Incremental, out)
+	}
+	t.Logf("%d steps, incremental: %v", len(r.Incremental), r.Incremental)
+
+	// Restart: the clone changes on the host while no sandbox runs.
+	_ = s.comp.Close(context.Background())
+	if err := exec.Command("podman", "rm", "-f", "-t", "0", s.name).Run(); err != nil {
+		t.Fatal(err)
+	}
+	edited := filepath.Join(s.anchor.AgentClone(), "src", "d10", "f01.txt")
+	if err := os.WriteFile(edited, []byte("edited while stopped\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s2 := gsStart(t, e, "gsfsm", "")
+	s2.waitFSMonitor()
+	mon := s2.must("git status --porcelain")
+	full := s2.must("GIT_OPTIONAL_LOCKS=0 git -c core.fsmonitor=false -c core.untrackedCache=false status --porcelain")
+	if mon != full || !strings.Contains(mon, "src/d10/f01.txt") {
+		t.Errorf("after a restart: with the fsmonitor %q, full scan %q", mon, full)
+	}
+}
+
+// TestGitSentryFSMonitorControl: the same steps with a hook that always
+// claims nothing changed are caught, so the comparison above would catch
+// a stale fsmonitor.
+func TestGitSentryFSMonitorControl(t *testing.T) {
+	e := NewEnv(t)
+	fsmRepo(t, e)
+	s := gsStart(t, e, "gsfsmliar", "")
+	s.waitFSMonitor()
+	liar := "/tmp/liar-fsmonitor"
+	s.must("cat > " + liar + " <<'EOF'\n" + fsmtest.Liar(gitsentry.ContainerFSMonitorBin) + "EOF\nchmod +x " + liar)
+	out := s.bash("FSM_GIT='-c core.fsmonitor=" + liar + "'\n" + fsmtest.Steps)
+	r := fsmtest.Parse(out)
+	if !r.Done {
+		t.Fatalf("steps did not finish:\n%s", out)
+	}
+	if len(r.Mismatches) == 0 {
+		t.Fatalf("a lying fsmonitor hook went unnoticed:\n%s", out)
+	}
+	t.Logf("the lying hook was caught after %d steps: %v", len(r.Mismatches), r.Mismatches)
 }
