@@ -807,7 +807,7 @@ func TestGitSentryFSMonitorMatchesFullScan(t *testing.T) {
 	if len(r.Incremental) < 10 {
 		t.Errorf("only %d steps answered incrementally (%v): the fsmonitor was not exercised\n%s", len(r.Incremental), r.Incremental, out)
 	}
-	t.Logf("%d steps, incremental: %v", len(r.Incremental), r.Incremental)
+	t.Logf("%d of the steps answered from the path list: %v", len(r.Incremental), r.Incremental)
 
 	// Restart: the clone changes on the host while no sandbox runs.
 	_ = s.comp.Close(context.Background())

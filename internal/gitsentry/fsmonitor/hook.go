@@ -4,9 +4,10 @@ import (
 	"bufio"
 	"errors"
 	"io"
-	"net"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Paths inside the sandbox.
@@ -20,22 +21,61 @@ const (
 const hookTimeout = 5 * time.Second
 
 // Ask sends one request to the daemon at socket and returns its whole
-// answer, checked; any failure is an error.
+// answer, checked; any failure is an error. It uses plain blocking system
+// calls, not package net: the hook is a process git starts for every
+// status, and under gVisor the runtime's network poller set-up is a
+// measurable part of its start (docs/PERFORMANCE.md, "Git").
 func Ask(socket string, r Request) ([]byte, error) {
 	req, err := EncodeRequest(r)
 	if err != nil {
 		return nil, err
 	}
-	c, err := net.DialTimeout("unix", socket, hookTimeout)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(hookTimeout))
-	if _, err := c.Write(req); err != nil {
+	defer unix.Close(fd)
+	tv := unix.NsecToTimeval(hookTimeout.Nanoseconds())
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 		return nil, err
 	}
-	return ReadFrame(bufio.NewReader(c))
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
+		return nil, err
+	}
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: socket}); err != nil {
+		return nil, err
+	}
+	for len(req) > 0 {
+		n, err := unix.Write(fd, req)
+		if err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return nil, err
+		}
+		req = req[n:]
+	}
+	return ReadFrame(bufio.NewReaderSize(fdReader(fd), 64<<10))
+}
+
+// fdReader reads a blocking descriptor, retrying EINTR; a receive timeout
+// (EAGAIN) is an error.
+type fdReader int
+
+func (r fdReader) Read(p []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(r), p)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 {
+			return 0, io.EOF
+		}
+		return n, nil
+	}
 }
 
 // Hook is core.fsmonitor: git runs it as `<hook> 2 <token>` in the work
