@@ -100,11 +100,27 @@ func requireGone(t *testing.T, d lcDomain, within time.Duration) {
 // (sockets of the components, TLS directory) outlived it.
 func requireNoRuntimeLeftovers(t *testing.T, d lcDomain) {
 	t.Helper()
-	for _, k := range []string{"netd_socket", "escalation_socket", "tls_dir"} {
+	for _, k := range []string{"netd_socket", "escalation_socket", "tls_dir", "netns"} {
 		if p := d.Resources[k]; p != "" && exists(p) {
 			t.Errorf("%s left behind: %s", k, p)
 		}
 	}
+	// The uplink of the namespace exits with its coordinator.
+	if ns := d.Resources["netns"]; ns != "" {
+		Eventually(t, 5*time.Second, "slirp4netns of "+ns+" to exit", func() bool { return !uplinkRunning(ns) })
+	}
+}
+
+// uplinkRunning reports whether a slirp4netns serves the namespace pinned
+// at ns.
+func uplinkRunning(ns string) bool {
+	cmds, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range cmds {
+		if b, err := os.ReadFile(c); err == nil && strings.Contains(string(b), "slirp4netns") && strings.Contains(string(b), ns) {
+			return true
+		}
+	}
+	return false
 }
 
 func lcEnv(t *testing.T) (*Env, lcDomain) {
@@ -308,6 +324,11 @@ func TestLifecycleStopAllAfterCrash(t *testing.T) {
 	e, d := lcEnv(t)
 	a, _ := background(t, e, nil, "exec", "--", "sleep", "600")
 	Eventually(t, 2*time.Minute, "session", func() bool { return sessions(t, e) == 1 })
+	// Positive control for requireNoRuntimeLeftovers: the uplink is seen
+	// while the sandbox runs.
+	if !uplinkRunning(d.Resources["netns"]) {
+		t.Fatalf("no slirp4netns found for %s while the sandbox runs", d.Resources["netns"])
+	}
 	if err := syscall.Kill(status(t, e).Status.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -135,11 +136,27 @@ func (f *netFixture) wire(client, server string) {
 	})
 }
 
-// startAgent starts a runsc container in the namespace of container ns,
-// as the sandbox shim would: --network=host inside the joined namespace.
-func (f *netFixture) startAgent(name, ns string) {
-	f.run(name, "--runtime", f.runsc, "--runtime-flag", "ignore-cgroups", "--runtime-flag", "network=host",
-		"--network", "container:"+ns, "--security-opt", "no-new-privileges", agentImage, "sleep", "900")
+// startAgent starts a runsc container on network (a podman --network
+// value), as the sandbox shim would: --network=host inside that namespace.
+func (f *netFixture) startAgent(name, network string) {
+	args := []string{"--runtime", f.runsc, "--runtime-flag", "ignore-cgroups", "--runtime-flag", "network=host",
+		"--network", network, "--security-opt", "no-new-privileges"}
+	if strings.HasPrefix(network, "ns:") {
+		// The sidecar's resolver, as the coordinator sets it (a container
+		// joined with container: inherits the namespace owner's instead).
+		args = append(args, "--dns", "127.0.0.1")
+	}
+	f.run(name, append(args, agentImage, "sleep", "900")...)
+}
+
+// netnsLinks lists the interfaces of the namespace pinned at path.
+func netnsLinks(t *testing.T, path string) string {
+	t.Helper()
+	out, err := exec.Command("podman", "unshare", "nsenter", "--net="+path, "ip", "-br", "link").CombinedOutput()
+	if err != nil {
+		t.Fatalf("interfaces of %s: %v\n%s", path, err, out)
+	}
+	return string(out)
 }
 
 // probe runs the helper's probe in container; ok is its success.
@@ -198,12 +215,20 @@ func TestNetworkSidecar(t *testing.T) {
 	}
 
 	// Fail closed: a sidecar whose policy netd refuses never reports
-	// ready, Prepare fails and the spec keeps no network.
+	// ready, Started fails (the coordinator then tears the sandbox down)
+	// and the namespace never gets an uplink.
 	bad := sidecar.New(sidecar.Options{Anchor: a, Podman: f.pc, Image: netTestImage,
 		Policy: netpolicy.Policy{AllowDomains: []netpolicy.Domain{{Pattern: "bad..name"}}}})
 	spec0 := &podman.ContainerSpec{Network: "none"}
-	if err := bad.Prepare(ctx, spec0); !errors.Is(err, sidecar.ErrSidecarFailed) || spec0.Network != "none" {
-		t.Errorf("bad policy: Prepare = %v, network %q; want ErrSidecarFailed and no network", err, spec0.Network)
+	err = bad.Prepare(ctx, spec0)
+	if err == nil {
+		err = bad.Started(ctx, "")
+	}
+	if !errors.Is(err, sidecar.ErrSidecarFailed) {
+		t.Errorf("bad policy: Prepare/Started = %v; want ErrSidecarFailed", err)
+	}
+	if links := netnsLinks(t, a.Netns()); strings.Contains(links, "tap0") {
+		t.Errorf("bad policy: the namespace got an uplink:\n%s", links)
 	}
 	bad.Close(ctx)
 
@@ -215,20 +240,30 @@ func TestNetworkSidecar(t *testing.T) {
 	if err := comp.Prepare(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
-	if spec.Network != "container:"+a.Sidecar() {
-		t.Fatalf("Prepare set network %q", spec.Network)
+	if spec.Network != "ns:"+a.Netns() || !slices.Equal(spec.DNS, []string{"127.0.0.1"}) {
+		t.Fatalf("Prepare set network %q, dns %q", spec.Network, spec.DNS)
+	}
+	// The agent starts beside the sidecar, as the coordinator starts it;
+	// until Started the namespace has no uplink.
+	f.startAgent(agent, spec.Network)
+	if err := comp.Started(ctx, agent); err != nil {
+		t.Fatal(err)
+	}
+	// Positive control for the fail-closed check above: a sidecar that
+	// reports ready gets its uplink.
+	if links := netnsLinks(t, a.Netns()); !strings.Contains(links, "tap0") {
+		t.Errorf("no uplink after Started:\n%s", links)
 	}
 	server := "lzt-net-srv-" + f.suffix
 	f.startServer(server)
 	f.wire(a.Sidecar(), server)
-	f.startAgent(agent, a.Sidecar())
 
 	// The control namespace: same wiring, no netd.
 	ctlNS, ctlServer, ctlAgent := "lzt-net-ctlns-"+f.suffix, "lzt-net-ctlsrv-"+f.suffix, "lzt-net-ctlagent-"+f.suffix
 	f.run(ctlNS, "--runtime", "runc", "--network", sidecar.DefaultUplink, "--cap-add", "NET_ADMIN", agentImage, "sleep", "900")
 	f.startServer(ctlServer)
 	f.wire(ctlNS, ctlServer)
-	f.startAgent(ctlAgent, ctlNS)
+	f.startAgent(ctlAgent, "container:"+ctlNS)
 
 	t.Run("agent cannot reach the control socket", func(t *testing.T) {
 		// Positive control: the socket exists on the host and answers.
@@ -504,9 +539,12 @@ func TestNetworkThroughCoordinator(t *testing.T) {
 		_, err := Podman(t, "container", "exists", a.Sidecar())
 		return err != nil
 	})
-	if _, err := os.Stat(a.NetdSocket()); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("netd socket left behind: %v", err)
-	}
+	// The sidecar goes first, then its socket and the namespace pin.
+	Eventually(t, 10*time.Second, "netd socket and namespace pin removed", func() bool {
+		_, err1 := os.Stat(a.NetdSocket())
+		_, err2 := os.Stat(a.Netns())
+		return errors.Is(err1, os.ErrNotExist) && errors.Is(err2, os.ErrNotExist)
+	})
 }
 
 // TestNetworkSidecarImageRebuild: the sidecar image is checked while the
@@ -551,8 +589,8 @@ func TestNetworkSidecarImageRebuild(t *testing.T) {
 		comp := sidecar.New(sidecar.Options{Anchor: a, Podman: f.pc, Image: tag, Upstreams: []string{"192.0.2.53"}})
 		spec := &podman.ContainerSpec{Network: "none"}
 		err := comp.Prepare(ctx, spec)
-		if err == nil && spec.Network != "container:"+a.Sidecar() {
-			t.Errorf("%s image: Prepare set network %q", step, spec.Network)
+		if err == nil {
+			err = comp.Started(ctx, "")
 		}
 		if err != nil {
 			t.Errorf("%s image: Prepare: %v", step, err)
@@ -568,5 +606,38 @@ func TestNetworkSidecarImageRebuild(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+
+	// The default image is the content tag of the installed lazaret-netd:
+	// a missing one is built at start (no check otherwise), and older
+	// content tags are pruned then.
+	ref, _, err := sidecar.InstalledImageRef()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := sidecar.ImageName + ":lzt-old-0123456789ab"
+	if err := sidecar.BuildImage(ctx, f.pc, other, old); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.pc.RemoveImage(context.Background(), old) })
+	if err := f.pc.RemoveImage(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	comp := sidecar.New(sidecar.Options{Anchor: a, Podman: f.pc, Upstreams: []string{"192.0.2.53"}})
+	err = comp.Prepare(ctx, &podman.ContainerSpec{Network: "none"})
+	if err == nil {
+		err = comp.Started(ctx, "")
+	}
+	if err != nil {
+		t.Errorf("missing content-tagged image: %v", err)
+	}
+	if err := comp.Close(ctx); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if ok, err := sidecar.ImageCurrent(ctx, f.pc, ref, installed); err != nil || !ok {
+		t.Errorf("content-tagged image %s after the start: current %v, %v", ref, ok, err)
+	}
+	if ok, _ := sidecar.ImageExists(ctx, f.pc, old); ok {
+		t.Errorf("older content tag %s not pruned", old)
 	}
 }

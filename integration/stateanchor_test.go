@@ -84,6 +84,9 @@ func (s *saEnv) startNet(comp *stateanchor.Component, image, network string, ext
 		ExtraArgs: []string{"--runtime-flag", "ignore-cgroups"},
 		Command:   []string{"sleep", "infinity"},
 	}
+	if strings.HasPrefix(network, "ns:") {
+		spec.DNS = []string{"127.0.0.1"}
+	}
 	if err := comp.Prepare(ctx, spec); err != nil {
 		_ = comp.Close(ctx)
 		s.t.Fatalf("prepare: %v", err)
@@ -336,18 +339,18 @@ func TestStateAnchorEtcKeepsPodmansResolvConf(t *testing.T) {
 	}
 	s.stop(comp)
 
-	// With the sidecar's network (the design's layout), resolv.conf is
-	// podman's.
+	// With the sidecar's network (the design's layout: a pinned namespace
+	// and netd's resolver), resolv.conf is podman's.
 	plant()
-	side := "lazaret-stateanchor-it-net-" + s.anchor.Hash
-	if _, err := Podman(t, "run", "-d", "--replace", "--runtime", "runc", "--name", side, config.DefaultImage, "sleep", "600"); err != nil {
+	netns := filepath.Join(filepath.Dir(s.anchor.Netns()), "lzsa-it-netns-"+s.anchor.Hash)
+	if err := s.pc.CreateNetns(context.Background(), netns); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = Podman(t, "rm", "-f", "-t", "0", side) })
+	t.Cleanup(func() { _ = s.pc.RemoveNetns(context.Background(), netns) })
 	comp = s.component(config.DefaultImage, "/etc")
-	s.startNet(comp, config.DefaultImage, "container:"+side)
+	s.startNet(comp, config.DefaultImage, "ns:"+netns)
 	defer s.stop(comp)
-	check("network container")
+	check("network namespace")
 	path, err := Podman(t, "inspect", "--format", "{{.ResolvConfPath}}", s.container())
 	if err != nil || strings.TrimSpace(path) == "" {
 		t.Fatalf("podman's resolv.conf path: %q %v", path, err)

@@ -310,11 +310,14 @@ func BenchmarkNetwork(b *testing.B) {
 	if err := comp.Prepare(ctx, spec); err != nil {
 		b.Fatal(err)
 	}
-	sidecarStart := time.Since(t1)
 	b.Cleanup(func() { comp.Close(context.Background()) })
+	if err := comp.Started(ctx, agent); err != nil {
+		b.Fatal(err)
+	}
+	sidecarStart := time.Since(t1)
 	f.wire(a.Sidecar())
 	runscArgs := []string{"--runtime", runsc, "--runtime-flag", "ignore-cgroups", "--runtime-flag", "network=host"}
-	f.run(agent, append(runscArgs, "--network", spec.Network, agentImage, "sleep", "900")...)
+	f.run(agent, append(runscArgs, "--network", spec.Network, "--dns", spec.DNS[0], agentImage, "sleep", "900")...)
 
 	plain := "lzb-net-plain-" + f.sfx
 	f.run(plain, "--runtime", "runc", "--network", sidecar.DefaultUplink, agentImage, "sleep", "900")

@@ -250,5 +250,12 @@ func removeDeadRuntime(ctx context.Context, g *globalOptions, a *domain.Anchor) 
 	if err := os.RemoveAll(a.TLSDir()); err != nil {
 		errs = append(errs, err)
 	}
+	// The network namespace pin (its slirp4netns exited with the
+	// coordinator; the pin would keep an empty namespace alive).
+	if _, err := os.Lstat(a.Netns()); err == nil {
+		if err := (&podman.Client{Log: g.log}).RemoveNetns(ctx, a.Netns()); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }

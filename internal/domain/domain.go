@@ -115,6 +115,10 @@ func (a *Anchor) EscalationSocket() string { return filepath.Join(a.SocketDir, a
 // NetdSocket is the control socket of the network sidecar.
 func (a *Anchor) NetdSocket() string { return filepath.Join(a.RuntimeDir, "netd-"+a.Hash+".sock") }
 
+// Netns is where the sandbox's network namespace is pinned (a bind mount
+// in podman's mount namespace; an empty file on the host).
+func (a *Anchor) Netns() string { return filepath.Join(a.RuntimeDir, "netns-"+a.Hash) }
+
 // Container is the agent sandbox container name.
 func (a *Anchor) Container() string { return "lazaret-" + a.Profile + "-" + a.Hash }
 
@@ -147,6 +151,7 @@ func (a *Anchor) Resources() []Resource {
 		{"tls_dir", a.TLSDir()},
 		{"escalation_socket", a.EscalationSocket()},
 		{"netd_socket", a.NetdSocket()},
+		{"netns", a.Netns()},
 		{"container", a.Container()},
 		{"sidecar", a.Sidecar()},
 		{"label", LabelKey + "=" + a.Hash},

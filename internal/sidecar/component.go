@@ -21,9 +21,11 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
-// DefaultUplink is the sidecar's --network: slirp4netns gives the rootless
-// namespace its uplink (measured: works with a runc sidecar, nftables and
-// IPv6 here). Its default keeps the host's loopback unreachable.
+// DefaultUplink is podman's --network for the uplink the sandbox's
+// namespace gets: slirp4netns with IPv6 (measured: works with a runc
+// sidecar, nftables and IPv6 here), the host's loopback unreachable. The
+// sidecar attaches the same slirp4netns itself (podman.StartUplink) to the
+// namespace it pins; tests start their comparison containers with it.
 const DefaultUplink = "slirp4netns:enable_ipv6=true"
 
 // SlirpResolver is slirp4netns's built-in DNS forwarder, netd's upstream
@@ -39,14 +41,17 @@ type Options struct {
 	Policy netpolicy.Policy
 	Podman *podman.Client
 	Log    *slog.Logger
-	// Image is the sidecar image; ImageRef() when empty. A missing image
-	// is built from the lazaret-netd found by locate.
+	// Image is the sidecar image; when empty, the content tag of the
+	// installed lazaret-netd (InstalledImageRef), built when missing. An
+	// explicit image is checked against the installed lazaret-netd and
+	// rebuilt when stale.
 	Image string
 	// Runtime runs the sidecar: runc (or crun), never runsc — nftables
 	// must act on the host kernel's namespace.
 	Runtime string
-	// Uplink is the sidecar's --network; DefaultUplink when empty.
-	Uplink string
+	// NoUplink leaves the namespace without slirp4netns (tests that wire
+	// their own network).
+	NoUplink bool
 	// Upstreams are netd's upstream resolvers; SlirpResolver when empty.
 	Upstreams []string
 	// NetdArgs are extra lazaret-netd flags (tests: --min-ttl).
@@ -55,13 +60,24 @@ type Options struct {
 	ReadyTimeout time.Duration
 }
 
-// Component runs the Network Sidecar of one sandbox. Prepare starts it and
-// returns only once netd reports its ruleset installed; the agent container
-// then joins its network namespace.
+// Component runs the Network Sidecar of one sandbox. Prepare pins a new
+// network namespace with nothing but loopback, points the agent's spec at
+// it and starts the sidecar into it in the background, so the agent
+// container and the sidecar start at the same time; Started returns once
+// netd reports its ruleset installed and only then attaches the uplink
+// (slirp4netns). Until then nothing in the namespace can reach anything,
+// and the coordinator lets no command into the sandbox before Started.
 type Component struct {
-	o       Options
-	err     error // a policy the configuration could not express
-	started bool
+	o         Options
+	err       error // a policy the configuration could not express
+	autoImage bool  // o.Image was empty: Prepare picks the content tag
+
+	netns   bool               // the namespace is pinned
+	cancel  context.CancelFunc // stops the background start
+	ready   chan struct{}      // closed when the background start ended
+	readyE  error              // its result, read after ready is closed
+	uplink  *podman.Uplink
+	started bool // the sidecar container may exist
 }
 
 // NewComponent is the coordinator's constructor: the profile's merged
@@ -77,14 +93,12 @@ func NewComponent(p *config.Profile, a *domain.Anchor, pm *podman.Client, log *s
 
 // New returns a Component for o.
 func New(o Options) *Component {
-	if o.Image == "" {
+	auto := o.Image == ""
+	if auto {
 		o.Image = ImageRef()
 	}
 	if o.Runtime == "" {
 		o.Runtime = "runc"
-	}
-	if o.Uplink == "" {
-		o.Uplink = DefaultUplink
 	}
 	if len(o.Upstreams) == 0 {
 		o.Upstreams = []string{SlirpResolver}
@@ -95,7 +109,7 @@ func New(o Options) *Component {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Component{o: o}
+	return &Component{o: o, autoImage: auto}
 }
 
 // Name implements sandbox.Component.
@@ -125,7 +139,7 @@ func (c *Component) Spec() (*podman.ContainerSpec, error) {
 		Image:   c.o.Image,
 		Runtime: c.o.Runtime,
 		Labels:  map[string]string{domain.LabelKey: c.o.Anchor.Hash, RoleLabel: "netd"},
-		Network: c.o.Uplink,
+		Network: "ns:" + c.o.Anchor.Netns(),
 		// NET_ADMIN for nftables, SO_MARK and nflog; NET_BIND_SERVICE for
 		// the resolver on port 53 (resolv.conf cannot name a port). Both
 		// act only on the sidecar's own namespace, which the rootless user
@@ -135,20 +149,25 @@ func (c *Component) Spec() (*podman.ContainerSpec, error) {
 		CapAdd:      []string{"NET_ADMIN", "NET_BIND_SERVICE"},
 		SecurityOpt: []string{"no-new-privileges"},
 		PidsLimit:   32,
-		// The agent joins this namespace and inherits this resolv.conf:
-		// podman refuses --dns on a --network container: container
-		// (measured: "conflicting options: dns and the network mode").
-		DNS:       []string{"127.0.0.1"},
-		ExtraArgs: []string{"--read-only", "--preserve-fds", "1", "--log-driver", "k8s-file"},
-		Command:   cmd,
+		ExtraArgs:   []string{"--pull=never", "--read-only", "--preserve-fds", "1", "--log-driver", "k8s-file"},
+		Command:     cmd,
 	}, nil
 }
 
-// Prepare starts the sidecar, waits until its ruleset is installed (fail
-// closed), and points spec at the sidecar's network namespace.
+// Prepare pins the sandbox's network namespace, starts the sidecar into
+// it in the background and points spec at it, with netd's resolver.
 func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) error {
 	if c.err != nil {
 		return c.err
+	}
+	var netdBin string
+	if c.autoImage {
+		// A content tag: no podman call is needed to know it holds the
+		// installed lazaret-netd. Without one installed, ImageRef() is
+		// used as it is.
+		if ref, bin, err := InstalledImageRef(); err == nil {
+			c.o.Image, netdBin = ref, bin
+		}
 	}
 	sspec, err := c.Spec()
 	if err != nil {
@@ -167,39 +186,71 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	if err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
-	// Closed once the last run has handed it to netd: from then on a
-	// connection is refused as soon as netd is gone.
-	defer lf.Close()
-	c.started = true
-	// Whether the image holds the installed lazaret-netd is checked while
-	// the sidecar starts (a podman call each, ~50 and ~240 ms, on the cold
-	// start's critical path); a stale or missing image — a new development
-	// build, or a first start — is rebuilt and the sidecar started again.
-	// The agent starts only after Prepare returns, so a stale sidecar never
-	// serves it.
-	checked := make(chan error, 1)
-	var build bool
-	go func() {
-		var err error
-		build, err = c.imageStale(ctx)
-		checked <- err
-	}()
-	runErr := c.run(ctx, args, lf)
-	if err := <-checked; err != nil {
-		return err
+	c.netns = true
+	if err := c.o.Podman.CreateNetns(ctx, c.o.Anchor.Netns()); err != nil {
+		lf.Close()
+		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
 	}
-	if build {
-		if runErr == nil {
-			if err := c.o.Podman.RemoveContainer(ctx, sspec.Name, 0); err != nil {
-				return fmt.Errorf("%w: removing the sidecar started from a stale image: %v", ErrSidecarFailed, err)
+	c.started = true
+	// The background start outlives Prepare's context (prepareAll cancels
+	// it when every component has returned); Close cancels it.
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.cancel, c.ready = cancel, make(chan struct{})
+	go func() {
+		defer close(c.ready)
+		defer lf.Close()
+		c.readyE = c.start(bctx, sspec.Name, args, lf, netdBin)
+	}()
+	spec.Network = "ns:" + c.o.Anchor.Netns()
+	spec.DNS = []string{"127.0.0.1"}
+	return nil
+}
+
+// start runs the sidecar, waits for its ruleset and attaches the uplink.
+// netdBin is set when the image is the content tag of that binary.
+func (c *Component) start(ctx context.Context, name string, args []string, lf *os.File, netdBin string) error {
+	var runErr error
+	if netdBin != "" {
+		runErr = c.run(ctx, args, lf)
+		if errors.Is(runErr, errImageMissing) {
+			c.o.Log.Info("building the sidecar image", "image", c.o.Image)
+			if err := BuildImage(ctx, c.o.Podman, netdBin, c.o.Image); err != nil {
+				return err
 			}
+			PruneImages(ctx, c.o.Podman, c.o.Image)
+			runErr = c.run(ctx, args, lf)
 		}
-		c.o.Log.Info("building the sidecar image", "image", c.o.Image)
-		if err := c.buildImage(ctx); err != nil {
+	} else {
+		// An explicit image may hold another lazaret-netd than the one
+		// installed: it is checked while the sidecar starts, and a stale
+		// or missing one is rebuilt and the sidecar started again. The
+		// uplink is attached only after that, so a stale sidecar never
+		// serves the agent.
+		checked := make(chan error, 1)
+		var build bool
+		go func() {
+			var err error
+			build, err = c.imageStale(ctx)
+			checked <- err
+		}()
+		runErr = c.run(ctx, args, lf)
+		if err := <-checked; err != nil {
 			return err
 		}
-		runErr = c.run(ctx, args, lf)
+		if build {
+			if runErr == nil {
+				if err := c.o.Podman.RemoveContainer(ctx, name, 0); err != nil {
+					return fmt.Errorf("%w: removing the sidecar started from a stale image: %v", ErrSidecarFailed, err)
+				}
+			}
+			c.o.Log.Info("building the sidecar image", "image", c.o.Image)
+			if err := c.buildImage(ctx); err != nil {
+				return err
+			}
+			runErr = c.run(ctx, args, lf)
+		}
 	}
+	// From now on a connection is refused as soon as netd is gone.
 	lf.Close()
 	if runErr != nil {
 		return runErr
@@ -207,10 +258,29 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	if err := c.waitReady(ctx); err != nil {
 		return err
 	}
-	c.o.Log.Info("network sidecar ready", "name", sspec.Name)
-	spec.Network = "container:" + sspec.Name
-	spec.DNS = nil
+	if !c.o.NoUplink {
+		u, err := c.o.Podman.StartUplink(ctx, c.o.Anchor.Netns(), podman.UplinkOptions{IPv6: true})
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
+		}
+		c.uplink = u
+	}
+	c.o.Log.Info("network sidecar ready", "name", name)
 	return nil
+}
+
+// Started implements sandbox.Component: it returns once the sidecar has
+// installed its ruleset and the uplink is attached.
+func (c *Component) Started(ctx context.Context, _ string) error {
+	if c.ready == nil {
+		return nil
+	}
+	select {
+	case <-c.ready:
+		return c.readyE
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // run starts the sidecar container with the control socket as its fd 3.
@@ -220,33 +290,49 @@ func (c *Component) run(ctx context.Context, args []string, control *os.File) er
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%w: podman run: %s", ErrSidecarFailed, lastLine(stderr.String(), err))
+		msg := lastLine(stderr.String(), err)
+		if strings.Contains(msg, "image not known") {
+			return fmt.Errorf("%w: %w: %s", ErrSidecarFailed, errImageMissing, msg)
+		}
+		return fmt.Errorf("%w: podman run: %s", ErrSidecarFailed, msg)
 	}
 	return nil
 }
 
-// Started implements sandbox.Component.
-func (c *Component) Started(context.Context, string) error { return nil }
+// errImageMissing: podman run found no such image (--pull=never).
+var errImageMissing = errors.New("sidecar image missing")
 
-// Close stops and removes the sidecar (and any container still joined to
-// its namespace) and its control socket. Removing the
-// sidecar ends slirp4netns, so a namespace the agent still holds has no
-// uplink left; its ruleset stays until the namespace goes.
+// Close stops the uplink, removes the sidecar, unpins the namespace and
+// removes the control socket. The agent container is removed first (by the
+// coordinator); the namespace is freed when its last process is gone.
 func (c *Component) Close(ctx context.Context) error {
-	if !c.started {
-		return nil
+	if c.cancel != nil {
+		c.cancel()
+		<-c.ready
+		c.cancel = nil
 	}
 	var errs []error
-	// --depend: a container still joined to the namespace would otherwise
-	// block the removal (measured: "has dependent containers which must be
-	// removed before it").
-	if err := c.o.Podman.RemoveContainer(ctx, c.o.Anchor.Sidecar(), 2*time.Second); err != nil {
-		errs = append(errs, fmt.Errorf("remove sidecar: %w", err))
+	if c.uplink != nil {
+		c.uplink.Stop()
+		c.uplink = nil
+	}
+	if c.started {
+		// --depend: a container still joined to the namespace (by
+		// --network container:) would otherwise block the removal.
+		if err := c.o.Podman.RemoveContainer(ctx, c.o.Anchor.Sidecar(), 2*time.Second); err != nil {
+			errs = append(errs, fmt.Errorf("remove sidecar: %w", err))
+		}
+		c.started = false
 	}
 	if err := os.Remove(c.o.Anchor.NetdSocket()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
-	c.started = false
+	if c.netns {
+		if err := c.o.Podman.RemoveNetns(ctx, c.o.Anchor.Netns()); err != nil {
+			errs = append(errs, err)
+		}
+		c.netns = false
+	}
 	return errors.Join(errs...)
 }
 

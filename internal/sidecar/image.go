@@ -13,8 +13,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
+	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/version"
 )
@@ -24,8 +26,54 @@ const ImageName = "localhost/lazaret-netd"
 
 // ImageRef is the tag of the sidecar image for this build of lazaret, so a
 // new lazaret never runs an older lazaret-netd (the control protocol and
-// rule layout travel together).
+// rule layout travel together). It is the fallback when no lazaret-netd is
+// installed; see InstalledImageRef.
 func ImageRef() string { return ImageName + ":" + version.Version }
+
+// ImageRefFor is the tag of the sidecar image holding the lazaret-netd at
+// bin: this version and the binary's SHA-256. Such a tag never names
+// another binary, so a start needs no podman call to check the image (a
+// development build gets a tag of its own; older ones are pruned when a
+// new one is built).
+func ImageRefFor(bin string) (string, error) {
+	sum, err := fileSHA256(bin)
+	if err != nil {
+		return "", fmt.Errorf("lazaret-netd %s: %w", bin, err)
+	}
+	return ImageName + ":" + version.Version + "-" + sum[:contentTagLen], nil
+}
+
+// contentTagLen hex digits of the binary's SHA-256 end a content tag.
+const contentTagLen = 12
+
+// InstalledImageRef is the sidecar image of the lazaret-netd installed
+// beside lazaret, and that binary's path.
+func InstalledImageRef() (ref, bin string, err error) {
+	bin, err = locate.Find(locate.Netd)
+	if err != nil {
+		return "", "", err
+	}
+	ref, err = ImageRefFor(bin)
+	return ref, bin, err
+}
+
+// contentTag matches the tags ImageRefFor makes.
+var contentTag = regexp.MustCompile(`^` + regexp.QuoteMeta(ImageName) + `:[^:]+-[0-9a-f]{12}$`)
+
+// PruneImages removes the content-tagged sidecar images other than keep;
+// one still used by a running sidecar stays (podman refuses, which is not
+// an error here).
+func PruneImages(ctx context.Context, pc *podman.Client, keep string) {
+	out, err := pc.Output(ctx, "images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", "reference="+ImageName)
+	if err != nil {
+		return
+	}
+	for _, ref := range strings.Fields(string(out)) {
+		if ref != keep && contentTag.MatchString(ref) {
+			_ = pc.Run(ctx, "image", "rm", ref)
+		}
+	}
+}
 
 // containerfile builds an image that holds nothing but the static binary:
 // no shell, no libc, nothing for an attacker who reached the sidecar to use.

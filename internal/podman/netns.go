@@ -1,0 +1,199 @@
+package podman
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A pinned network namespace lets several containers be started into the
+// same namespace at once (--network ns:<path>): joining a container's
+// namespace (--network container:<name>) would make one container wait for
+// the other's start. The namespace is owned by podman's user namespace and
+// pinned by a bind mount in podman's mount namespace; it has only loopback
+// until an Uplink is attached.
+
+// netnsCreateScript pins a new network namespace at $1, first removing
+// whatever a crashed predecessor left there.
+const netnsCreateScript = `set -eu
+umount -- "$1" 2>/dev/null || true
+rm -f -- "$1"
+: > "$1"
+exec unshare --net="$1" true
+`
+
+// netnsRemoveScript unpins the namespace at $1 and removes the file.
+const netnsRemoveScript = `umount -- "$1" 2>/dev/null
+rm -f -- "$1"
+`
+
+// CreateNetns pins a new, empty network namespace at path (a file in a
+// private directory; it must not be under a shared mount).
+func (c *Client) CreateNetns(ctx context.Context, path string) error {
+	if !strings.HasPrefix(path, "/") {
+		return fmt.Errorf("network namespace path %q is not absolute", path)
+	}
+	if _, err := c.Unshare(ctx, "sh", "-c", netnsCreateScript, "netns-create", path); err != nil {
+		return fmt.Errorf("creating the network namespace %s: %w", path, err)
+	}
+	return nil
+}
+
+// RemoveNetns unpins the namespace at path; it is freed when its last
+// process exits. A path that is not pinned is not an error.
+func (c *Client) RemoveNetns(ctx context.Context, path string) error {
+	if _, err := c.Unshare(ctx, "sh", "-c", netnsRemoveScript, "netns-remove", path); err != nil {
+		return fmt.Errorf("removing the network namespace %s: %w", path, err)
+	}
+	return nil
+}
+
+// Uplink is a slirp4netns process giving a pinned network namespace its
+// connection to the outside, as podman does for --network slirp4netns: a
+// tap0 with 10.0.2.100/24 (and fd00::100/64), the resolver at 10.0.2.3,
+// the host's loopback unreachable.
+type Uplink struct {
+	cmd  *exec.Cmd
+	exit *os.File // closing it stops slirp4netns; so does our death
+	done chan struct{}
+	log  *syncBuffer
+}
+
+// UplinkOptions configure StartUplink.
+type UplinkOptions struct {
+	IPv6 bool
+	// Timeout bounds the wait for slirp4netns to configure tap0; 10 s
+	// when zero.
+	Timeout time.Duration
+}
+
+// StartUplink attaches slirp4netns to the namespace pinned at path and
+// returns once tap0 is configured. slirp4netns runs in podman's user and
+// mount namespaces (where the pin is), with its own sandbox and seccomp
+// filter, and exits when Stop is called or this process dies.
+func (c *Client) StartUplink(ctx context.Context, path string, o UplinkOptions) (*Uplink, error) {
+	pid, ok := c.pauseProcess()
+	if !ok {
+		return nil, errors.New("uplink: podman's pause process is not running")
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Second
+	}
+	args := []string{"-U", "-m", "-t", strconv.Itoa(pid), "--", "slirp4netns",
+		"--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox", "--enable-seccomp",
+		"--ready-fd=3", "--exit-fd=4"}
+	if o.IPv6 {
+		args = append(args, "--enable-ipv6")
+	}
+	args = append(args, "--netns-type=path", path, "tap0")
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer readyR.Close()
+	exitR, exitW, err := os.Pipe()
+	if err != nil {
+		readyW.Close()
+		return nil, err
+	}
+	u := &Uplink{exit: exitW, done: make(chan struct{}), log: &syncBuffer{}}
+	u.cmd = exec.Command("nsenter", args...)
+	u.cmd.ExtraFiles = []*os.File{readyW, exitR}
+	u.cmd.Stdout, u.cmd.Stderr = u.log, u.log
+	if c.Env != nil {
+		u.cmd.Env = c.Env
+	}
+	c.logger().Debug("slirp4netns", "netns", path)
+	err = u.cmd.Start()
+	readyW.Close()
+	exitR.Close()
+	if err != nil {
+		exitW.Close()
+		return nil, fmt.Errorf("uplink: %w", err)
+	}
+	go func() {
+		u.cmd.Wait()
+		close(u.done)
+	}()
+	ready := make(chan error, 1)
+	go func() {
+		b := make([]byte, 1)
+		_, err := io.ReadFull(readyR, b)
+		ready <- err
+	}()
+	timer := time.NewTimer(o.Timeout)
+	defer timer.Stop()
+	select {
+	case err = <-ready:
+		if err != nil {
+			err = fmt.Errorf("slirp4netns exited before configuring tap0: %s", lastLogLine(u.log.String()))
+		}
+	case <-timer.C:
+		err = fmt.Errorf("slirp4netns did not configure tap0 within %v: %s", o.Timeout, lastLogLine(u.log.String()))
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		u.Stop()
+		return nil, fmt.Errorf("uplink: %w", err)
+	}
+	return u, nil
+}
+
+// Stop ends slirp4netns: the exit descriptor is closed, then SIGKILL after
+// 2 s. Safe to call more than once.
+func (u *Uplink) Stop() {
+	if u == nil {
+		return
+	}
+	u.exit.Close()
+	select {
+	case <-u.done:
+	case <-time.After(2 * time.Second):
+		u.cmd.Process.Kill()
+		<-u.done
+	}
+}
+
+// Exited is closed when slirp4netns has exited.
+func (u *Uplink) Exited() <-chan struct{} { return u.done }
+
+// Log is what slirp4netns wrote (its last 16 KiB).
+func (u *Uplink) Log() string { return u.log.String() }
+
+func lastLogLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if s == "" {
+		return "no output"
+	}
+	return s
+}
+
+// syncBuffer is a limitedBuffer safe for the writer goroutine of exec.Cmd
+// and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  limitedBuffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
