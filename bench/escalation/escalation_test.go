@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 
 // sample is one round: microseconds of the whole call and of its phases.
 type sample struct {
-	Total, Env, Certs, Sign, Connect, Handshake, Answer, Baseline int64
+	Total, Flags, Env, Certs, Sign, Connect, Handshake, Answer, Baseline int64
 	// Start is from before the spawn until the client's main runs (fork,
 	// execve, Go runtime and package initialisation); Exit from the
 	// client's last trace line until the loop sees it has exited.
@@ -121,6 +121,8 @@ func timeClient(client string) (sample, error) {
 		}
 		v, _ := strconv.ParseInt(f[2], 10, 64)
 		switch f[1] {
+		case "flags":
+			s.Flags = v
 		case "env":
 			s.Env = v
 		case "certs":
@@ -261,8 +263,9 @@ func report(samples []sample) {
 	env, certs := col(func(s sample) int64 { return s.Env }), col(func(s sample) int64 { return s.Certs })
 	sign, conn := col(func(s sample) int64 { return s.Sign }), col(func(s sample) int64 { return s.Connect })
 	start, exit := col(func(s sample) int64 { return s.Start }), col(func(s sample) int64 { return s.Exit })
+	flags := col(func(s sample) int64 { return s.Flags })
 	rest := col(func(s sample) int64 {
-		return s.Total - s.Start - s.Env - s.Certs - s.Sign - s.Connect - s.Handshake - s.Answer - s.Exit
+		return s.Total - s.Start - s.Flags - s.Env - s.Certs - s.Sign - s.Connect - s.Handshake - s.Answer - s.Exit
 	})
 	base := col(func(s sample) int64 { return s.Baseline })
 	fmt.Println("\n| measure | median ms | p99 ms |")
@@ -270,13 +273,14 @@ func report(samples []sample) {
 	fmt.Printf("| baseline: spawn /bin/true in the sandbox | %.2f | %.2f |\n", med(base), p99(base))
 	fmt.Printf("| lazaret-escalate -- true, start to exit | %.2f | %.2f |\n", med(total), p99(total))
 	fmt.Printf("| · spawn until the client's main runs (execve, Go runtime init) | %.2f | %.2f |\n", med(start), p99(start))
+	fmt.Printf("| · parse the command line | %.2f | %.2f |\n", med(flags), p99(flags))
 	fmt.Printf("| · read session env, decode delegation | %.2f | %.2f |\n", med(env), p99(env))
 	fmt.Printf("| · read and parse certificates and key | %.2f | %.2f |\n", med(certs), p99(certs))
-	fmt.Printf("| · build and sign the request | %.2f | %.2f |\n", med(sign), p99(sign))
 	fmt.Printf("| · connect to the escalation socket | %.2f | %.2f |\n", med(conn), p99(conn))
 	fmt.Printf("| · TLS 1.3 mutual handshake | %.2f | %.2f |\n", med(hs), p99(hs))
+	fmt.Printf("| · build and sign the request | %.2f | %.2f |\n", med(sign), p99(sign))
 	fmt.Printf("| · request → verify → execve on host → answer | %.2f | %.2f |\n", med(ans), p99(ans))
-	fmt.Printf("| · exit, until the loop sees it | %.2f | %.2f |\n", med(exit), p99(exit))
-	fmt.Printf("| · the rest (flags, trace output) | %.2f | %.2f |\n", med(rest), p99(rest))
+	fmt.Printf("| · exit, until the loop sees it (includes writing the trace) | %.2f | %.2f |\n", med(exit), p99(exit))
+	fmt.Printf("| · the rest (between phases) | %.2f | %.2f |\n", med(rest), p99(rest))
 	fmt.Printf("\nTLS handshake share of the median round trip: %.0f %%\n", 100*med(hs)/med(total))
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,10 +57,10 @@ Prints the command's output and exits with its exit code; 126 when denied.
 
 // Main runs the client and returns the exit code.
 func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	var tr *trace
 	if getenv(EnvTrace) == "1" {
-		// Wall-clock time on entry, so the caller can split the process
-		// start-up (before) from the client's own work.
-		fmt.Fprintf(stderr, "trace begin %d\n", time.Now().UnixMicro())
+		tr = newTrace()
+		defer tr.flush(stderr)
 	}
 	fs := flag.NewFlagSet("lazaret-escalate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -91,10 +92,10 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 		return ExitUsage
 	}
 
+	tr.mark("flags")
 	ctx := context.Background()
-	if getenv(EnvTrace) == "1" {
-		ctx = withTrace(ctx, stderr)
-		defer traceFrom(ctx).stamp("end")
+	if tr != nil {
+		ctx = context.WithValue(ctx, traceKey{}, tr)
 	}
 	if *timeout > 0 {
 		var cancel context.CancelFunc
@@ -147,33 +148,42 @@ func run(ctx context.Context, getenv func(string) string, r request, stdout, std
 	if err != nil {
 		return 0, fmt.Errorf("%s/%s: %w", tlsDir, trust.ClientFile, err)
 	}
-	del, err := pending.Wait()
-	if err != nil {
-		return 0, err
-	}
 	cwd := getenv(EnvCwd)
 	if cwd == "" {
 		if cwd, err = os.Getwd(); err != nil {
 			cwd = "/"
 		}
 	}
-	req := &wire.Request{
-		RequestID: wire.RandomID(), SessionID: del.SessionID, Profile: profile, Cwd: cwd,
-		Argv: r.argv, Command: r.command, Justification: r.reason,
-		Timestamp: time.Now().UnixMilli(), Nonce: wire.RandomID(), Delegation: del.Delegation,
+	// The request is built and signed once the TLS handshake is done, so
+	// the delegated key's derivation also overlaps the handshake's round
+	// trip. (A key that does not match its delegation, i.e. a tampered
+	// environment, is then found after connecting: the coordinator records
+	// a connection that sent no request.)
+	build := func() ([]byte, error) {
+		del, err := pending.Wait()
+		if err != nil {
+			return nil, err
+		}
+		req := &wire.Request{
+			RequestID: wire.RandomID(), SessionID: del.SessionID, Profile: profile, Cwd: cwd,
+			Argv: r.argv, Command: r.command, Justification: r.reason,
+			Timestamp: time.Now().UnixMilli(), Nonce: wire.RandomID(), Delegation: del.Delegation,
+		}
+		req.Sign(del.Key)
+		return req.Encode()
 	}
-	req.Sign(del.Key)
-	line, err := req.Encode()
-	if err != nil {
-		return 0, err
-	}
-	tr.mark("sign")
-	return Exchange(ctx, orDefault(getenv(EnvSocket), DefaultSocket), cfg, line, stdout, stderr)
+	return exchange(ctx, orDefault(getenv(EnvSocket), DefaultSocket), cfg, build, stdout, stderr)
 }
 
 // Exchange sends one request line over mTLS on the UNIX socket sock and
 // relays the response frames; it returns the exit code to use.
 func Exchange(ctx context.Context, sock string, cfg *tls.Config, line []byte, stdout, stderr io.Writer) (int, error) {
+	return exchange(ctx, sock, cfg, func() ([]byte, error) { return line, nil }, stdout, stderr)
+}
+
+// exchange is Exchange with the request line made by build after the
+// handshake.
+func exchange(ctx context.Context, sock string, cfg *tls.Config, build func() ([]byte, error), stdout, stderr io.Writer) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -191,6 +201,11 @@ func Exchange(ctx context.Context, sock string, cfg *tls.Config, line []byte, st
 		return 0, fmt.Errorf("TLS handshake with the coordinator: %w", err)
 	}
 	tr.mark("handshake")
+	line, err := build()
+	if err != nil {
+		return 0, err
+	}
+	tr.mark("sign")
 	defer tr.mark("answer")
 	if _, err := conn.Write(line); err != nil {
 		return 0, ctxErr(ctx, fmt.Errorf("sending the request: %w", err))
@@ -235,16 +250,24 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
-// trace records phase timings (LAZARET_ESCALATE_TRACE=1).
+// trace records phase timings (LAZARET_ESCALATE_TRACE=1) and writes them
+// to stderr in one write when the client is done, so that tracing adds no
+// system call (a trap into the gVisor Sentry) between the phases it times.
+// Lines: "trace begin <unix µs>" (wall clock on entry, so the caller can
+// split off the process start-up), "trace <phase> <µs since the previous
+// mark>" and "trace end <unix µs>".
 type trace struct {
-	w    io.Writer
+	buf  []byte
 	last time.Time
 }
 
 type traceKey struct{}
 
-func withTrace(ctx context.Context, w io.Writer) context.Context {
-	return context.WithValue(ctx, traceKey{}, &trace{w: w, last: time.Now()})
+func newTrace() *trace {
+	now := time.Now()
+	t := &trace{last: now}
+	t.line("begin", now.UnixMicro())
+	return t
 }
 
 func traceFrom(ctx context.Context) *trace {
@@ -252,20 +275,26 @@ func traceFrom(ctx context.Context) *trace {
 	return t
 }
 
-// stamp prints the wall-clock time as "trace <what> <unix µs>".
-func (t *trace) stamp(what string) {
-	if t == nil {
-		return
-	}
-	fmt.Fprintf(t.w, "trace %s %d\n", what, time.Now().UnixMicro())
+func (t *trace) line(what string, v int64) {
+	t.buf = append(t.buf, "trace "...)
+	t.buf = append(t.buf, what...)
+	t.buf = append(t.buf, ' ')
+	t.buf = strconv.AppendInt(t.buf, v, 10)
+	t.buf = append(t.buf, '\n')
 }
 
-// mark prints the time since the previous mark as "trace <phase> <µs>".
+// mark records the time since the previous mark as phase.
 func (t *trace) mark(phase string) {
 	if t == nil {
 		return
 	}
 	now := time.Now()
-	fmt.Fprintf(t.w, "trace %s %d\n", phase, now.Sub(t.last).Microseconds())
+	t.line(phase, now.Sub(t.last).Microseconds())
 	t.last = now
+}
+
+// flush records the end and writes the trace to w.
+func (t *trace) flush(w io.Writer) {
+	t.line("end", time.Now().UnixMicro())
+	_, _ = w.Write(t.buf)
 }
