@@ -101,13 +101,17 @@ func (a *Anchor) ServerConfig() *tls.Config { return a.ca.ServerConfig(a.server,
 
 // Rotate issues a fresh client certificate and replaces the files
 // atomically (temporary file + rename inside the directory, which the
-// sandbox sees through its read-only directory mount). The key is written
-// before the certificate; a reader that catches the pair in between sees a
-// mismatch and retries (ClientConfig does).
+// sandbox sees through its read-only directory mount): the bundle first,
+// then the key before the certificate; a reader of the single files that
+// catches the pair in between sees a mismatch and retries (ClientConfig's
+// fallback does).
 func (a *Anchor) Rotate() error {
 	t := a.now()
 	iss, err := a.ca.IssueClient(a.san, t.Add(-30*time.Second), t.Add(a.lifetime))
 	if err != nil {
+		return err
+	}
+	if err := writeAtomic(a.dir, BundleFile, bundle(iss, a.ca.CertPEM()), 0o600); err != nil {
 		return err
 	}
 	if err := writeAtomic(a.dir, ClientKeyFile, iss.KeyPEM, 0o600); err != nil {

@@ -1,8 +1,10 @@
 package trust
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,8 +19,21 @@ var ErrNoTLSMaterial = errors.New("TLS material missing")
 
 // ClientConfig reads the TLS directory dir and returns the escalation
 // client's configuration: TLS 1.3, the client certificate of the directory,
-// the server verified against ca.pem only under ServerName.
+// the server verified against the run's CA only under ServerName. It reads
+// the bundle (one file, see BundleFile) and falls back to ca.pem,
+// client.pem and client-key.pem when a directory has no bundle.
 func ClientConfig(dir string) (*tls.Config, *x509.Certificate, error) {
+	data, err := readSmall(filepath.Join(dir, BundleFile))
+	switch {
+	case err == nil:
+		pool, cert, err := parseBundle(data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %s: %w", ErrNoTLSMaterial, filepath.Join(dir, BundleFile), err)
+		}
+		return ClientConfigFor(pool, cert), cert.Leaf, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, nil, fmt.Errorf("%w: %w", ErrNoTLSMaterial, err)
+	}
 	caPEM, err := readSmall(filepath.Join(dir, CAFile))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrNoTLSMaterial, err)
@@ -32,6 +47,43 @@ func ClientConfig(dir string) (*tls.Config, *x509.Certificate, error) {
 		return nil, nil, err
 	}
 	return ClientConfigFor(pool, cert), cert.Leaf, nil
+}
+
+// bundle returns the content of BundleFile: the client certificate, its
+// key and the CA certificate, PEM blocks in this order.
+func bundle(iss *Issued, caPEM []byte) []byte {
+	b := make([]byte, 0, len(iss.CertPEM)+len(iss.KeyPEM)+len(caPEM))
+	b = append(b, iss.CertPEM...)
+	b = append(b, iss.KeyPEM...)
+	return append(b, caPEM...)
+}
+
+// parseBundle splits a bundle into the CA pool and the client key pair.
+func parseBundle(data []byte) (*x509.CertPool, tls.Certificate, error) {
+	var parts [3][]byte
+	want := [3]string{"CERTIFICATE", "PRIVATE KEY", "CERTIFICATE"}
+	rest := data
+	for i := range parts {
+		var b *pem.Block
+		b, next := pem.Decode(rest)
+		if b == nil || b.Type != want[i] {
+			return nil, tls.Certificate{}, fmt.Errorf("PEM block %d is not a %s", i+1, want[i])
+		}
+		parts[i] = rest[:len(rest)-len(next)]
+		rest = next
+	}
+	if len(bytes.TrimSpace(rest)) != 0 {
+		return nil, tls.Certificate{}, errors.New("trailing data after the CA certificate")
+	}
+	cert, err := tls.X509KeyPair(parts[0], parts[1])
+	if err != nil {
+		return nil, tls.Certificate{}, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(parts[2]) {
+		return nil, tls.Certificate{}, errors.New("no CA certificate")
+	}
+	return pool, cert, nil
 }
 
 // ClientConfigFor builds the client configuration from a CA pool and a

@@ -30,11 +30,17 @@ import (
 // is never resolved.
 const ServerName = "coordinator.lazaret.internal"
 
-// File names inside the TLS directory.
+// File names inside the TLS directory. BundleFile holds the client
+// certificate, its key and the CA certificate in one file (0600), replaced
+// atomically on each rotation: lazaret-escalate reads one file instead of
+// three (every open is a round trip through gVisor to the host) and never
+// sees a certificate of one rotation with the key of another. The three
+// single files stay for other readers.
 const (
 	CAFile        = "ca.pem"
 	ClientFile    = "client.pem"
 	ClientKeyFile = "client-key.pem"
+	BundleFile    = "escalate.pem"
 )
 
 // SANScheme and SANHost form the client certificate's URI SAN

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -77,12 +78,14 @@ func TestDirLayoutAndModes(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	if len(names) != 3 {
-		t.Fatalf("TLS dir holds %v, want exactly ca.pem client.pem client-key.pem", names)
+	if want := []string{BundleFile, CAFile, ClientKeyFile, ClientFile}; !slices.Equal(sorted(names), sorted(want)) {
+		t.Fatalf("TLS dir holds %v, want exactly %v", names, want)
 	}
-	ki, _ := os.Stat(filepath.Join(a.Dir(), ClientKeyFile))
-	if ki.Mode().Perm() != 0o600 {
-		t.Fatalf("key mode %v", ki.Mode())
+	for _, f := range []string{ClientKeyFile, BundleFile} {
+		ki, _ := os.Stat(filepath.Join(a.Dir(), f))
+		if ki.Mode().Perm() != 0o600 {
+			t.Fatalf("%s mode %v", f, ki.Mode())
+		}
 	}
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
@@ -185,12 +188,17 @@ func TestServerConfigIsStrict(t *testing.T) {
 func TestRotationReplacesFiles(t *testing.T) {
 	a := startAnchor(t)
 	before, _ := os.ReadFile(filepath.Join(a.Dir(), ClientFile))
+	beforeBundle, _ := os.ReadFile(filepath.Join(a.Dir(), BundleFile))
 	if err := a.Rotate(); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := os.ReadFile(filepath.Join(a.Dir(), ClientFile))
 	if bytes.Equal(before, after) {
 		t.Fatal("rotation did not replace client.pem")
+	}
+	afterBundle, _ := os.ReadFile(filepath.Join(a.Dir(), BundleFile))
+	if bytes.Equal(beforeBundle, afterBundle) || !bytes.HasPrefix(afterBundle, after) {
+		t.Fatal("rotation did not replace the bundle with the new certificate")
 	}
 	cfg, _, err := ClientConfig(a.Dir())
 	if err != nil {
@@ -200,7 +208,7 @@ func TestRotationReplacesFiles(t *testing.T) {
 		t.Fatalf("rotated certificate rejected: %v", err)
 	}
 	ents, _ := os.ReadDir(a.Dir())
-	if len(ents) != 3 {
+	if len(ents) != 4 {
 		t.Fatalf("temporary files left: %d entries", len(ents))
 	}
 }
@@ -274,5 +282,67 @@ func TestParseSAN(t *testing.T) {
 		if _, _, err := ParseSAN(u); err == nil {
 			t.Errorf("ParseSAN(%s) accepted", s)
 		}
+	}
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+// TestClientConfigWithoutBundle: a directory with only the three single
+// files (written by an older coordinator) still works.
+func TestClientConfigWithoutBundle(t *testing.T) {
+	a := startAnchor(t)
+	if err := os.Remove(filepath.Join(a.Dir(), BundleFile)); err != nil {
+		t.Fatal(err)
+	}
+	cfg, leaf, err := ClientConfig(a.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leaf.URIs) != 1 || leaf.URIs[0].String() != a.SAN() {
+		t.Fatalf("leaf SAN %v", leaf.URIs)
+	}
+	if err := handshake(t, a.ServerConfig(), cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBundleIsStrict: the bundle must be exactly certificate, key, CA.
+func TestBundleIsStrict(t *testing.T) {
+	a := startAnchor(t)
+	good, err := os.ReadFile(filepath.Join(a.Dir(), BundleFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := parseBundle(good); err != nil {
+		t.Fatalf("good bundle: %v", err)
+	}
+	cert, _ := os.ReadFile(filepath.Join(a.Dir(), ClientFile))
+	key, _ := os.ReadFile(filepath.Join(a.Dir(), ClientKeyFile))
+	ca, _ := os.ReadFile(filepath.Join(a.Dir(), CAFile))
+	other := startAnchor(t)
+	otherKey, _ := os.ReadFile(filepath.Join(other.Dir(), ClientKeyFile))
+	for name, b := range map[string][]byte{
+		"key first":        append(append(slices.Clone(key), cert...), ca...),
+		"no CA":            append(slices.Clone(cert), key...),
+		"trailing block":   append(slices.Clone(good), ca...),
+		"mismatched key":   append(append(slices.Clone(cert), otherKey...), ca...),
+		"empty":            nil,
+		"garbage":          []byte("not pem"),
+		"certificate only": slices.Clone(cert),
+	} {
+		if _, _, err := parseBundle(b); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	// A bundle that does not parse is an error, not a fallback.
+	if err := os.WriteFile(filepath.Join(a.Dir(), BundleFile), []byte("not pem"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ClientConfig(a.Dir()); !errors.Is(err, ErrNoTLSMaterial) {
+		t.Fatalf("broken bundle: %v", err)
 	}
 }
