@@ -49,6 +49,7 @@ type Daemon struct {
 	fullSeq  uint64            // tokens older than this get "/"
 	changed  map[string]uint64 // path → seq of its last change
 	disabled string            // why every answer is "/" for good
+	pending  map[string]bool   // files created since the last link check
 	buf      []byte
 	closed   bool
 
@@ -75,7 +76,7 @@ func New(root string) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{root: root, instance: hex.EncodeToString(id[:]), fd: fd,
-		wds: map[int32]string{}, dirs: map[string]int32{}, changed: map[string]uint64{},
+		wds: map[int32]string{}, dirs: map[string]int32{}, changed: map[string]uint64{}, pending: map[string]bool{},
 		buf: make([]byte, 64<<10), rootWD: -1}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -191,6 +192,24 @@ func (d *Daemon) walk(rel string, checkLinks bool) {
 	}
 }
 
+// checkPending checks the files created (or renamed into place) since
+// the last drain for hard links, once the queue is empty: a name created
+// by link(2) is reported as created, and a later write through it would
+// be reported under that name only. A created file that is gone by now
+// (deleted, not renamed: a rename moves it to its new name here) cannot
+// be checked, so everything is reported as changed.
+func (d *Daemon) checkPending() {
+	for p := range d.pending {
+		var st unix.Stat_t
+		if err := unix.Lstat(d.abs(p), &st); err != nil {
+			d.markFull()
+		} else if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
+			d.disable("hard-linked file " + p)
+		}
+	}
+	clear(d.pending)
+}
+
 func (d *Daemon) checkLinks(p string) {
 	var st unix.Stat_t
 	if err := unix.Lstat(d.abs(p), &st); err != nil {
@@ -218,6 +237,7 @@ func (d *Daemon) removeSubtree(rel string) {
 // caused it returns, so an answer covers every change that completed
 // before the query.
 func (d *Daemon) drain() {
+	defer d.checkPending()
 	for !d.closed {
 		n, err := unix.Read(d.fd, d.buf)
 		if err != nil {
@@ -317,8 +337,14 @@ func (d *Daemon) event(wd int32, mask uint32, name string) {
 		return
 	}
 	d.record(p)
-	if mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
-		d.checkLinks(p)
+	switch {
+	case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
+		d.pending[p] = true
+	case mask&unix.IN_MOVED_FROM != 0:
+		delete(d.pending, p) // checked under the name it moved to
+	case mask&unix.IN_DELETE != 0 && d.pending[p]:
+		delete(d.pending, p)
+		d.markFull() // created and deleted before it could be checked
 	}
 }
 
@@ -416,5 +442,14 @@ func Listen(path string) (net.Listener, error) {
 		return nil, fmt.Errorf("%s: a daemon is already listening", path)
 	}
 	_ = os.Remove(path)
-	return net.Listen("unix", path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	// Any user of the sandbox may ask (connecting needs write access).
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
 }

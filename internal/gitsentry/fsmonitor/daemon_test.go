@@ -245,3 +245,27 @@ func TestConformanceControl(t *testing.T) {
 	}
 	t.Logf("the lying hook was caught after %d steps: %v", len(r.Mismatches), r.Mismatches)
 }
+
+// A file created and deleted between two drains may have been a hard
+// link through which something else changed: everything is reported. A
+// file written beside its target and renamed over it (sed -i, editors) is
+// checked under its new name and reported normally.
+func TestDaemonCreatedThenGone(t *testing.T) {
+	root, d := newTree(t)
+	tok, _, _ := ask(t, d, root, "")
+	tmp := filepath.Join(root, "a", ".tmp")
+	os.WriteFile(tmp, []byte("new"), 0o644)
+	os.Rename(tmp, filepath.Join(root, "a", "1"))
+	tok, full, paths := ask(t, d, root, tok)
+	if full || strings.Join(paths, " ") != "a/.tmp a/1" {
+		t.Fatalf("write and rename: full=%v %q", full, paths)
+	}
+	os.WriteFile(tmp, []byte("x"), 0o644)
+	os.Remove(tmp)
+	if _, full, _ := ask(t, d, root, tok); !full {
+		t.Fatal("a file created and deleted unseen did not give a full answer")
+	}
+	if d.Disabled() != "" {
+		t.Fatalf("disabled: %s", d.Disabled())
+	}
+}

@@ -60,6 +60,8 @@ for i in 01 02 03 04 05 06 07 08 09; do echo many >> src/d08/f$i.txt; done; chec
 git reset -q --hard;                       check reset-hard
 git clean -q -fd;                          check clean
 echo after >> src/d09/f01.txt;             check edit-after-clean
+sed -i 's/dir/DIR/' src/d10/f02.txt;       check sed-in-place
+ln src/d10/f03.txt hl0 && echo race >> hl0 && rm hl0; check hardlink-gone
 ln src/d09/f02.txt hardlink;               check hardlink
 echo via-link >> hardlink;                 check edit-through-hardlink
 echo DONE
