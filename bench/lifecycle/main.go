@@ -230,6 +230,8 @@ func startBreakdown(path string) map[string][]time.Duration {
 		switch m[1] {
 		case "component prepared":
 			key, val = "prepare "+f["component"], f["took"]
+		case "component started":
+			key, val = "started "+f["component"]+" (after the agent's podman run began)", f["after_run"]
 		case "container started":
 			key, val = "agent container `podman run -d`", f["took"]
 		case "sandbox running":
