@@ -35,6 +35,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/escalation"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/session"
+	"github.com/lazaret-dev/lazaret/internal/store"
 )
 
 const (
@@ -174,10 +175,23 @@ func BenchmarkEscalationRoundTrip(b *testing.B) {
 	// (say, of an earlier commit) to time in the same rounds: under a
 	// varying machine load only an interleaved comparison is fair.
 	compare := os.Getenv("ESCBENCH_COMPARE")
-	comp := escalation.NewComponent(escalation.ComponentOptions{Anchor: a, AutoApprove: [][]string{{"true"}},
-		Auditor: escalation.AuditFunc(func(context.Context, escalation.Event) error { return nil })})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	// By default the audit trail is left out (a no-op auditor), so the
+	// figure is the protocol's. ESCBENCH_AUDIT=store writes the three
+	// records of each round trip (request and decision before the command,
+	// result after it) to a real state store, as the coordinator does.
+	auditor := escalation.Auditor(escalation.AuditFunc(func(context.Context, escalation.Event) error { return nil }))
+	auditMode := "none (no-op auditor)"
+	if os.Getenv("ESCBENCH_AUDIT") == "store" {
+		st, err := store.Open(ctx, filepath.Join(root, "state.db"), store.Options{Role: "coordinator", Timeout: 10 * time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		auditor, auditMode = escalation.EntryAuditor(st.AppendAudit), "state store (bbolt, fsync)"
+	}
+	comp := escalation.NewComponent(escalation.ComponentOptions{Anchor: a, AutoApprove: [][]string{{"true"}}, Auditor: auditor})
 	name := "lazaret-bench-esc-" + a.Hash
 	spec := &podman.ContainerSpec{
 		Name: name, Image: "localhost/lazaret-default:latest",
@@ -238,7 +252,7 @@ func BenchmarkEscalationRoundTrip(b *testing.B) {
 	if len(samples) != rounds {
 		b.Fatalf("%d samples, want %d", len(samples), rounds)
 	}
-	fmt.Printf("\n%d rounds, runsc sandbox, auto-approved `true` (%s)\n", rounds, time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Printf("\n%d rounds, runsc sandbox, auto-approved `true` (%s), audit trail: %s\n", rounds, time.Now().UTC().Format("2006-01-02 15:04 MST"), auditMode)
 	report(samples)
 	if len(compared) > 0 {
 		fmt.Printf("\nComparison client %s, interleaved with the one above in the same rounds:\n", compare)
