@@ -22,6 +22,12 @@ import (
 type blockingConn struct {
 	fd   int
 	addr *net.UnixAddr
+	// rbuf holds what one read returned beyond what the caller asked for:
+	// crypto/tls reads a record header, then the record, each with its
+	// own small read; the server's whole first flight arrives at once and
+	// is taken in one system call.
+	rbuf []byte
+	roff int
 
 	mu       sync.Mutex
 	released bool
@@ -46,10 +52,32 @@ func dialBlocking(path string) (*blockingConn, error) {
 	return &blockingConn{fd: fd, addr: &net.UnixAddr{Name: path, Net: "unix"}}, nil
 }
 
+// readBufSize is the most one read takes from the socket: more than a
+// TLS handshake flight or a few answer frames.
+const readBufSize = 16 << 10
+
 func (c *blockingConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if c.roff == len(c.rbuf) {
+		if c.rbuf == nil {
+			c.rbuf = make([]byte, readBufSize)
+		}
+		n, err := c.read(c.rbuf[:cap(c.rbuf)])
+		if err != nil {
+			c.rbuf, c.roff = c.rbuf[:0], 0
+			return 0, err
+		}
+		c.rbuf, c.roff = c.rbuf[:n], 0
+	}
+	n := copy(p, c.rbuf[c.roff:])
+	c.roff += n
+	return n, nil
+}
+
+// read is one read(2) into p, retried on EINTR; 0 bytes is io.EOF.
+func (c *blockingConn) read(p []byte) (int, error) {
 	for {
 		n, err := syscall.Read(c.fd, p)
 		switch {
