@@ -24,6 +24,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/gitsentry"
+	"github.com/lazaret-dev/lazaret/internal/gitsentry/fsmonitor"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -35,11 +36,21 @@ const (
 	image    = "localhost/lazaret-default:latest"
 )
 
-// timedStatus runs git status --porcelain n times inside one shell and
-// prints the nanoseconds of each run (podman exec overhead excluded).
+// timedStatus runs git status --porcelain n times inside one bash and
+// prints the nanoseconds of each run (podman exec overhead excluded; the
+// clock is bash's $EPOCHREALTIME, so no process start is timed besides
+// git's own and its hook's).
 const timedStatus = `cd /workspace
 for i in $(seq %d); do
-  t0=$(date +%%s%%N); git %s status --porcelain >/dev/null; t1=$(date +%%s%%N); echo $((t1-t0))
+  t0=${EPOCHREALTIME/./}; git %s status --porcelain >/dev/null; t1=${EPOCHREALTIME/./}; echo $(( (t1-t0)*1000 ))
+done`
+
+// timedSpawn times, in the same way, starting /bin/true and one query of
+// the fsmonitor hook (what git adds to each status with the fsmonitor).
+const timedSpawn = `cd /workspace
+for i in $(seq %d); do
+  t0=${EPOCHREALTIME/./}; /bin/true; t1=${EPOCHREALTIME/./}; ` + gitsentry.ContainerFSMonitorBin + ` 2 x >/dev/null; t2=${EPOCHREALTIME/./}
+  echo $(( (t1-t0)*1000 )) $(( (t2-t1)*1000 ))
 done`
 
 func run(b *testing.B, dir string, name string, args ...string) string {
@@ -92,6 +103,7 @@ func parseTimes(b *testing.B, out string) []time.Duration {
 
 type variant struct {
 	name    string
+	fsmon   bool     // the Git Sentry's fsmonitor (lazaret's default since it exists)
 	runtime string   // "runsc" or "crun"
 	flags   []string // runsc flags (podman --runtime-flag)
 	hints   bool     // share=container hints on the clone mounts (loses writes; for the record)
@@ -142,11 +154,15 @@ func BenchmarkGitStatus20k(b *testing.B) {
 	// (30-47x) and share=container mount hints (writes never reach the
 	// host, and not faster).
 	const noUC = "-c core.untrackedCache=false"
+	excl := []string{"file-access-mounts=exclusive"}
 	variants := []variant{
 		{name: "runsc default (directfs, shared access), git defaults", runtime: "runsc", gitArgs: noUC},
-		{name: "runsc default + untrackedCache (lazaret's clone config)", runtime: "runsc"},
-		{name: "runsc --file-access-mounts=exclusive, git defaults", runtime: "runsc", flags: []string{"file-access-mounts=exclusive"}, gitArgs: noUC},
-		{name: "runsc --file-access-mounts=exclusive + untrackedCache", runtime: "runsc", flags: []string{"file-access-mounts=exclusive"}},
+		{name: "runsc default + untrackedCache", runtime: "runsc"},
+		{name: "runsc default + untrackedCache + fsmonitor (lazaret's defaults)", runtime: "runsc", fsmon: true},
+		{name: "runsc default + fsmonitor, no untrackedCache", runtime: "runsc", fsmon: true, gitArgs: noUC},
+		{name: "runsc --file-access-mounts=exclusive, git defaults", runtime: "runsc", flags: excl, gitArgs: noUC},
+		{name: "runsc --file-access-mounts=exclusive + untrackedCache", runtime: "runsc", flags: excl},
+		{name: "runsc exclusive + untrackedCache + fsmonitor", runtime: "runsc", flags: excl, fsmon: true},
 		{name: "runsc exclusive + untrackedCache + --overlay2=none", runtime: "runsc", flags: []string{"file-access-mounts=exclusive", "overlay2=none"}},
 	}
 	if os.Getenv("LAZARET_BENCH_GIT_ALL") != "" {
@@ -166,6 +182,10 @@ func BenchmarkGitStatus20k(b *testing.B) {
 			b.Fatal(err)
 		}
 		comp := gitsentry.New(a, "", pc, nil)
+		comp.NoFSMonitor = !v.fsmon
+		if v.fsmon {
+			comp.FSMonitor = filepath.Join(os.Getenv("LAZARET_BIN"), "lazaret-fsmonitor")
+		}
 		spec := &podman.ContainerSpec{
 			Name:    fmt.Sprintf("lazaret-bench-git-%d-%d", os.Getpid(), i),
 			Image:   image,
@@ -202,9 +222,23 @@ func BenchmarkGitStatus20k(b *testing.B) {
 			b.Fatalf("%s: %v", v.name, err)
 		}
 		names[i] = spec.Name
+		if v.fsmon {
+			if err := gitsentry.StartFSMonitor(ctx, pc, spec.Name); err != nil {
+				b.Fatalf("%s: %v", v.name, err)
+			}
+		}
+	}
+	// The daemons listen once they watch every directory.
+	for i, v := range variants {
+		if v.fsmon {
+			waitSocket := "for i in $(seq 600); do [ -S " + fsmonitor.DefaultSocket + " ] && exit 0; sleep 0.1; done; exit 1"
+			if _, err := pc.Output(ctx, "exec", names[i], "sh", "-c", waitSocket); err != nil {
+				b.Fatalf("%s: the fsmonitor daemon never listened: %v", v.name, err)
+			}
+		}
 	}
 	status := func(i, n int) []time.Duration {
-		out, err := pc.Output(ctx, "exec", names[i], "sh", "-c", fmt.Sprintf(timedStatus, n, variants[i].gitArgs))
+		out, err := pc.Output(ctx, "exec", names[i], "bash", "-c", fmt.Sprintf(timedStatus, n, variants[i].gitArgs))
 		if err != nil {
 			b.Fatalf("%s: %v", variants[i].name, err)
 		}
@@ -228,10 +262,31 @@ func BenchmarkGitStatus20k(b *testing.B) {
 		rows = append(rows, fmt.Sprintf("| %s | %d | %d | %.1f× |", v.name, colds[i].Milliseconds(), w.Milliseconds(), float64(w)/float64(hostMed)))
 		b.ReportMetric(float64(w)/float64(hostMed), fmt.Sprintf("ratio-%d", i))
 	}
+	// Process start-up inside the sandbox: /bin/true against the hook.
+	var spawnTrue, spawnHook []time.Duration
+	for i, v := range variants {
+		if !v.fsmon {
+			continue
+		}
+		out, err := pc.Output(ctx, "exec", names[i], "bash", "-c", fmt.Sprintf(timedSpawn, 30))
+		if err != nil {
+			b.Fatalf("%s: %v", v.name, err)
+		}
+		ds := parseTimes(b, string(out))
+		for j := 0; j+1 < len(ds); j += 2 {
+			spawnTrue = append(spawnTrue, ds[j])
+			spawnHook = append(spawnHook, ds[j+1])
+		}
+		break
+	}
 	var tbl strings.Builder
 	fmt.Fprintf(&tbl, "\n`git status --porcelain`, %d files; warm: median of %d rounds × %d runs, interleaved with the host (host median %d ms); cold: first run in each sandbox\n\n",
 		nDirs*perDir, rounds, warmRuns, hostMed.Milliseconds())
 	tbl.WriteString("| variant | cold ms | warm ms | warm / host |\n|---|---|---|---|\n")
 	tbl.WriteString(strings.Join(rows, "\n") + "\n")
+	if len(spawnHook) > 0 {
+		fmt.Fprintf(&tbl, "\nIn the sandbox (median of %d): /bin/true %.1f ms, fsmonitor hook query %.1f ms\n",
+			len(spawnHook), float64(median(spawnTrue).Microseconds())/1000, float64(median(spawnHook).Microseconds())/1000)
+	}
 	b.Log(tbl.String())
 }
