@@ -162,9 +162,13 @@ func (d *Daemon) addWatch(rel string) error {
 func (d *Daemon) walk(rel string, checkLinks bool) {
 	entries, err := os.ReadDir(d.abs(rel))
 	if err != nil {
-		// Gone already (its removal is an event of the parent) or
-		// unreadable: nothing here can be vouched for.
-		d.markFull()
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			// Gone already: its removal is an event of the parent.
+			d.markFull()
+			return
+		}
+		// Unreadable: what lies below it is not watched.
+		d.disable(fmt.Sprintf("listing %s: %v", rel, err))
 		return
 	}
 	for _, e := range entries {
