@@ -5,7 +5,8 @@ package integration
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"os"
 	"os/exec"
@@ -277,7 +278,8 @@ func TestEscalationFromSandbox(t *testing.T) {
 			t.Fatalf("unregistered session: exit %d stage %q err %q", code, r.lastRejection(), errOut)
 		}
 		// A delegation claiming the registered session, signed by another key.
-		pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+		priv, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		pub, _ := priv.PublicKey.Bytes()
 		d := session.Delegation{SessionID: r.sess.ID, DelegatedPub: pub, NotAfter: time.Now().Add(time.Hour).Unix(), SandboxID: r.anchor.Hash}
 		od, _ := other.Delegate(r.anchor.Hash, time.Hour, time.Now())
 		d.Signature = od.Delegation.Signature

@@ -3,6 +3,8 @@ package session
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/elliptic"
+	"encoding/base64"
 	"errors"
 	"slices"
 	"strings"
@@ -86,7 +88,8 @@ func TestEnvRoundTrip(t *testing.T) {
 		t.Fatalf("env %v", env)
 	}
 	for _, v := range env {
-		if strings.Contains(v, string(a.private.Seed())) || strings.Contains(v, string(a.private)) {
+		if strings.Contains(v, string(a.private.Seed())) || strings.Contains(v, string(a.private)) ||
+			strings.Contains(v, base64.RawURLEncoding.EncodeToString(a.private.Seed())) {
 			t.Fatal("session private key in the exec environment")
 		}
 	}
@@ -106,6 +109,25 @@ func TestEnvRoundTrip(t *testing.T) {
 	}
 	if _, err := FromEnv(func(k string) string { return env[k] }); !errors.Is(err, ErrBadDelegation) {
 		t.Fatalf("mismatched key accepted: %v", err)
+	}
+	// Not a P-256 scalar (zero, the group order, wrong length): refused.
+	for _, bad := range [][]byte{make([]byte, 32), {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+		0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17, 0x9e, 0x84, 0xf3, 0xb9, 0xca, 0xc2, 0xfc, 0x63, 0x25, 0x51}, make([]byte, 31)} {
+		env[EnvDelegatedKey] = base64.RawURLEncoding.EncodeToString(bad)
+		if _, err := FromEnv(func(k string) string { return env[k] }); !errors.Is(err, ErrBadDelegation) {
+			t.Fatalf("scalar %x accepted: %v", bad, err)
+		}
+	}
+}
+
+func TestDelegatedKeyIsP256(t *testing.T) {
+	d, _ := mustNew(t).Delegate("sb1", time.Hour, time.Now())
+	if d.Key.Curve != elliptic.P256() || len(d.Delegation.DelegatedPub) != DelegatedPubSize || d.Delegation.DelegatedPub[0] != 4 {
+		t.Fatalf("delegated key: curve %v, public %d bytes", d.Key.Curve.Params().Name, len(d.Delegation.DelegatedPub))
+	}
+	// The canonical encoding names the version that delegates P-256 keys.
+	if !bytes.HasPrefix(d.Delegation.Canonical(), []byte("lazaret/delegation/v2")) {
+		t.Fatal("delegation tag")
 	}
 }
 

@@ -129,8 +129,7 @@ func orDefault(v, d string) string {
 
 func run(ctx context.Context, getenv func(string) string, r request, stdout, stderr io.Writer) (int, error) {
 	tr := traceFrom(ctx)
-	// The delegated key is derived while the certificates are read.
-	pending, err := session.StartFromEnv(getenv)
+	del, err := session.FromEnv(getenv)
 	if err != nil {
 		return 0, err
 	}
@@ -154,36 +153,25 @@ func run(ctx context.Context, getenv func(string) string, r request, stdout, std
 			cwd = "/"
 		}
 	}
-	// The request is built and signed once the TLS handshake is done, so
-	// the delegated key's derivation also overlaps the handshake's round
-	// trip. (A key that does not match its delegation, i.e. a tampered
-	// environment, is then found after connecting: the coordinator records
-	// a connection that sent no request.)
-	build := func() ([]byte, error) {
-		del, err := pending.Wait()
-		if err != nil {
-			return nil, err
-		}
-		req := &wire.Request{
-			RequestID: wire.RandomID(), SessionID: del.SessionID, Profile: profile, Cwd: cwd,
-			Argv: r.argv, Command: r.command, Justification: r.reason,
-			Timestamp: time.Now().UnixMilli(), Nonce: wire.RandomID(), Delegation: del.Delegation,
-		}
-		req.Sign(del.Key)
-		return req.Encode()
+	req := &wire.Request{
+		RequestID: wire.RandomID(), SessionID: del.SessionID, Profile: profile, Cwd: cwd,
+		Argv: r.argv, Command: r.command, Justification: r.reason,
+		Timestamp: time.Now().UnixMilli(), Nonce: wire.RandomID(), Delegation: del.Delegation,
 	}
-	return exchange(ctx, orDefault(getenv(EnvSocket), DefaultSocket), cfg, build, stdout, stderr)
+	if err := req.Sign(del.Key); err != nil {
+		return 0, err
+	}
+	line, err := req.Encode()
+	if err != nil {
+		return 0, err
+	}
+	tr.mark("sign")
+	return Exchange(ctx, orDefault(getenv(EnvSocket), DefaultSocket), cfg, line, stdout, stderr)
 }
 
 // Exchange sends one request line over mTLS on the UNIX socket sock and
 // relays the response frames; it returns the exit code to use.
 func Exchange(ctx context.Context, sock string, cfg *tls.Config, line []byte, stdout, stderr io.Writer) (int, error) {
-	return exchange(ctx, sock, cfg, func() ([]byte, error) { return line, nil }, stdout, stderr)
-}
-
-// exchange is Exchange with the request line made by build after the
-// handshake.
-func exchange(ctx context.Context, sock string, cfg *tls.Config, build func() ([]byte, error), stdout, stderr io.Writer) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -201,11 +189,6 @@ func exchange(ctx context.Context, sock string, cfg *tls.Config, build func() ([
 		return 0, fmt.Errorf("TLS handshake with the coordinator: %w", err)
 	}
 	tr.mark("handshake")
-	line, err := build()
-	if err != nil {
-		return 0, err
-	}
-	tr.mark("sign")
 	defer tr.mark("answer")
 	if _, err := conn.Write(line); err != nil {
 		return 0, ctxErr(ctx, fmt.Errorf("sending the request: %w", err))

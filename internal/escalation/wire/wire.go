@@ -15,8 +15,10 @@ package wire
 
 import (
 	"bytes"
-	"crypto/ed25519"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -32,9 +34,13 @@ const MaxRequest = 64 << 10
 
 // Field limits.
 const (
-	maxArgs    = 1024
-	maxField   = 16 << 10
-	requestTag = "lazaret/request/v1"
+	maxArgs  = 1024
+	maxField = 16 << 10
+	// maxSignature bounds an ASN.1 DER ECDSA P-256 signature.
+	maxSignature = 72
+	// requestTag v2: signed with the delegated ECDSA P-256 key (v1 used
+	// Ed25519).
+	requestTag = "lazaret/request/v2"
 )
 
 // ErrMalformed is wrapped by every decoding error.
@@ -57,7 +63,7 @@ type Request struct {
 }
 
 // Canonical is the signed encoding (see session's encoding rules): tag
-// "lazaret/request/v1", then request_id, session_id, profile, cwd, argv
+// "lazaret/request/v2", then request_id, session_id, profile, cwd, argv
 // (list), command, justification, timestamp, nonce, the delegation's own
 // canonical encoding (as bytes) and the delegation's signature (as bytes).
 // Every field except the request signature is covered. An empty argv is
@@ -73,16 +79,31 @@ func (r *Request) Canonical() []byte {
 		String(r.Nonce).Bytes(r.Delegation.Canonical()).Bytes(r.Delegation.Signature).Sum()
 }
 
-// Sign sets Signature with the delegated key.
-func (r *Request) Sign(key ed25519.PrivateKey) { r.Signature = ed25519.Sign(key, r.Canonical()) }
+// Sign sets Signature with the delegated key: ECDSA P-256 over the SHA-256
+// of the canonical encoding, ASN.1 DER.
+func (r *Request) Sign(key *ecdsa.PrivateKey) error {
+	digest := sha256.Sum256(r.Canonical())
+	sig, err := ecdsa.SignASN1(rand.Reader, key, digest[:])
+	if err != nil {
+		return err
+	}
+	r.Signature = sig
+	return nil
+}
 
-// VerifySignature checks Signature against the delegation's key. The
-// delegation itself is checked separately (session.Delegation.Verify).
+// VerifySignature checks Signature against the delegation's key (a valid
+// P-256 point, or nothing verifies). The delegation itself is checked
+// separately (session.Delegation.Verify).
 func (r *Request) VerifySignature() bool {
-	if len(r.Delegation.DelegatedPub) != ed25519.PublicKeySize || len(r.Signature) != ed25519.SignatureSize {
+	if len(r.Delegation.DelegatedPub) != session.DelegatedPubSize || len(r.Signature) == 0 || len(r.Signature) > maxSignature {
 		return false
 	}
-	return ed25519.Verify(ed25519.PublicKey(r.Delegation.DelegatedPub), r.Canonical(), r.Signature)
+	pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), r.Delegation.DelegatedPub)
+	if err != nil {
+		return false
+	}
+	digest := sha256.Sum256(r.Canonical())
+	return ecdsa.VerifyASN1(pub, digest[:], r.Signature)
 }
 
 // RandomID returns 128 random bits in hex, for request ids and nonces.
@@ -147,7 +168,7 @@ func (r *Request) check() error {
 			return errors.New("field too long or not UTF-8")
 		}
 	}
-	if len(r.Signature) != ed25519.SignatureSize {
+	if len(r.Signature) == 0 || len(r.Signature) > maxSignature {
 		return errors.New("bad signature size")
 	}
 	return nil

@@ -2,7 +2,7 @@ package wire
 
 import (
 	"bytes"
-	"crypto/ed25519"
+	"crypto/ecdsa"
 	"errors"
 	"testing"
 	"time"
@@ -10,12 +10,14 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/session"
 )
 
-func signed(t testing.TB) (*Request, ed25519.PrivateKey) {
+func signed(t testing.TB) (*Request, *ecdsa.PrivateKey) {
 	a, _ := session.New()
 	d, _ := a.Delegate("sb", time.Hour, time.Unix(1e9, 0))
 	r := &Request{RequestID: RandomID(), SessionID: a.ID, Profile: "p1", Cwd: "/workspace", Argv: []string{"make", "lint"},
 		Justification: "j", Timestamp: 1e12, Nonce: RandomID(), Delegation: d.Delegation}
-	r.Sign(d.Key)
+	if err := r.Sign(d.Key); err != nil {
+		t.Fatal(err)
+	}
 	return r, d.Key
 }
 
@@ -43,6 +45,30 @@ func TestRoundTripAndSignature(t *testing.T) {
 		if c.VerifySignature() {
 			t.Errorf("%s modified after signing still verifies", name)
 		}
+	}
+}
+
+// TestSignatureKeyChecks: only the delegated key's signature verifies; a
+// delegated public key that is not a P-256 point verifies nothing; an
+// over-long signature does not even decode.
+func TestSignatureKeyChecks(t *testing.T) {
+	r, _ := signed(t)
+	other, _ := signed(t)
+	c := *r
+	c.Signature = other.Signature
+	if c.VerifySignature() {
+		t.Fatal("another key's signature verifies")
+	}
+	c = *r
+	c.Delegation.DelegatedPub = append([]byte{0x04}, bytes.Repeat([]byte{1}, 64)...) // not on the curve
+	if c.VerifySignature() {
+		t.Fatal("a signature verifies under a point off the curve")
+	}
+	c = *r
+	c.Signature = append(append([]byte(nil), r.Signature...), make([]byte, maxSignature)...)
+	line, _ := c.Encode()
+	if _, err := Decode(line); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("over-long signature decoded: %v", err)
 	}
 }
 
