@@ -196,24 +196,6 @@ func (d *Daemon) walk(rel string, checkLinks bool) {
 	}
 }
 
-// checkPending checks the files created (or renamed into place) since
-// the last drain for hard links, once the queue is empty: a name created
-// by link(2) is reported as created, and a later write through it would
-// be reported under that name only. A created file that is gone by now
-// (deleted, not renamed: a rename moves it to its new name here) cannot
-// be checked, so everything is reported as changed.
-func (d *Daemon) checkPending() {
-	for p := range d.pending {
-		var st unix.Stat_t
-		if err := unix.Lstat(d.abs(p), &st); err != nil {
-			d.markFull()
-		} else if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
-			d.disable("hard-linked file " + p)
-		}
-	}
-	clear(d.pending)
-}
-
 func (d *Daemon) checkLinks(p string) {
 	var st unix.Stat_t
 	if err := unix.Lstat(d.abs(p), &st); err != nil {
@@ -241,7 +223,11 @@ func (d *Daemon) removeSubtree(rel string) {
 // caused it returns, so an answer covers every change that completed
 // before the query.
 func (d *Daemon) drain() {
-	defer d.checkPending()
+	d.readQueue()
+	d.checkPending()
+}
+
+func (d *Daemon) readQueue() {
 	for !d.closed {
 		n, err := unix.Read(d.fd, d.buf)
 		if err != nil {
@@ -257,6 +243,40 @@ func (d *Daemon) drain() {
 			return
 		}
 		d.apply(d.buf[:n])
+	}
+}
+
+// checkPending checks the files created (or renamed into place) since
+// the last drain for hard links, once the queue is empty: a name created
+// by link(2) is reported as created, and a later write through it would
+// be reported under that name only. A name that is gone already was
+// renamed or unlinked, and the event saying which is queued by now (see
+// drain): reading it settles the name (a rename moves the check to the
+// new name, as with `sed -i`; a file created and unlinked before it could
+// be checked makes everything reported as changed).
+func (d *Daemon) checkPending() {
+	for round := 0; len(d.pending) > 0; round++ {
+		vanished := false
+		for p := range d.pending {
+			var st unix.Stat_t
+			if err := unix.Lstat(d.abs(p), &st); err != nil {
+				vanished = true
+				continue
+			}
+			if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
+				d.disable("hard-linked file " + p)
+			}
+			delete(d.pending, p)
+		}
+		if !vanished {
+			return
+		}
+		if round == 2 {
+			d.markFull()
+			clear(d.pending)
+			return
+		}
+		d.readQueue()
 	}
 }
 

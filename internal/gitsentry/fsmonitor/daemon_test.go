@@ -269,3 +269,32 @@ func TestDaemonCreatedThenGone(t *testing.T) {
 		t.Fatalf("disabled: %s", d.Disabled())
 	}
 }
+
+// The daemon read a file's creation, and the file was renamed before its
+// link check: the check follows it to its new name (no "/"). One that was
+// unlinked instead gives "/".
+func TestDaemonPendingSettledByQueue(t *testing.T) {
+	root, d := newTree(t)
+	tok, _, _ := ask(t, d, root, "")
+	tmp := filepath.Join(root, "a", ".tmp")
+	d.mu.Lock()
+	os.WriteFile(tmp, []byte("new"), 0o644)
+	d.readQueue()
+	os.Rename(tmp, filepath.Join(root, "a", "2"))
+	d.checkPending()
+	full := d.fullSeq
+	d.mu.Unlock()
+	tok, isFull, paths := ask(t, d, root, tok)
+	if isFull || full != 0 || strings.Join(paths, " ") != "a/.tmp a/2" {
+		t.Fatalf("renamed before its check: full=%v (fullSeq %d) %q", isFull, full, paths)
+	}
+	d.mu.Lock()
+	os.WriteFile(tmp, []byte("new"), 0o644)
+	d.readQueue()
+	os.Remove(tmp)
+	d.checkPending()
+	d.mu.Unlock()
+	if _, isFull, _ := ask(t, d, root, tok); !isFull {
+		t.Fatal("unlinked before its check: not a full answer")
+	}
+}
