@@ -654,6 +654,18 @@ func TestGitSentryThroughLazaret(t *testing.T) {
 	if got := gsGit(t, e.Workspace, "rev-parse", "HEAD"); got != tip {
 		t.Errorf("HEAD after lazaret merge = %s, want %s", got, tip)
 	}
+	// The coordinator found lazaret-fsmonitor beside lazaret, configured
+	// git after the spec's safe.directory, and started the daemon: a
+	// status after an edit is answered from its path list.
+	if got := must("git config --get-all safe.directory; git config core.fsmonitor"); got != "/workspace\n"+gitsentry.ContainerFSMonitorBin {
+		t.Errorf("git config in the sandbox: %q", got)
+	}
+	got := must("for i in $(seq 300); do [ -S " + fsmonitor.DefaultSocket + " ] && break; sleep 0.1; done; " +
+		"git status --porcelain >/dev/null; git status --porcelain >/dev/null; echo x >> b.txt; " +
+		"GIT_TRACE_FSMONITOR=1 git status --porcelain 2>&1 | grep -c \"fsmonitor_refresh_callback 'b.txt'\" || true")
+	if got != "1" {
+		t.Errorf("git status after an edit was not answered by the fsmonitor (%q)", got)
+	}
 }
 
 // TestGitSentryStartMessages: a repository without commits is refused
