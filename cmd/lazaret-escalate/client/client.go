@@ -175,7 +175,7 @@ func Exchange(ctx context.Context, sock string, cfg *tls.Config, line []byte, st
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	raw, err := dialBlocking(sock)
+	raw, err := dialBlocking(ctx, sock)
 	if err != nil {
 		return 0, fmt.Errorf("cannot reach the coordinator on %s: %w", sock, err)
 	}

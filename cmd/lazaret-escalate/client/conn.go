@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -33,11 +34,22 @@ type blockingConn struct {
 	released bool
 }
 
-// dialBlocking connects to the UNIX stream socket at path.
-func dialBlocking(path string) (*blockingConn, error) {
+// dialBlocking connects to the UNIX stream socket at path. A connect to a
+// listener whose backlog is full waits; with a deadline (--timeout) the
+// wait is bounded by SO_SNDTIMEO, which Linux applies to a UNIX socket's
+// connect, and the expired context is returned.
+func dialBlocking(ctx context.Context, path string) (*blockingConn, error) {
 	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, os.NewSyscallError("socket", err)
+	}
+	dl, bounded := ctx.Deadline()
+	if bounded {
+		tv := syscall.NsecToTimeval(max(time.Until(dl), time.Millisecond).Nanoseconds())
+		if err := syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_SNDTIMEO, &tv); err != nil {
+			_ = syscall.Close(fd)
+			return nil, os.NewSyscallError("setsockopt", err)
+		}
 	}
 	for {
 		err = syscall.Connect(fd, &syscall.SockaddrUnix{Name: path})
@@ -47,7 +59,18 @@ func dialBlocking(path string) (*blockingConn, error) {
 	}
 	if err != nil {
 		_ = syscall.Close(fd)
+		if cerr := ctx.Err(); cerr != nil && (err == syscall.EAGAIN || err == syscall.EINPROGRESS) {
+			return nil, cerr
+		}
 		return nil, os.NewSyscallError("connect", err)
+	}
+	if bounded {
+		// Writes are not bounded this way: Close interrupts them.
+		var zero syscall.Timeval
+		if err := syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_SNDTIMEO, &zero); err != nil {
+			_ = syscall.Close(fd)
+			return nil, os.NewSyscallError("setsockopt", err)
+		}
 	}
 	return &blockingConn{fd: fd, addr: &net.UnixAddr{Name: path, Net: "unix"}}, nil
 }

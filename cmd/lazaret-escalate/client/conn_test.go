@@ -2,10 +2,12 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -38,7 +40,7 @@ func TestBlockingConnRoundTrip(t *testing.T) {
 		// One write of more than one reader call's worth.
 		_, _ = c.Write(bytes.Repeat([]byte("0123456789"), 100))
 	}()
-	c, err := dialBlocking(p)
+	c, err := dialBlocking(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +85,7 @@ func TestBlockingConnCloseWakesRead(t *testing.T) {
 			<-end // never answers
 		}
 	}()
-	c, err := dialBlocking(p)
+	c, err := dialBlocking(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +114,48 @@ func TestBlockingConnCloseWakesRead(t *testing.T) {
 }
 
 func TestDialBlockingMissing(t *testing.T) {
-	_, err := dialBlocking(filepath.Join(t.TempDir(), "none"))
+	_, err := dialBlocking(context.Background(), filepath.Join(t.TempDir(), "none"))
 	if err == nil {
 		t.Fatal("dial of a missing socket succeeded")
 	}
+}
+
+// TestDialBlockingHonoursDeadline: a connect that waits for room in a full
+// backlog gives up when the context's deadline passes (--timeout).
+func TestDialBlockingHonoursDeadline(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "s")
+	lfd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(lfd)
+	if err := syscall.Bind(lfd, &syscall.SockaddrUnix{Name: p}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(lfd, 0); err != nil { // never accepts
+		t.Fatal(err)
+	}
+	var conns []*blockingConn
+	defer func() {
+		for _, c := range conns {
+			c.release()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	for i := 0; i < 8; i++ { // fill the backlog; one of these must wait
+		c, err := dialBlocking(ctx, p)
+		if err != nil {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("connect %d: %v, want the deadline", i, err)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Fatalf("gave up after %v", d)
+			}
+			return
+		}
+		conns = append(conns, c)
+	}
+	t.Fatal("8 connects to a listener with backlog 0 all succeeded")
 }
