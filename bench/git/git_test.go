@@ -108,7 +108,6 @@ type variant struct {
 	flags   []string // runsc flags (podman --runtime-flag)
 	hints   bool     // share=container hints on the clone mounts (loses writes; for the record)
 	gitArgs string   // extra git options
-	note    string
 }
 
 func BenchmarkGitStatus20k(b *testing.B) {
