@@ -3,6 +3,12 @@
 // socket, to run one command on the host, prints the command's output and
 // exits with its exit code (126 when denied).
 //
+// It is installed as lazaret-escalate-go. In the sandbox it runs as the
+// escalation broker (`lazaret-escalate-go __broker SOCKET`, started by the
+// coordinator), which serves the small C front end that is the sandbox's
+// lazaret-escalate (cmd/lazaret-escalate-c); the front end execs it
+// directly when the broker cannot be reached.
+//
 // Its start-up is on the measured round trip (docs/PERFORMANCE.md, Host
 // Escalation), and under gVisor every system call of the Go runtime's own
 // start-up costs a trap into the Sentry. Two of them are optional and off:
@@ -21,5 +27,8 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == client.BrokerVerb {
+		os.Exit(client.BrokerMain(os.Args[2], os.Stderr))
+	}
 	os.Exit(client.Main(os.Args, os.Getenv, os.Stdout, os.Stderr))
 }

@@ -57,6 +57,13 @@ Prints the command's output and exits with its exit code; 126 when denied.
 
 // Main runs the client and returns the exit code.
 func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	return MainContext(context.Background(), args, getenv, stdout, stderr)
+}
+
+// MainContext is Main for the broker: cancelling ctx abandons the request
+// (the connection to the coordinator is closed, which withdraws a prompt
+// or kills the command).
+func MainContext(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	var tr *trace
 	if getenv(EnvTrace) == "1" {
 		tr = newTrace()
@@ -93,7 +100,6 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 	}
 
 	tr.mark("flags")
-	ctx := context.Background()
 	if tr != nil {
 		ctx = context.WithValue(ctx, traceKey{}, tr)
 	}
