@@ -16,7 +16,7 @@ GOBUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 ROOT_USER  := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 PREFIX     ?= $(if $(ROOT_USER),/usr/local,$(HOME)/.local)
 ARGS       ?= shell
-BINARIES   := lazaret lazaret-escalate lazaret-netd lazaret-fsmonitor
+BINARIES   := lazaret lazaret-escalate lazaret-escalate-go lazaret-netd lazaret-fsmonitor
 
 export PATH := /usr/local/go/bin:$(PATH)
 
@@ -26,7 +26,9 @@ all: build
 
 build:
 	@mkdir -p bin
-	$(GOBUILD) -o bin/ ./cmd/lazaret ./cmd/lazaret-escalate ./cmd/lazaret-netd ./cmd/lazaret-fsmonitor
+	$(GOBUILD) -o bin/ ./cmd/lazaret ./cmd/lazaret-netd ./cmd/lazaret-fsmonitor
+	$(GOBUILD) -o bin/lazaret-escalate-go ./cmd/lazaret-escalate
+	gcc -static -O2 -Wall -s -o bin/lazaret-escalate cmd/lazaret-escalate-c/main.c
 	@ln -sf lazaret bin/lazaret-runsc
 
 # install-bin installs only lazaret's own binaries; `install` also makes

@@ -45,7 +45,7 @@
 #define DEFAULT_BROKER "/run/lazaret/escalate-broker/sock"
 #define DEFAULT_GO "/run/lazaret/bin/lazaret-escalate-go"
 #define ENV_BROKER "LAZARET_ESCALATE_BROKER"
-#define ENV_GO "LAZARET_ESCALATE_GO"
+#define ENV_GO "LAZARET_ESCALATE_FALLBACK"
 #define ENV_TRACE "LAZARET_ESCALATE_TRACE"
 #define MAX_REQ (256 * 1024)
 #define MAX_CHUNK (64 * 1024)

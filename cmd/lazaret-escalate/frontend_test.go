@@ -94,7 +94,7 @@ func TestFrontEndThroughBroker(t *testing.T) {
 		return 3
 	})
 	dir := t.TempDir()
-	out, errOut, code := runFE(t, fe, dir, []string{"LAZARET_ESCALATE_BROKER=" + sock, "LAZARET_ESCALATE_GO=" + fakeGo(t),
+	out, errOut, code := runFE(t, fe, dir, []string{"LAZARET_ESCALATE_BROKER=" + sock, "LAZARET_ESCALATE_FALLBACK=" + fakeGo(t),
 		"LAZARET_SESSION_ID=s-1", "HOME=/root"}, "--", "echo", "", "a b;c")
 	if code != 3 || out != strings.Repeat("o", 200000) || errOut != "to stderr\n" {
 		t.Fatalf("code %d, stdout %d bytes, stderr %q", code, len(out), errOut)
@@ -111,7 +111,7 @@ func TestFrontEndThroughBroker(t *testing.T) {
 func TestFrontEndRealClientLogic(t *testing.T) {
 	fe := buildFrontEnd(t)
 	sock := serve(t, nil)
-	env := []string{"LAZARET_ESCALATE_BROKER=" + sock, "LAZARET_ESCALATE_GO=" + fakeGo(t)}
+	env := []string{"LAZARET_ESCALATE_BROKER=" + sock, "LAZARET_ESCALATE_FALLBACK=" + fakeGo(t)}
 	out, _, code := runFE(t, fe, t.TempDir(), env, "--version")
 	if code != 0 || out != "lazaret-escalate "+version.Version+"\n" {
 		t.Fatalf("--version: %d %q", code, out)
@@ -130,7 +130,7 @@ func TestFrontEndFallsBack(t *testing.T) {
 	goClient := fakeGo(t)
 	dir := t.TempDir()
 	// No socket.
-	out, _, code := runFE(t, fe, dir, []string{"LAZARET_ESCALATE_BROKER=" + filepath.Join(dir, "none"), "LAZARET_ESCALATE_GO=" + goClient}, "--", "true")
+	out, _, code := runFE(t, fe, dir, []string{"LAZARET_ESCALATE_BROKER=" + filepath.Join(dir, "none"), "LAZARET_ESCALATE_FALLBACK=" + goClient}, "--", "true")
 	if code != 7 || out != "go client: -- true\n" {
 		t.Fatalf("no socket: %d %q", code, out)
 	}
@@ -142,7 +142,7 @@ func TestFrontEndFallsBack(t *testing.T) {
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	ln.Close()
-	if out, _, code := runFE(t, fe, dir, []string{"LAZARET_ESCALATE_BROKER=" + stale, "LAZARET_ESCALATE_GO=" + goClient}, "x"); code != 7 || out != "go client: x\n" {
+	if out, _, code := runFE(t, fe, dir, []string{"LAZARET_ESCALATE_BROKER=" + stale, "LAZARET_ESCALATE_FALLBACK=" + goClient}, "x"); code != 7 || out != "go client: x\n" {
 		t.Fatalf("stale socket: %d %q", code, out)
 	}
 	// A broker that answers without acknowledging.
@@ -161,7 +161,7 @@ func TestFrontEndFallsBack(t *testing.T) {
 			}
 			ln.Close()
 		}()
-		if out, _, code := runFE(t, fe, dir, []string{"LAZARET_ESCALATE_BROKER=" + sock, "LAZARET_ESCALATE_GO=" + goClient}, "y"); code != 7 || out != "go client: y\n" {
+		if out, _, code := runFE(t, fe, dir, []string{"LAZARET_ESCALATE_BROKER=" + sock, "LAZARET_ESCALATE_FALLBACK=" + goClient}, "y"); code != 7 || out != "go client: y\n" {
 			t.Fatalf("%s: %d %q", name, code, out)
 		}
 	}
@@ -185,7 +185,7 @@ func TestFrontEndNoRetryAfterAck(t *testing.T) {
 			}
 			ln.Close()
 		}()
-		out, errOut, code := runFE(t, fe, t.TempDir(), []string{"LAZARET_ESCALATE_BROKER=" + sock, "LAZARET_ESCALATE_GO=" + fakeGo(t)}, "y")
+		out, errOut, code := runFE(t, fe, t.TempDir(), []string{"LAZARET_ESCALATE_BROKER=" + sock, "LAZARET_ESCALATE_FALLBACK=" + fakeGo(t)}, "y")
 		if code != client.ExitFailure || strings.Contains(out, "go client") || !strings.Contains(errOut, "broker") {
 			t.Fatalf("%s: %d %q %q", name, code, out, errOut)
 		}
@@ -198,7 +198,7 @@ func TestFrontEndTooLargeFallsBack(t *testing.T) {
 		t.Error("an oversized request reached the broker")
 		return 0
 	})
-	out, _, code := runFE(t, fe, t.TempDir(), []string{"LAZARET_ESCALATE_BROKER=" + sock, "LAZARET_ESCALATE_GO=" + fakeGo(t)},
+	out, _, code := runFE(t, fe, t.TempDir(), []string{"LAZARET_ESCALATE_BROKER=" + sock, "LAZARET_ESCALATE_FALLBACK=" + fakeGo(t)},
 		"--", strings.Repeat("x", 100000), strings.Repeat("y", 100000), strings.Repeat("z", 100000))
 	if code != 7 || !strings.HasPrefix(out, "go client: -- xxx") {
 		t.Fatalf("%d %.40q", code, out)

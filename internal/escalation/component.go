@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
@@ -25,7 +27,19 @@ const (
 	SandboxTLSDir = "/run/lazaret/tls"
 	SandboxSocket = "/run/lazaret/escalate.sock"
 	SandboxBinDir = "/run/lazaret/bin"
-	SandboxClient = SandboxBinDir + "/lazaret-escalate"
+	// SandboxClient is lazaret-escalate, the small C front end that hands
+	// each request to the broker; SandboxGoClient is the Go client, which
+	// runs as the broker and which the front end execs when the broker
+	// cannot be reached.
+	SandboxClient   = SandboxBinDir + "/lazaret-escalate"
+	SandboxGoClient = SandboxBinDir + "/lazaret-escalate-go"
+	// SandboxBrokerDir is a tmpfs, empty at every start, for the broker's
+	// socket SandboxBrokerSocket (cmd/lazaret-escalate/client's
+	// DefaultBrokerSocket).
+	SandboxBrokerDir    = "/run/lazaret/escalate-broker"
+	SandboxBrokerSocket = SandboxBrokerDir + "/sock"
+	// brokerVerb starts the Go client as the broker.
+	brokerVerb = "__broker"
 	// defaultPath is the PATH of a Debian-like image, used when the spec
 	// sets none (podman would otherwise keep the image's).
 	defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -74,6 +88,9 @@ type ComponentOptions struct {
 	Server  *ctl.Server
 	Auditor Auditor
 	Log     *slog.Logger
+	// Podman starts the broker in the running container; a default
+	// client when nil.
+	Podman *podman.Client
 }
 
 // Component runs Host Escalation beside one sandbox: the Trust Anchor and
@@ -106,6 +123,9 @@ func NewComponent(o ComponentOptions) *Component {
 	if o.Auditor == nil {
 		o.Auditor = LogAuditor(o.Log)
 	}
+	if o.Podman == nil {
+		o.Podman = &podman.Client{Log: o.Log}
+	}
 	return &Component{o: o, registry: NewRegistry()}
 }
 
@@ -122,15 +142,20 @@ func (c *Component) SandboxID() string { return c.o.Anchor.Hash }
 // Prepare starts the Trust Anchor, writes the TLS directory, listens on the
 // escalation socket (0600 in a 0700 socket_dir) and adds the mounts: TLS
 // directory read-only at /run/lazaret/tls (a directory mount, so rotated
-// files are seen), the socket at /run/lazaret/escalate.sock, the client
-// read-only at /run/lazaret/bin/lazaret-escalate, and /run/lazaret/bin on
-// PATH.
+// files are seen), the socket at /run/lazaret/escalate.sock, the C front
+// end read-only at /run/lazaret/bin/lazaret-escalate and the Go client at
+// /run/lazaret/bin/lazaret-escalate-go, a small tmpfs for the broker's
+// socket at /run/lazaret/escalate-broker, and /run/lazaret/bin on PATH.
 func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) error {
 	if c.o.Disabled {
 		return nil
 	}
 	a := c.o.Anchor
 	client, err := locate.Find(locate.Escalate)
+	if err != nil {
+		return err
+	}
+	goClient, err := findGoClient(client)
 	if err != nil {
 		return err
 	}
@@ -174,6 +199,8 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 		podman.Mount{Type: "bind", Source: a.TLSDir(), Target: SandboxTLSDir, ReadOnly: true},
 		podman.Mount{Type: "bind", Source: a.EscalationSocket(), Target: SandboxSocket},
 		podman.Mount{Type: "bind", Source: client, Target: SandboxClient, ReadOnly: true},
+		podman.Mount{Type: "bind", Source: goClient, Target: SandboxGoClient, ReadOnly: true},
+		podman.Mount{Type: "tmpfs", Target: SandboxBrokerDir, Options: []string{"tmpfs-size=64k", "tmpfs-mode=755"}},
 	)
 	if spec.Env == nil {
 		spec.Env = map[string]string{}
@@ -188,9 +215,45 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	return nil
 }
 
-// Started implements sandbox.Component; nothing to do once the container
-// runs.
-func (c *Component) Started(ctx context.Context, container string) error { return nil }
+// findGoClient finds lazaret-escalate-go: where locate looks, else beside
+// the front end (an override of LAZARET_ESCALATE alone, as in tests).
+func findGoClient(frontEnd string) (string, error) {
+	p, err := locate.Find(locate.EscalateGo)
+	if err == nil {
+		return p, nil
+	}
+	if p, err2 := filepath.Abs(filepath.Join(filepath.Dir(frontEnd), locate.EscalateGo)); err2 == nil {
+		if fi, err2 := os.Stat(p); err2 == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", err
+}
+
+// Started implements sandbox.Component: it starts the escalation broker
+// in the container, off the start path (a podman exec costs a few hundred
+// ms). Until the broker listens, and if it dies, lazaret-escalate runs the
+// Go client itself, as it did before the broker existed.
+func (c *Component) Started(ctx context.Context, container string) error {
+	if c.o.Disabled {
+		return nil
+	}
+	go func() {
+		bctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := c.StartBroker(bctx, container); err != nil {
+			c.o.Log.Warn("escalation broker did not start; lazaret-escalate runs the Go client each time", "err", err)
+		}
+	}()
+	return nil
+}
+
+// StartBroker starts the broker in the running container and returns
+// once podman has started it (not once it listens). It runs detached for
+// the container's life, as the container's user.
+func (c *Component) StartBroker(ctx context.Context, container string) error {
+	return c.o.Podman.Run(ctx, "exec", "-d", container, SandboxGoClient, brokerVerb, SandboxBrokerSocket)
+}
 
 // Close stops the server (killing commands in flight), removes the socket
 // and the TLS directory. Safe to call more than once.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
@@ -21,6 +22,7 @@ func testAnchor(t *testing.T) *domain.Anchor {
 		t.Fatal(err)
 	}
 	t.Setenv("LAZARET_ESCALATE", "/bin/true")
+	t.Setenv("LAZARET_ESCALATE_GO", "/bin/echo")
 	return a
 }
 
@@ -34,7 +36,9 @@ func TestComponentPrepareAndClose(t *testing.T) {
 	want := map[string]podman.Mount{
 		SandboxTLSDir: {Type: "bind", Source: a.TLSDir(), Target: SandboxTLSDir, ReadOnly: true},
 		SandboxSocket: {Type: "bind", Source: a.EscalationSocket(), Target: SandboxSocket},
-		SandboxClient: {Type: "bind", Source: "/bin/true", Target: SandboxClient, ReadOnly: true},
+		SandboxClient:    {Type: "bind", Source: "/bin/true", Target: SandboxClient, ReadOnly: true},
+		SandboxGoClient:  {Type: "bind", Source: "/bin/echo", Target: SandboxGoClient, ReadOnly: true},
+		SandboxBrokerDir: {Type: "tmpfs", Target: SandboxBrokerDir},
 	}
 	for _, m := range spec.Mounts {
 		w, ok := want[m.Target]
@@ -111,5 +115,32 @@ func TestComponentDisabled(t *testing.T) {
 	}
 	if err := c.Close(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The broker's socket and verb are the ones the client and front end use.
+func TestBrokerConstants(t *testing.T) {
+	if SandboxBrokerSocket != client.DefaultBrokerSocket || brokerVerb != client.BrokerVerb || SandboxClient+"-go" != SandboxGoClient {
+		t.Fatal("broker constants differ between the component and the client")
+	}
+}
+
+func TestFindGoClientBesideFrontEnd(t *testing.T) {
+	dir := t.TempDir()
+	fe := filepath.Join(dir, "lazaret-escalate")
+	goc := filepath.Join(dir, "lazaret-escalate-go")
+	for _, p := range []string{fe, goc} {
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("LAZARET_ESCALATE_GO", "")
+	t.Setenv("PATH", t.TempDir())
+	if got, err := findGoClient(fe); err != nil || got != goc {
+		t.Fatalf("findGoClient = %q, %v", got, err)
+	}
+	os.Remove(goc)
+	if _, err := findGoClient(fe); err == nil {
+		t.Fatal("a missing Go client was found")
 	}
 }

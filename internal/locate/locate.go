@@ -4,8 +4,8 @@
 //
 // Layout, for an install prefix P (and for the repository's bin/ directory):
 //
-//	P/bin/lazaret, P/bin/lazaret-runsc → lazaret, P/bin/lazaret-escalate, P/bin/lazaret-netd,
-//	P/bin/lazaret-fsmonitor
+//	P/bin/lazaret, P/bin/lazaret-runsc → lazaret, P/bin/lazaret-escalate (C front end),
+//	P/bin/lazaret-escalate-go (Go client and broker), P/bin/lazaret-netd, P/bin/lazaret-fsmonitor
 //	P/lib/lazaret/runsc   (the pinned, statically built gVisor runsc)
 package locate
 
@@ -19,10 +19,15 @@ import (
 
 // Names of the companions.
 const (
-	Runsc    = "runsc"
-	Shim     = "lazaret-runsc"
+	Runsc = "runsc"
+	Shim  = "lazaret-runsc"
+	// Escalate is the in-sandbox lazaret-escalate: a small static C front
+	// end that hands each request to the escalation broker.
 	Escalate = "lazaret-escalate"
-	Netd     = "lazaret-netd"
+	// EscalateGo is the Go escalation client; in the sandbox it runs as
+	// the broker, and the front end execs it when the broker is away.
+	EscalateGo = "lazaret-escalate-go"
+	Netd       = "lazaret-netd"
 	// FSMonitor is the Git Sentry's git fsmonitor (daemon and hook),
 	// mounted read-only into branch-mode sandboxes.
 	FSMonitor = "lazaret-fsmonitor"
@@ -34,11 +39,12 @@ var ErrNotFound = errors.New("not found")
 // envOverride names the variable that overrides the lookup of each
 // companion, for tests and unusual installs.
 var envOverride = map[string]string{
-	Runsc:     "LAZARET_RUNSC",
-	Shim:      "LAZARET_SHIM",
-	Escalate:  "LAZARET_ESCALATE",
-	Netd:      "LAZARET_NETD",
-	FSMonitor: "LAZARET_FSMONITOR",
+	Runsc:      "LAZARET_RUNSC",
+	Shim:       "LAZARET_SHIM",
+	Escalate:   "LAZARET_ESCALATE",
+	EscalateGo: "LAZARET_ESCALATE_GO",
+	Netd:       "LAZARET_NETD",
+	FSMonitor:  "LAZARET_FSMONITOR",
 }
 
 // Find returns the absolute path of companion name. It looks, in order, at

@@ -66,6 +66,7 @@ func coordinator(t *testing.T) (*escalation.Component, *domain.Anchor, string) {
 	ws := filepath.Join(base, "ws")
 	os.MkdirAll(ws, 0o755)
 	t.Setenv("LAZARET_ESCALATE", "/bin/true") // mounted into the sandbox; unused here
+	t.Setenv("LAZARET_ESCALATE_GO", "/bin/true")
 	a, err := domain.New("claude", ws, filepath.Join(base, "data"), filepath.Join(base, "run"), "")
 	if err != nil {
 		t.Fatal(err)
