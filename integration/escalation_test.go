@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,11 +109,28 @@ func newEscRig(t *testing.T, auto ...[]string) *escRig {
 	if err := r.comp.Started(ctx, r.container); err != nil {
 		t.Fatal(err)
 	}
+	r.waitBroker()
 	r.sess, _ = session.New()
 	if _, err := r.comp.Registry().Register(&escalation.Session{ID: r.sess.ID, Public: r.sess.Public, Prompt: r.prompt}); err != nil {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// waitBroker waits until the escalation broker, started off the start
+// path by Started, listens in the sandbox.
+func (r *escRig) waitBroker() {
+	r.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, _, code := r.exec(nil, "test", "-S", escalation.SandboxBrokerSocket); code == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatal("the escalation broker does not listen in the sandbox")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // delegationEnv is the exec environment the CLI gives one podman exec.
@@ -172,6 +190,19 @@ func TestEscalationFromSandbox(t *testing.T) {
 		out, _, code := r.exec(nil, "sh", "-c", "command -v lazaret-escalate; ls /run/lazaret/tls; echo x > /run/lazaret/bin/lazaret-escalate")
 		if code == 0 || !strings.Contains(out, "/run/lazaret/bin/lazaret-escalate") || !strings.Contains(out, "ca.pem\nclient-key.pem\nclient.pem") {
 			t.Fatalf("exit %d out %q", code, out)
+		}
+		if _, _, code := r.exec(nil, "sh", "-c", "echo x > /run/lazaret/bin/lazaret-escalate-go"); code == 0 {
+			t.Fatal("the Go client is writable")
+		}
+	})
+
+	t.Run("requests go through the broker", func(t *testing.T) {
+		// The front end adds its own trace lines only when the broker
+		// answered; the Go client's lines come from the broker.
+		traced := append(slices.Clone(env), "LAZARET_ESCALATE_TRACE=1")
+		out, errOut, code := r.exec(traced, "lazaret-escalate", "--", "echo", "via", "broker")
+		if code != 0 || out != "via broker\n" || !strings.Contains(errOut, "trace fe-begin ") || !strings.Contains(errOut, "trace handshake ") {
+			t.Fatalf("exit %d out %q err %q", code, out, errOut)
 		}
 	})
 
@@ -306,6 +337,22 @@ func TestEscalationFromSandbox(t *testing.T) {
 		}
 		if out, _, code := r.exec(env, "lazaret-escalate", "--", "echo", "rotated"); code != 0 || out != "rotated\n" {
 			t.Fatalf("after rotation: exit %d out %q", code, out)
+		}
+	})
+
+	// Last: it kills the broker.
+	t.Run("the Go client takes over when the broker is killed", func(t *testing.T) {
+		kill := `for p in /proc/[0-9]*; do [ "$(readlink $p/exe)" = ` + escalation.SandboxGoClient + ` ] && kill ${p#/proc/} && echo killed; done; true`
+		if out, errOut, _ := r.exec(nil, "sh", "-c", kill); !strings.Contains(out, "killed") {
+			t.Fatalf("no broker process found: %q %q", out, errOut)
+		}
+		traced := append(slices.Clone(env), "LAZARET_ESCALATE_TRACE=1")
+		out, errOut, code := r.exec(traced, "lazaret-escalate", "--", "echo", "without", "broker")
+		if code != 0 || out != "without broker\n" || strings.Contains(errOut, "trace fe-begin") || !strings.Contains(errOut, "trace handshake ") {
+			t.Fatalf("exit %d out %q err %q", code, out, errOut)
+		}
+		if _, _, code := r.exec(env, "lazaret-escalate", "--", "false"); code != 1 {
+			t.Fatalf("exit code of false without the broker: %d", code)
 		}
 	})
 }

@@ -55,9 +55,15 @@ func TestMain(m *testing.M) {
 type sample struct {
 	Total, Flags, Env, Certs, Sign, Connect, Handshake, Answer, Baseline int64
 	// Start is from before the spawn until the client's main runs (fork,
-	// execve, Go runtime and package initialisation); Exit from the
-	// client's last trace line until the loop sees it has exited.
-	Start, Exit int64
+	// execve, and for the Go client the Go runtime and package
+	// initialisation); Exit from the client's last trace line until the
+	// loop sees it has exited. Through the broker, Start ends when the C
+	// front end's main runs, Handoff is from there until the broker runs
+	// the client logic (connect, send, accept, read and parse), Relay from
+	// the end of the client logic until the front end has the exit code.
+	Start, Handoff, Relay, Exit int64
+	// Broker: the front end's trace lines were there (the broker answered).
+	Broker bool
 }
 
 // comparePath is where the optional second client (ESCBENCH_COMPARE on
@@ -69,6 +75,13 @@ const comparePath = "/run/escbench-compare"
 // samples as one JSON line (an array: the client, then the comparison).
 func inner() int {
 	enc := json.NewEncoder(os.Stdout)
+	// The broker is started off the sandbox's start path: wait for it.
+	for i := 0; i < 300; i++ {
+		if fi, err := os.Stat(escalation.SandboxBrokerSocket); err == nil && fi.Mode().Type() == os.ModeSocket {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	clients := []string{"lazaret-escalate"}
 	if _, err := os.Stat(comparePath); err == nil {
 		clients = append(clients, comparePath)
@@ -114,6 +127,7 @@ func timeClient(client string) (sample, error) {
 	}
 	t1 := time.Now()
 	s.Total = t1.Sub(t0).Microseconds()
+	var begin, end, feBegin, feEnd int64
 	sc := bufio.NewScanner(&errb)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -137,10 +151,21 @@ func timeClient(client string) (sample, error) {
 		case "answer":
 			s.Answer = v
 		case "begin":
-			s.Start = v - t0.UnixMicro()
+			begin = v
 		case "end":
-			s.Exit = t1.UnixMicro() - v
+			end = v
+		case "fe-begin":
+			feBegin = v
+		case "fe-end":
+			feEnd = v
 		}
+	}
+	if feBegin != 0 {
+		s.Broker = true
+		s.Start, s.Handoff = feBegin-t0.UnixMicro(), begin-feBegin
+		s.Relay, s.Exit = feEnd-end, t1.UnixMicro()-feEnd
+	} else {
+		s.Start, s.Exit = begin-t0.UnixMicro(), t1.UnixMicro()-end
 	}
 	return s, nil
 }
@@ -173,8 +198,17 @@ func BenchmarkEscalationRoundTrip(b *testing.B) {
 	}
 	// ESCBENCH_COMPARE names another lazaret-escalate build on the host
 	// (say, of an earlier commit) to time in the same rounds: under a
-	// varying machine load only an interleaved comparison is fair.
+	// varying machine load only an interleaved comparison is fair. By
+	// default ("go") it is the Go client run directly, without the broker
+	// (what lazaret-escalate was before the C front end, and what the
+	// front end falls back to); "none" times the front end alone.
 	compare := os.Getenv("ESCBENCH_COMPARE")
+	switch compare {
+	case "", "go":
+		compare = filepath.Join(bin, "lazaret-escalate-go")
+	case "none":
+		compare = ""
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	// By default the audit trail is left out (a no-op auditor), so the
@@ -252,7 +286,14 @@ func BenchmarkEscalationRoundTrip(b *testing.B) {
 	if len(samples) != rounds {
 		b.Fatalf("%d samples, want %d", len(samples), rounds)
 	}
+	viaBroker := 0
+	for _, s := range samples {
+		if s.Broker {
+			viaBroker++
+		}
+	}
 	fmt.Printf("\n%d rounds, runsc sandbox, auto-approved `true` (%s), audit trail: %s\n", rounds, time.Now().UTC().Format("2006-01-02 15:04 MST"), auditMode)
+	fmt.Printf("lazaret-escalate (C front end): %d of %d rounds answered by the broker\n", viaBroker, rounds)
 	report(samples)
 	if len(compared) > 0 {
 		fmt.Printf("\nComparison client %s, interleaved with the one above in the same rounds:\n", compare)
@@ -278,15 +319,17 @@ func report(samples []sample) {
 	sign, conn := col(func(s sample) int64 { return s.Sign }), col(func(s sample) int64 { return s.Connect })
 	start, exit := col(func(s sample) int64 { return s.Start }), col(func(s sample) int64 { return s.Exit })
 	flags := col(func(s sample) int64 { return s.Flags })
+	handoff, relay := col(func(s sample) int64 { return s.Handoff }), col(func(s sample) int64 { return s.Relay })
 	rest := col(func(s sample) int64 {
-		return s.Total - s.Start - s.Flags - s.Env - s.Certs - s.Sign - s.Connect - s.Handshake - s.Answer - s.Exit
+		return s.Total - s.Start - s.Handoff - s.Flags - s.Env - s.Certs - s.Sign - s.Connect - s.Handshake - s.Answer - s.Relay - s.Exit
 	})
 	base := col(func(s sample) int64 { return s.Baseline })
 	fmt.Println("\n| measure | median ms | p99 ms |")
 	fmt.Println("|---|---|---|")
 	fmt.Printf("| baseline: spawn /bin/true in the sandbox | %.2f | %.2f |\n", med(base), p99(base))
 	fmt.Printf("| lazaret-escalate -- true, start to exit | %.2f | %.2f |\n", med(total), p99(total))
-	fmt.Printf("| · spawn until the client's main runs (execve, Go runtime init) | %.2f | %.2f |\n", med(start), p99(start))
+	fmt.Printf("| · spawn until the client's main runs (execve; Go: runtime init) | %.2f | %.2f |\n", med(start), p99(start))
+	fmt.Printf("| · front end → broker: connect, send, broker reads and parses | %.2f | %.2f |\n", med(handoff), p99(handoff))
 	fmt.Printf("| · parse the command line | %.2f | %.2f |\n", med(flags), p99(flags))
 	fmt.Printf("| · read session env, decode delegation | %.2f | %.2f |\n", med(env), p99(env))
 	fmt.Printf("| · read and parse certificates and key | %.2f | %.2f |\n", med(certs), p99(certs))
@@ -294,6 +337,7 @@ func report(samples []sample) {
 	fmt.Printf("| · TLS 1.3 mutual handshake | %.2f | %.2f |\n", med(hs), p99(hs))
 	fmt.Printf("| · build and sign the request | %.2f | %.2f |\n", med(sign), p99(sign))
 	fmt.Printf("| · request → verify → execve on host → answer | %.2f | %.2f |\n", med(ans), p99(ans))
+	fmt.Printf("| · broker → front end: exit frame (and trace) relayed | %.2f | %.2f |\n", med(relay), p99(relay))
 	fmt.Printf("| · exit, until the loop sees it (includes writing the trace) | %.2f | %.2f |\n", med(exit), p99(exit))
 	fmt.Printf("| · the rest (between phases) | %.2f | %.2f |\n", med(rest), p99(rest))
 	fmt.Printf("\nTLS handshake share of the median round trip: %.0f %%\n", 100*med(hs)/med(total))

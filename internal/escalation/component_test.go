@@ -34,8 +34,8 @@ func TestComponentPrepareAndClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]podman.Mount{
-		SandboxTLSDir: {Type: "bind", Source: a.TLSDir(), Target: SandboxTLSDir, ReadOnly: true},
-		SandboxSocket: {Type: "bind", Source: a.EscalationSocket(), Target: SandboxSocket},
+		SandboxTLSDir:    {Type: "bind", Source: a.TLSDir(), Target: SandboxTLSDir, ReadOnly: true},
+		SandboxSocket:    {Type: "bind", Source: a.EscalationSocket(), Target: SandboxSocket},
 		SandboxClient:    {Type: "bind", Source: "/bin/true", Target: SandboxClient, ReadOnly: true},
 		SandboxGoClient:  {Type: "bind", Source: "/bin/echo", Target: SandboxGoClient, ReadOnly: true},
 		SandboxBrokerDir: {Type: "tmpfs", Target: SandboxBrokerDir},
