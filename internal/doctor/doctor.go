@@ -63,7 +63,8 @@ func Run(ctx context.Context, env *Env) []Result {
 	rs = append(rs, checkBinary("newuidmap", "apt-get install uidmap"))
 	rs = append(rs, checkBinary("mmdebstrap", "apt-get install mmdebstrap (needed by `lazaret image build`)"))
 	rs = append(rs, checkRunsc())
-	rs = append(rs, checkCompanion(locate.Shim), checkCompanion(locate.Escalate), checkCompanion(locate.Netd))
+	rs = append(rs, checkCompanion(locate.Shim), checkCompanion(locate.Escalate), checkCompanion(locate.Netd),
+		optionalCompanion(locate.FSMonitor, "without it `git status` in a Git Sentry clone checks every file (slow on large repositories)"))
 	rs = append(rs, checkPlatform())
 	rs = append(rs, checkSubIDs(env.SubUIDFile, "subuid"), checkSubIDs(env.SubGIDFile, "subgid"))
 	rs = append(rs, checkDevice("/dev/fuse", "fuse-overlayfs (State Anchor, podman storage)"))
@@ -168,6 +169,17 @@ func checkCompanion(name string) Result {
 		return fail(name, err.Error(), "`make install` (or keep "+name+" beside the lazaret binary)")
 	}
 	return pass(name, p)
+}
+
+// optionalCompanion is checkCompanion for a companion lazaret works
+// without: its absence is a warning saying what is lost.
+func optionalCompanion(name, without string) Result {
+	r := checkCompanion(name)
+	if !r.OK {
+		r.Warning = true
+		r.Detail += "; " + without
+	}
+	return r
 }
 
 // checkPlatform reports which runsc platform the shim can use: systrap
