@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -582,6 +583,48 @@ func TestGitSentryResetBranch(t *testing.T) {
 	}
 	if got := s2.must("git rev-parse HEAD"); got != head {
 		t.Errorf("new clone at %s, want %s", got, head)
+	}
+}
+
+// TestGitSentryResetBranchWaitsForAStart: reset-branch takes the domain's
+// lock, so it never removes the clone under a sandbox being started (a
+// leader holds that lock until its coordinator answers, and a coordinator
+// that answers makes reset-branch refuse).
+func TestGitSentryResetBranchWaitsForAStart(t *testing.T) {
+	e := NewEnv(t)
+	gsRepo(t, e.Workspace)
+	d := domainOf(t, e, "default")
+	f, err := os.OpenFile(d.Resources["lock_file"], os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	cmd := e.Cmd(context.Background(), "reset-branch")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		t.Fatalf("reset-branch went on while a start held the lock: %v %s", err, out.String())
+	case <-time.After(1500 * time.Millisecond):
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("reset-branch after the lock was released: %v %s", err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("reset-branch still waiting after the lock was released")
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lazaret-dev/lazaret/internal/coord"
 	"github.com/lazaret-dev/lazaret/internal/gitsentry"
 )
 
@@ -29,6 +30,22 @@ func runResetBranch(ctx context.Context, g *globalOptions, profile string) error
 	t, err := g.openReview(ctx, profile)
 	if err != nil {
 		return err
+	}
+	// The domain's lock keeps a sandbox from starting while the clone is
+	// removed (a leader holds it until its coordinator answers); a
+	// coordinator that answers is running or still starting.
+	lock, err := coord.OpenLock(t.anchor.LockFile())
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := lock.Lock(ctx); err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	if c, err := coord.Dial(ctx, t.anchor.ControlSocket(), g.log); err == nil {
+		c.Close()
+		return fmt.Errorf("%s: %w (its coordinator answers: running or starting)", t.anchor.Container(), gitsentry.ErrSandboxRunning)
 	}
 	res, err := gitsentry.ResetBranch(ctx, t.review.Git, t.podman, t.review.Repo, t.anchor, time.Now())
 	if err != nil {
