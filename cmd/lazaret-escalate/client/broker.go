@@ -1,8 +1,11 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,9 +13,13 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/trust"
 )
 
 // The escalation broker: a long-running mode of this binary inside the
@@ -300,7 +307,9 @@ func (b *Broker) logf(format string, args ...any) {
 func (b *Broker) handle(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
 	_ = conn.SetReadDeadline(time.Now().Add(brokerReadTimeout))
-	req, err := ReadBrokerRequest(conn)
+	// The front end sends nothing after its request, so a buffer cannot
+	// take anything that belongs to the watch below.
+	req, err := ReadBrokerRequest(bufio.NewReaderSize(conn, 4096))
 	if err != nil {
 		b.logf("broker: %v", err)
 		return
@@ -347,10 +356,49 @@ func BrokerMain(sock string, stderr io.Writer) int {
 		logf("broker: %v", err)
 		return ExitFailure
 	}
+	loadClientConfig = (&configCache{}).load
 	b := &Broker{Log: logf}
 	if err := b.Serve(context.Background(), ln); err != nil {
 		logf("broker: %v", err)
 		return ExitFailure
 	}
 	return 0
+}
+
+// configCache spares the broker reading and parsing the TLS bundle on
+// every request: one stat instead. The parsed configuration is reused only
+// while the bundle is the very same file (device, inode, size, change and
+// modification times): the Trust Anchor replaces it by an atomic rename,
+// so a rotation is seen by the very next request, as with the one-shot
+// client; and never once its certificate has expired.
+type configCache struct {
+	mu   sync.Mutex
+	key  [6]int64
+	cfg  *tls.Config
+	leaf *x509.Certificate
+}
+
+func (c *configCache) load(dir string) (*tls.Config, *x509.Certificate, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(dir, trust.BundleFile), &st); err != nil {
+		return trust.ClientConfig(dir)
+	}
+	key := [6]int64{int64(st.Dev), int64(st.Ino), st.Size, st.Mtim.Nano(), st.Ctim.Nano(), 1}
+	c.mu.Lock()
+	if c.cfg != nil && key == c.key && time.Now().Before(c.leaf.NotAfter) {
+		cfg, leaf := c.cfg, c.leaf
+		c.mu.Unlock()
+		return cfg, leaf, nil
+	}
+	c.mu.Unlock()
+	cfg, leaf, err := trust.ClientConfig(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	// If the file was replaced after the stat, the key is the old file's
+	// and the next request parses again.
+	c.mu.Lock()
+	c.key, c.cfg, c.leaf = key, cfg, leaf
+	c.mu.Unlock()
+	return cfg, leaf, nil
 }

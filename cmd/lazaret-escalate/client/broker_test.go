@@ -7,10 +7,13 @@ import (
 	"errors"
 	"io"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/trust"
 )
 
 func TestBrokerRequestRoundTrip(t *testing.T) {
@@ -212,5 +215,29 @@ func TestBrokerCancelsWhenFrontEndLeaves(t *testing.T) {
 	case <-cancelled:
 	case <-time.After(5 * time.Second):
 		t.Fatal("request not cancelled when the front end closed the connection")
+	}
+}
+
+func TestBrokerConfigCacheFollowsRotation(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tls")
+	ta, err := trust.Start(trust.Options{Dir: dir, Profile: "p", SandboxID: "0123456789ab"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ta.Close()
+	var c configCache
+	cfg1, leaf1, err := c.load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg2, _, err := c.load(dir); err != nil || cfg2 != cfg1 {
+		t.Fatalf("unchanged bundle parsed again (%v)", err)
+	}
+	if err := ta.Rotate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg3, leaf3, err := c.load(dir)
+	if err != nil || cfg3 == cfg1 || leaf3.SerialNumber.Cmp(leaf1.SerialNumber) == 0 {
+		t.Fatalf("rotation not seen (%v)", err)
 	}
 }

@@ -126,6 +126,10 @@ type request struct {
 	reason  string
 }
 
+// loadClientConfig reads the TLS material; the broker replaces it with a
+// cache (brokerConfigCache).
+var loadClientConfig = trust.ClientConfig
+
 func orDefault(v, d string) string {
 	if v == "" {
 		return d
@@ -141,7 +145,7 @@ func run(ctx context.Context, getenv func(string) string, r request, stdout, std
 	}
 	tr.mark("env")
 	tlsDir := orDefault(getenv(EnvTLSDir), DefaultTLSDir)
-	cfg, leaf, err := trust.ClientConfig(tlsDir)
+	cfg, leaf, err := loadClientConfig(tlsDir)
 	if err != nil {
 		return 0, fmt.Errorf("%w (is escalation enabled for this sandbox? looked in %s)", err, tlsDir)
 	}
