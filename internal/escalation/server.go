@@ -165,6 +165,14 @@ func (s *Server) Handle(ctx context.Context, raw net.Conn) {
 		return
 	}
 	line, err := bufio.NewReaderSize(io.LimitReader(tc, wire.MaxRequest+1), 4096).ReadBytes('\n')
+	if err != nil && len(line) == 0 && (errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded)) {
+		// An authenticated connection that ended or timed out before sending
+		// a single byte asked nothing: the in-sandbox broker keeps one such
+		// connection handshaken ahead of the next request and lets it lapse.
+		// There is no request to audit; anything sent is decoded and judged.
+		s.cfg.Log.Debug("escalation connection closed without a request", "err", err)
+		return
+	}
 	if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
 		s.reject(ctx, nil, &Rejection{StageDecode, "reading request: " + err.Error()})
 		return

@@ -577,3 +577,41 @@ func (countingBlocker) Prompt(ctx context.Context, _ PromptRequest) (Answer, err
 	<-ctx.Done()
 	return Answer{Action: Deny}, ctx.Err()
 }
+
+// An authenticated connection that ends before sending a byte (the
+// broker's warm connection lapsing) asked nothing and is not audited as a
+// rejection; one that sends anything is decoded and judged (the positive
+// control: a stray byte is a rejection).
+func TestServerConnectionWithoutRequestIsNotARejection(t *testing.T) {
+	r := newRig(t)
+	cfg, _, err := trust.ClientConfig(r.anchor.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	handshake := func() *tls.Conn {
+		t.Helper()
+		raw, err := net.Dial("unix", r.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := tls.Client(raw, cfg)
+		if err := c.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := handshake()
+	c.Close()
+	time.Sleep(200 * time.Millisecond)
+	if n := r.eventCount(EventRejected); n != 0 {
+		t.Errorf("a connection closed without a request was audited: %d rejections", n)
+	}
+	c = handshake()
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if stage := r.lastRejection(); stage != StageDecode {
+		t.Errorf("a stray byte: rejection stage %q, want %q", stage, StageDecode)
+	}
+}

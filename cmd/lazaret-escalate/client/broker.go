@@ -256,6 +256,8 @@ type Broker struct {
 	Run func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int
 	// Log receives connection-level failures; nil discards them.
 	Log func(format string, args ...any)
+
+	warm warmPool // a connection handshaken ahead of the next request
 }
 
 // Serve accepts connections on ln until ctx ends or ln fails.
@@ -331,8 +333,10 @@ func (b *Broker) handle(ctx context.Context, conn net.Conn) {
 	if run == nil {
 		run = MainContext
 	}
-	code := run(ctx, req.Args, req.Getenv, stream{fw, FrameOut}, stream{fw, FrameErr})
+	code := run(withWarm(ctx, &b.warm), req.Args, req.Getenv, stream{fw, FrameOut}, stream{fw, FrameErr})
 	_ = fw.code(code)
+	// After the answer, so the handshake never competes with it.
+	b.warm.refill()
 }
 
 // BrokerMain listens on sock (mode 0666, so any user of the sandbox can

@@ -185,18 +185,30 @@ func Exchange(ctx context.Context, sock string, cfg *tls.Config, line []byte, st
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	raw, err := dialBlocking(ctx, sock)
-	if err != nil {
-		return 0, fmt.Errorf("cannot reach the coordinator on %s: %w", sock, err)
+	tr := traceFrom(ctx)
+	var warm *warmConn
+	if p := warmFrom(ctx); p != nil {
+		warm = p.take(sock, cfg)
+	}
+	var raw *blockingConn
+	var conn *tls.Conn
+	if warm != nil {
+		raw, conn = warm.raw, warm.tls
+	} else {
+		var err error
+		if raw, err = dialBlocking(ctx, sock); err != nil {
+			return 0, fmt.Errorf("cannot reach the coordinator on %s: %w", sock, err)
+		}
 	}
 	defer raw.release()
 	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
 	defer stop()
-	tr := traceFrom(ctx)
 	tr.mark("connect")
-	conn := tls.Client(raw, cfg)
-	if err := conn.HandshakeContext(ctx); err != nil {
-		return 0, fmt.Errorf("TLS handshake with the coordinator: %w", err)
+	if warm == nil {
+		conn = tls.Client(raw, cfg)
+		if err := conn.HandshakeContext(ctx); err != nil {
+			return 0, fmt.Errorf("TLS handshake with the coordinator: %w", err)
+		}
 	}
 	tr.mark("handshake")
 	defer tr.mark("answer")
