@@ -63,7 +63,7 @@ func Run(ctx context.Context, env *Env) []Result {
 	rs = append(rs, checkBinary("newuidmap", "apt-get install uidmap"))
 	rs = append(rs, checkBinary("mmdebstrap", "apt-get install mmdebstrap (needed by `lazaret image build`)"))
 	rs = append(rs, checkRunsc())
-	rs = append(rs, checkCompanion(locate.Shim), checkCompanion(locate.Escalate), checkCompanion(locate.Netd),
+	rs = append(rs, checkCompanion(locate.Shim), checkCompanion(locate.Escalate), checkCompanion(locate.EscalateGo), checkCompanion(locate.Netd),
 		optionalCompanion(locate.FSMonitor, "without it `git status` in a Git Sentry clone checks every file (slow on large repositories)"))
 	rs = append(rs, checkPlatform())
 	rs = append(rs, checkSubIDs(env.SubUIDFile, "subuid"), checkSubIDs(env.SubGIDFile, "subgid"))
