@@ -107,6 +107,8 @@ type Component struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	server *Server
+	// brokerCancel stops a broker start still waiting or under way.
+	brokerCancel context.CancelFunc
 }
 
 // FromConfig returns the component for a coordinator's configuration.
@@ -238,15 +240,31 @@ func (c *Component) Started(ctx context.Context, container string) error {
 	if c.o.Disabled {
 		return nil
 	}
+	bctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	c.mu.Lock()
+	c.brokerCancel = cancel
+	c.mu.Unlock()
 	go func() {
-		bctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := c.StartBroker(bctx, container); err != nil {
+		// Not at once: its podman exec (a few hundred ms of CPU) would
+		// compete with the first session's own on a small machine
+		// (measured on the cold start). Until the broker listens,
+		// lazaret-escalate runs the Go client.
+		select {
+		case <-bctx.Done():
+			return
+		case <-time.After(BrokerStartDelay):
+		}
+		if err := c.StartBroker(bctx, container); err != nil && bctx.Err() == nil {
 			c.o.Log.Warn("escalation broker did not start; lazaret-escalate runs the Go client each time", "err", err)
 		}
 	}()
 	return nil
 }
+
+// BrokerStartDelay is how long after the container's start the broker is
+// started.
+const BrokerStartDelay = 2 * time.Second
 
 // StartBroker starts the broker in the running container and returns
 // once podman has started it (not once it listens). It runs detached for
@@ -261,6 +279,10 @@ func (c *Component) Close(ctx context.Context) error {
 	c.mu.Lock()
 	cancel, done, ta := c.cancel, c.done, c.anchor
 	c.cancel, c.anchor = nil, nil
+	if c.brokerCancel != nil {
+		c.brokerCancel()
+		c.brokerCancel = nil
+	}
 	c.mu.Unlock()
 	var errs []error
 	if cancel != nil {

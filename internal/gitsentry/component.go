@@ -174,22 +174,15 @@ func EnsureClone(ctx context.Context, g *Git, repo *HostRepo, a *domain.Anchor, 
 	return nil
 }
 
+// FSMonitorStartDelay is how long after the container's start the
+// fsmonitor daemon is started.
+const FSMonitorStartDelay = 2 * time.Second
+
 // Started implements sandbox.Component: in branch mode it syncs once and
 // then watches the clone's refs for the life of the sandbox.
 func (c *Component) Started(ctx context.Context, container string) error {
 	if c.mode != ModeBranch {
 		return nil
-	}
-	if c.fsmonitor {
-		// Off the start path (a podman exec costs a few hundred ms); until
-		// the daemon listens, git scans everything as it would without.
-		go func() {
-			fctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if err := StartFSMonitor(fctx, c.Podman, container); err != nil {
-				c.logger().Warn("gitsentry: fsmonitor did not start, git status scans the whole clone", "err", err)
-			}
-		}()
 	}
 	c.syncer = &Syncer{Git: c.Git, Repo: c.repo, Map: RefMap{Profile: c.Anchor.Profile},
 		Podman: c.Podman, Container: container, Log: c.Log}
@@ -205,6 +198,25 @@ func (c *Component) Started(ctx context.Context, container string) error {
 	wctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	c.done = make(chan struct{})
+	if c.fsmonitor {
+		// Off the start path, and not at once: its podman exec (a few
+		// hundred ms of CPU) would compete with the first session's own
+		// on a small machine (measured on the cold start). Until the
+		// daemon listens, git scans everything as it would without; the
+		// first status after a start is a full scan anyway.
+		go func() {
+			select {
+			case <-wctx.Done():
+				return
+			case <-time.After(FSMonitorStartDelay):
+			}
+			fctx, cancel := context.WithTimeout(wctx, time.Minute)
+			defer cancel()
+			if err := StartFSMonitor(fctx, c.Podman, container); err != nil && wctx.Err() == nil {
+				c.logger().Warn("gitsentry: fsmonitor did not start, git status scans the whole clone", "err", err)
+			}
+		}()
+	}
 	kick := make(chan struct{}, 1)
 	notify := func() {
 		select {
