@@ -547,36 +547,16 @@ func TestNetworkThroughCoordinator(t *testing.T) {
 	})
 }
 
-// TestNetworkSidecarImageRebuild: the sidecar image is checked while the
-// sidecar starts; a stale image (another lazaret-netd inside) or a missing
-// one is built from the installed lazaret-netd and the sidecar started
-// again before Prepare returns.
+// TestNetworkSidecarImageRebuild: the default sidecar image is the content
+// tag of the installed lazaret-netd; a missing one is built at start (no
+// check otherwise: another binary has another tag) and older content tags
+// are pruned then. A missing explicit image is an error naming the fix.
 func TestNetworkSidecarImageRebuild(t *testing.T) {
 	f := newNetFixture(t)
 	env := NewEnv(t)
 	ctx := context.Background()
 	installed := filepath.Join(binDir(t), "lazaret-netd")
 	t.Setenv("LAZARET_NETD", installed)
-	tag := "localhost/lazaret-netd:lzt-rebuild-" + f.suffix
-	t.Cleanup(func() { f.pc.RemoveImage(context.Background(), tag) })
-
-	// A different binary: the installed one with bytes appended (still a
-	// valid static ELF, another SHA-256).
-	other := filepath.Join(t.TempDir(), "lazaret-netd")
-	b, err := os.ReadFile(installed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(other, append(b, "stale build"...), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := sidecar.BuildImage(ctx, f.pc, other, tag); err != nil {
-		t.Fatal(err)
-	}
-	// Positive control: the image is stale for the installed binary.
-	if ok, err := sidecar.ImageCurrent(ctx, f.pc, tag, installed); err != nil || ok {
-		t.Fatalf("ImageCurrent of the stale image = %v, %v; want false", ok, err)
-	}
 	rt, err := domain.RuntimeDir()
 	if err != nil {
 		t.Fatal(err)
@@ -585,34 +565,32 @@ func TestNetworkSidecarImageRebuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, step := range []string{"stale", "missing"} {
-		comp := sidecar.New(sidecar.Options{Anchor: a, Podman: f.pc, Image: tag, Upstreams: []string{"192.0.2.53"}})
-		spec := &podman.ContainerSpec{Network: "none"}
-		err := comp.Prepare(ctx, spec)
+	start := func(o sidecar.Options) error {
+		o.Anchor, o.Podman, o.Upstreams = a, f.pc, []string{"192.0.2.53"}
+		comp := sidecar.New(o)
+		err := comp.Prepare(ctx, &podman.ContainerSpec{Network: "none"})
 		if err == nil {
 			err = comp.Started(ctx, "")
 		}
-		if err != nil {
-			t.Errorf("%s image: Prepare: %v", step, err)
+		if cerr := comp.Close(ctx); cerr != nil {
+			t.Errorf("Close: %v", cerr)
 		}
-		if ok, err := sidecar.ImageCurrent(ctx, f.pc, tag, installed); err != nil || !ok {
-			t.Errorf("%s image: after Prepare ImageCurrent = %v, %v; want true", step, ok, err)
-		}
-		if err := comp.Close(ctx); err != nil {
-			t.Errorf("%s image: Close: %v", step, err)
-		}
-		if step == "stale" {
-			if err := f.pc.RemoveImage(ctx, tag); err != nil {
-				t.Fatal(err)
-			}
-		}
+		return err
 	}
 
-	// The default image is the content tag of the installed lazaret-netd:
-	// a missing one is built at start (no check otherwise), and older
-	// content tags are pruned then.
-	ref, _, err := sidecar.InstalledImageRef()
+	missing := sidecar.ImageName + ":lzt-missing-" + f.suffix
+	if err := start(sidecar.Options{Image: missing}); !errors.Is(err, sidecar.ErrSidecarFailed) || !strings.Contains(err.Error(), "lazaret image build") {
+		t.Errorf("missing explicit image: %v; want ErrSidecarFailed naming `lazaret image build`", err)
+	}
+
+	// An older content tag (another binary: the installed one with bytes
+	// appended, still a static ELF) is pruned when the new one is built.
+	other := filepath.Join(t.TempDir(), "lazaret-netd")
+	b, err := os.ReadFile(installed)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, append(b, "older build"...), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	old := sidecar.ImageName + ":lzt-old-0123456789ab"
@@ -620,22 +598,18 @@ func TestNetworkSidecarImageRebuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.pc.RemoveImage(context.Background(), old) })
+	ref, _, err := sidecar.InstalledImageRef()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := f.pc.RemoveImage(ctx, ref); err != nil {
 		t.Fatal(err)
 	}
-	comp := sidecar.New(sidecar.Options{Anchor: a, Podman: f.pc, Upstreams: []string{"192.0.2.53"}})
-	err = comp.Prepare(ctx, &podman.ContainerSpec{Network: "none"})
-	if err == nil {
-		err = comp.Started(ctx, "")
-	}
-	if err != nil {
+	if err := start(sidecar.Options{}); err != nil {
 		t.Errorf("missing content-tagged image: %v", err)
 	}
-	if err := comp.Close(ctx); err != nil {
-		t.Errorf("Close: %v", err)
-	}
 	if ok, err := sidecar.ImageCurrent(ctx, f.pc, ref, installed); err != nil || !ok {
-		t.Errorf("content-tagged image %s after the start: current %v, %v", ref, ok, err)
+		t.Errorf("content-tagged image %s after the start: holds the installed binary %v, %v", ref, ok, err)
 	}
 	if ok, _ := sidecar.ImageExists(ctx, f.pc, old); ok {
 		t.Errorf("older content tag %s not pruned", old)

@@ -147,20 +147,7 @@ func TestFrontEndFallsBack(t *testing.T) {
 	}
 	// A broker that answers without acknowledging.
 	for name, answer := range map[string]string{"closes": "", "garbage": "HTTP/1.1 400\r\n", "output first": "o\x00\x00\x00\x01x"} {
-		sock := filepath.Join(t.TempDir(), "s")
-		ln, err := net.Listen("unix", sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			c, err := ln.Accept()
-			if err == nil {
-				_, _ = io.ReadFull(c, make([]byte, 8))
-				_, _ = io.WriteString(c, answer)
-				c.Close()
-			}
-			ln.Close()
-		}()
+		sock := oneShotBroker(t, answer)
 		if out, _, code := runFE(t, fe, dir, []string{"LAZARET_ESCALATE_BROKER=" + sock, "LAZARET_ESCALATE_FALLBACK=" + goClient}, "y"); code != 7 || out != "go client: y\n" {
 			t.Fatalf("%s: %d %q", name, code, out)
 		}
@@ -171,20 +158,7 @@ func TestFrontEndNoRetryAfterAck(t *testing.T) {
 	fe := buildFrontEnd(t)
 	for name, answer := range map[string]string{"eof": "k\x00\x00\x00\x00o\x00\x00\x00\x02hi", "bad code": "k\x00\x00\x00\x00x\x00\x00\x00\x01\x00",
 		"huge frame": "k\x00\x00\x00\x00o\xff\xff\xff\xff", "unknown": "k\x00\x00\x00\x00z\x00\x00\x00\x00"} {
-		sock := filepath.Join(t.TempDir(), "s")
-		ln, err := net.Listen("unix", sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			c, err := ln.Accept()
-			if err == nil {
-				_, _ = io.ReadFull(c, make([]byte, 8))
-				_, _ = io.WriteString(c, answer)
-				c.Close()
-			}
-			ln.Close()
-		}()
+		sock := oneShotBroker(t, answer)
 		out, errOut, code := runFE(t, fe, t.TempDir(), []string{"LAZARET_ESCALATE_BROKER=" + sock, "LAZARET_ESCALATE_FALLBACK=" + fakeGo(t)}, "y")
 		if code != client.ExitFailure || strings.Contains(out, "go client") || !strings.Contains(errOut, "broker") {
 			t.Fatalf("%s: %d %q %q", name, code, out, errOut)
@@ -203,4 +177,26 @@ func TestFrontEndTooLargeFallsBack(t *testing.T) {
 	if code != 7 || !strings.HasPrefix(out, "go client: -- xxx") {
 		t.Fatalf("%d %.40q", code, out)
 	}
+}
+
+// oneShotBroker listens on a new socket, and to its one connection writes
+// answer after reading the request's header, then closes; it returns the
+// socket's path.
+func oneShotBroker(t *testing.T, answer string) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "s")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			_, _ = io.ReadFull(c, make([]byte, 8))
+			_, _ = io.WriteString(c, answer)
+			c.Close()
+		}
+		ln.Close()
+	}()
+	return sock
 }

@@ -162,21 +162,11 @@ func (u *Uplink) Stop() {
 	}
 }
 
-// Exited is closed when slirp4netns has exited.
-func (u *Uplink) Exited() <-chan struct{} { return u.done }
-
-// Log is what slirp4netns wrote (its last 16 KiB).
-func (u *Uplink) Log() string { return u.log.String() }
-
 func lastLogLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
+	if l := lastLine(s); l != "" {
+		return l
 	}
-	if s == "" {
-		return "no output"
-	}
-	return s
+	return "no output"
 }
 
 // syncBuffer is a limitedBuffer safe for the writer goroutine of exec.Cmd

@@ -41,10 +41,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	msg := strings.TrimSpace(e.Stderr)
-	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-		msg = strings.TrimSpace(msg[i+1:])
-	}
+	msg := lastLine(e.Stderr)
 	verb := ""
 	if len(e.Args) > 0 {
 		verb = e.Args[0]
@@ -151,4 +148,14 @@ func (c *Client) wrap(args []string, err error, stderr string) error {
 		return fmt.Errorf("%w (%s)", ErrNotInstalled, c.bin())
 	}
 	return fmt.Errorf("podman %s: %w", strings.Join(args, " "), err)
+}
+
+// lastLine is the last non-blank line of a command's output, trimmed:
+// where podman and its helpers put the message that matters.
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = strings.TrimSpace(s[i+1:])
+	}
+	return s
 }

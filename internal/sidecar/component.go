@@ -15,7 +15,6 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/netd/api"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/podman"
@@ -43,15 +42,11 @@ type Options struct {
 	Log    *slog.Logger
 	// Image is the sidecar image; when empty, the content tag of the
 	// installed lazaret-netd (InstalledImageRef), built when missing. An
-	// explicit image is checked against the installed lazaret-netd and
-	// rebuilt when stale.
+	// explicit image (tests) is used as it is.
 	Image string
 	// Runtime runs the sidecar: runc (or crun), never runsc — nftables
 	// must act on the host kernel's namespace.
 	Runtime string
-	// NoUplink leaves the namespace without slirp4netns (tests that wire
-	// their own network).
-	NoUplink bool
 	// Upstreams are netd's upstream resolvers; SlirpResolver when empty.
 	Upstreams []string
 	// NetdArgs are extra lazaret-netd flags (tests: --min-ttl).
@@ -207,48 +202,20 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 }
 
 // start runs the sidecar, waits for its ruleset and attaches the uplink.
-// netdBin is set when the image is the content tag of that binary.
+// netdBin is set when the image is the content tag of that binary: a
+// missing image (a first start, a new build) is built from it and the
+// sidecar started again. An explicit image (tests) is used as it is.
 func (c *Component) start(ctx context.Context, name string, args []string, lf *os.File, netdBin string) error {
-	var runErr error
-	if netdBin != "" {
-		runErr = c.run(ctx, args, lf)
-		if errors.Is(runErr, errImageMissing) {
-			c.o.Log.Info("building the sidecar image", "image", c.o.Image)
-			if err := BuildImage(ctx, c.o.Podman, netdBin, c.o.Image); err != nil {
-				return err
-			}
-			PruneImages(ctx, c.o.Podman, c.o.Image)
-			runErr = c.run(ctx, args, lf)
-		}
-	} else {
-		// An explicit image may hold another lazaret-netd than the one
-		// installed: it is checked while the sidecar starts, and a stale
-		// or missing one is rebuilt and the sidecar started again. The
-		// uplink is attached only after that, so a stale sidecar never
-		// serves the agent.
-		checked := make(chan error, 1)
-		var build bool
-		go func() {
-			var err error
-			build, err = c.imageStale(ctx)
-			checked <- err
-		}()
-		runErr = c.run(ctx, args, lf)
-		if err := <-checked; err != nil {
+	runErr := c.run(ctx, args, lf)
+	if errors.Is(runErr, errImageMissing) && netdBin != "" {
+		c.o.Log.Info("building the sidecar image", "image", c.o.Image)
+		if err := BuildImage(ctx, c.o.Podman, netdBin, c.o.Image); err != nil {
 			return err
 		}
-		if build {
-			if runErr == nil {
-				if err := c.o.Podman.RemoveContainer(ctx, name, 0); err != nil {
-					return fmt.Errorf("%w: removing the sidecar started from a stale image: %v", ErrSidecarFailed, err)
-				}
-			}
-			c.o.Log.Info("building the sidecar image", "image", c.o.Image)
-			if err := c.buildImage(ctx); err != nil {
-				return err
-			}
-			runErr = c.run(ctx, args, lf)
-		}
+		PruneImages(ctx, c.o.Podman, c.o.Image)
+		runErr = c.run(ctx, args, lf)
+	} else if errors.Is(runErr, errImageMissing) {
+		runErr = fmt.Errorf("%w (no lazaret-netd installed to build it from: `make install`, then `lazaret image build`)", runErr)
 	}
 	// From now on a connection is refused as soon as netd is gone.
 	lf.Close()
@@ -258,13 +225,11 @@ func (c *Component) start(ctx context.Context, name string, args []string, lf *o
 	if err := c.waitReady(ctx); err != nil {
 		return err
 	}
-	if !c.o.NoUplink {
-		u, err := c.o.Podman.StartUplink(ctx, c.o.Anchor.Netns(), podman.UplinkOptions{IPv6: true})
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
-		}
-		c.uplink = u
+	u, err := c.o.Podman.StartUplink(ctx, c.o.Anchor.Netns(), podman.UplinkOptions{IPv6: true})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
 	}
+	c.uplink = u
 	c.o.Log.Info("network sidecar ready", "name", name)
 	return nil
 }
@@ -334,34 +299,6 @@ func (c *Component) Close(ctx context.Context) error {
 		c.netns = false
 	}
 	return errors.Join(errs...)
-}
-
-// imageStale reports whether the sidecar image must be built: it is
-// missing or holds another lazaret-netd than the one installed beside
-// lazaret (a build takes about a second and needs no network). Without an
-// installed lazaret-netd an existing image is used as it is.
-func (c *Component) imageStale(ctx context.Context) (bool, error) {
-	bin, ferr := locate.Find(locate.Netd)
-	if ferr != nil {
-		ok, err := ImageExists(ctx, c.o.Podman, c.o.Image)
-		if err != nil {
-			return false, err
-		}
-		if !ok {
-			return false, fmt.Errorf("sidecar image %s missing and %w", c.o.Image, ferr)
-		}
-		return false, nil
-	}
-	ok, err := ImageCurrent(ctx, c.o.Podman, c.o.Image, bin)
-	return !ok, err
-}
-
-func (c *Component) buildImage(ctx context.Context) error {
-	bin, err := locate.Find(locate.Netd)
-	if err != nil {
-		return err
-	}
-	return BuildImage(ctx, c.o.Podman, bin, c.o.Image)
 }
 
 // listenControl creates the control socket (0600) in the private runtime
