@@ -306,11 +306,20 @@ func TestStateAnchorEtcKeepsPodmansResolvConf(t *testing.T) {
 	plant()
 	// Positive control: without the State Anchor's clean-up a plain
 	// fuse-overlayfs over the same changes serves the planted file.
+	// The image's root is its one layer's diff dir, as the State Anchor
+	// uses it: no podman image mount, so no mount count this test could
+	// leave behind.
 	ctl := filepath.Join(s.env.Root, "control")
-	base := unshareSh(t, `podman image mount "$1"`, config.DefaultImage)
-	t.Cleanup(func() { _, _ = Podman(t, "unshare", "podman", "image", "unmount", config.DefaultImage) })
+	img, err := s.pc.InspectImage(context.Background(), config.DefaultImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, ok := img.SingleLayerDir()
+	if !ok {
+		t.Fatalf("%s is not a single-layer image: %+v", config.DefaultImage, img.GraphDriver)
+	}
 	got := unshareSh(t, `mkdir -p "$2/w" "$2/m" && fuse-overlayfs -o "lowerdir=$1/etc,upperdir=$3,workdir=$2/w" "$2/m" </dev/null >/dev/null 2>&1 && cat "$2/m/resolv.conf"; fusermount3 -u "$2/m"`,
-		strings.TrimSpace(base), ctl, changes)
+		base, ctl, changes)
 	if got != planted {
 		t.Fatalf("control: a plain overlay serves resolv.conf %q, want the planted one", got)
 	}
@@ -653,4 +662,36 @@ func saSessions(t *testing.T, e *Env) int {
 		return -1
 	}
 	return len(st.Status.Sessions)
+}
+
+// containers/storage can count a mount of a layer whose mount point is
+// gone (the count outlived the mount, then the overlay driver's own unmount
+// removed the dir); podman then refuses every image mount of it. CI met
+// this once. ImageMount recreates the mount point and mounts again.
+func TestImageMountRecoversALostMountPoint(t *testing.T) {
+	pc := &podman.Client{}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	mp := unshareSh(t, `podman image mount "$1"`, config.DefaultImage)
+	t.Cleanup(func() { _, _ = Podman(t, "unshare", "podman", "image", "unmount", "--force", config.DefaultImage) })
+	mp = strings.TrimSpace(mp)
+	if filepath.Base(mp) != "merged" {
+		t.Fatalf("podman image mount = %q, want a layer's merged dir", mp)
+	}
+	// Lose the mount and its mount point while podman still counts it.
+	unshareSh(t, `umount "$1" && rmdir "$1"`, mp)
+	// Positive control: podman itself now refuses.
+	if out, err := Podman(t, "unshare", "podman", "image", "mount", config.DefaultImage); err == nil || !strings.Contains(err.Error()+out, "no such file or directory") {
+		t.Fatalf("control: podman image mount after losing the mount point: %v %q, want the lstat error", err, out)
+	}
+	dir, err := pc.ImageMount(ctx, config.DefaultImage)
+	if err != nil {
+		t.Fatalf("ImageMount: %v", err)
+	}
+	if dir != mp {
+		t.Errorf("ImageMount = %q, want %q", dir, mp)
+	}
+	if out := unshareSh(t, `cat "$1/etc/debian_version"`, dir); strings.TrimSpace(out) == "" {
+		t.Error("the recovered image mount shows no /etc/debian_version")
+	}
 }

@@ -135,6 +135,19 @@ func (c *Client) ImageMount(ctx context.Context, image string) (string, error) {
 	// podman itself must run under `podman unshare`: joined by nsenter it
 	// would take itself for rootful podman.
 	out, err := c.podmanUnshare(ctx, c.bin(), "image", "mount", image)
+	if dir, ok := missingMountPoint(err); ok {
+		// containers/storage still counts a mount of the layer whose
+		// mount point is gone, and stops at its lstat. It happens when the
+		// count outlived the mount (a killed podman, a new pause process)
+		// and the overlay driver's own unmount then removed the dir (a
+		// `podman build` on top of the image does). With the dir back,
+		// storage sees the layer unmounted and mounts it again.
+		c.logger().Warn("podman's storage counts a mount whose mount point is gone; recreating it", "image", image, "dir", dir)
+		if mkErr := os.Mkdir(dir, 0o700); mkErr != nil && !errors.Is(mkErr, os.ErrExist) {
+			return "", fmt.Errorf("%w (recreating the mount point: %v)", err, mkErr)
+		}
+		out, err = c.podmanUnshare(ctx, c.bin(), "image", "mount", image)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -143,6 +156,30 @@ func (c *Client) ImageMount(ctx context.Context, image string) (string, error) {
 		return "", fmt.Errorf("podman image mount %s: unexpected output %q", image, out)
 	}
 	return dir, nil
+}
+
+// missingMountPoint recognises podman's failure on a layer it counts as
+// mounted whose mount point no longer exists ("lstat <layer>/merged: no
+// such file or directory") and returns that mount point. Only a "merged"
+// directory beside the layer's "diff" is ever returned.
+func missingMountPoint(err error) (string, bool) {
+	var pe *Error
+	if !errors.As(err, &pe) {
+		return "", false
+	}
+	msg := strings.TrimPrefix(lastLine(pe.Stderr), "Error: ")
+	dir, ok := strings.CutPrefix(msg, "lstat ")
+	if !ok {
+		return "", false
+	}
+	dir, ok = strings.CutSuffix(dir, ": no such file or directory")
+	if !ok || !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || filepath.Base(dir) != "merged" {
+		return "", false
+	}
+	if fi, err := os.Lstat(filepath.Join(filepath.Dir(dir), "diff")); err != nil || !fi.IsDir() {
+		return "", false
+	}
+	return dir, true
 }
 
 // ImageUnmount releases one ImageMount of image.
