@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +32,8 @@ import (
 const (
 	nFiles = 2000
 	rounds = 5
+
+	tmpfsMagic = 0x01021994 // statfs f_type of tmpfs
 )
 
 // workload extracts the tarball into $1, reads every file back, then
@@ -81,8 +84,9 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 		_ = os.RemoveAll(root)
 	}()
 	data, plainDir := filepath.Join(root, "bench"), filepath.Join(root, "plain")
-	ws, wsFuse := filepath.Join(root, "ws"), filepath.Join(root, "ws-fuse")
-	for _, d := range []string{data, plainDir, ws, wsFuse} {
+	ws, wsFuse, wsMem := filepath.Join(root, "ws"), filepath.Join(root, "ws-fuse"), filepath.Join(root, "ws-mem")
+	hostDir := filepath.Join(root, "host")
+	for _, d := range []string{data, plainDir, ws, wsFuse, wsMem, hostDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			b.Fatal(err)
 		}
@@ -98,6 +102,27 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 		b.Fatal(err)
 	}
 	aFuse, err := domain.New("bench", wsFuse, filepath.Join(root, "data"), rt, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The same State Anchor with its data root on tmpfs (/dev/shm): it
+	// separates what lazaret and gVisor cost from what the disk under the
+	// data root costs. Not a configuration to run with: tmpfs does not
+	// survive a reboot. (The runtime dir is not necessarily tmpfs: on
+	// machines without logind it is a plain dir on disk.)
+	memRoot, err := os.MkdirTemp("/dev/shm", "lzbench-state-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(memRoot, &fs); err != nil || fs.Type != tmpfsMagic {
+		b.Fatalf("%s is not on tmpfs (statfs type %#x, %v)", memRoot, fs.Type, err)
+	}
+	defer func() {
+		_ = exec.Command("podman", "unshare", "rm", "-rf", memRoot).Run()
+		_ = os.RemoveAll(memRoot)
+	}()
+	aMem, err := domain.New("bench", wsMem, memRoot, rt, "")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -138,6 +163,9 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 	compFuse := stateanchor.New(stateanchor.Options{Anchor: aFuse, Image: config.DefaultImage, Dirs: []string{"/usr"}, Podman: pc, Driver: stateanchor.DriverFuse})
 	withFuse := start("lazaret-bench-state-fuse-"+aFuse.Hash, compFuse)
 	defer func() { stop(withFuse); _ = compFuse.Close(ctx) }()
+	compMem := stateanchor.New(stateanchor.Options{Anchor: aMem, Image: config.DefaultImage, Dirs: []string{"/usr"}, Podman: pc, Driver: stateanchor.DriverOverlay})
+	withMem := start("lazaret-bench-state-mem-"+aMem.Hash, compMem)
+	defer func() { stop(withMem); _ = compMem.Close(ctx) }()
 	plain := start("lazaret-bench-state-plain-"+a.Hash, nil)
 	defer stop(plain)
 
@@ -150,6 +178,17 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 		{"/dev/shm (tmpfs, same sandbox)", "/dev/shm/lzbench", withSA},
 		{"persistent /usr, fuse-overlayfs (fallback)", "/usr/local/lzbench", withFuse},
 		{"plain host dir bind mount (like /workspace)", "/mnt/plain/lzbench", withSA},
+		{"persistent /usr, kernel overlay, data root on tmpfs", "/usr/local/lzbench", withMem},
+	}
+	// The disk's own cost: the same workload run natively on the host, in
+	// a dir on the filesystem that holds the default data root.
+	const hostLabel = "host, no sandbox, same disk as the data root"
+	hostRun := func() []float64 {
+		out, err := exec.Command("sh", "-c", strings.ReplaceAll(workload, "/mnt/bench", data), "sh", filepath.Join(hostDir, "lzbench")).Output()
+		if err != nil {
+			b.Fatalf("host workload: %v", err)
+		}
+		return parse(b, string(out))
 	}
 	res := map[string][][]float64{}
 	b.ResetTimer()
@@ -157,9 +196,11 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 		for _, t := range targets { // interleaved, so drift hits all alike
 			res[t.label] = append(res[t.label], parse(b, t.sb.sh(b, workload, t.dir)))
 		}
+		res[hostLabel] = append(res[hostLabel], hostRun())
 		res["dpkg SA"] = append(res["dpkg SA"], parse(b, withSA.sh(b, dpkgWorkload)))
 		res["dpkg fuse"] = append(res["dpkg fuse"], parse(b, withFuse.sh(b, dpkgWorkload)))
 		res["dpkg plain"] = append(res["dpkg plain"], parse(b, plain.sh(b, dpkgWorkload)))
+		res["dpkg mem"] = append(res["dpkg mem"], parse(b, withMem.sh(b, dpkgWorkload)))
 	}
 	b.StopTimer()
 
@@ -171,6 +212,8 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 		tot := median(res[t.label], -1)
 		fmt.Printf("| %s | %s | %s | %s | %s | %.2f |\n", t.label, ms(median(res[t.label], 0)), ms(median(res[t.label], 1)), ms(median(res[t.label], 2)), ms(tot), tot/base)
 	}
+	host := median(res[hostLabel], -1)
+	fmt.Printf("| %s | %s | %s | %s | %s | %.2f |\n", hostLabel, ms(median(res[hostLabel], 0)), ms(median(res[hostLabel], 1)), ms(median(res[hostLabel], 2)), ms(host), host/base)
 	dsa, dpl := median(res["dpkg SA"], -1), median(res["dpkg plain"], -1)
 	fmt.Println()
 	fmt.Println("| dpkg, 2,000-file package | install | remove | total | ratio |")
@@ -179,9 +222,14 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 	fmt.Printf("| persistent /usr, kernel overlay (default) | %s | %s | %s | %.2f |\n", ms(median(res["dpkg SA"], 0)), ms(median(res["dpkg SA"], 1)), ms(dsa), dsa/dpl)
 	dfu := median(res["dpkg fuse"], -1)
 	fmt.Printf("| persistent /usr, fuse-overlayfs (fallback) | %s | %s | %s | %.2f |\n", ms(median(res["dpkg fuse"], 0)), ms(median(res["dpkg fuse"], 1)), ms(dfu), dfu/dpl)
+	dme := median(res["dpkg mem"], -1)
+	fmt.Printf("| persistent /usr, kernel overlay, data root on tmpfs | %s | %s | %s | %.2f |\n", ms(median(res["dpkg mem"], 0)), ms(median(res["dpkg mem"], 1)), ms(dme), dme/dpl)
 	b.ReportMetric(median(res[targets[0].label], -1)/base, "usr/rootfs-ratio")
 	b.ReportMetric(dsa/dpl, "dpkg-ratio")
 	b.ReportMetric(median(res[targets[3].label], -1)/base, "fuse-usr/rootfs-ratio")
+	b.ReportMetric(median(res[targets[5].label], -1)/base, "tmpfs-usr/rootfs-ratio")
+	b.ReportMetric(dme/dpl, "tmpfs-dpkg-ratio")
+	b.ReportMetric(median(res[targets[0].label], -1)/host, "usr/host-same-disk-ratio")
 }
 
 // parse reads the space-separated nanosecond figures of one run.
