@@ -598,6 +598,21 @@ func TestNetworkSidecarImageRebuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.pc.RemoveImage(context.Background(), old) })
+	// Rebuilding a tag in place leaves the earlier image untagged; such
+	// images are pruned with the old tags.
+	if err := sidecar.BuildImage(ctx, f.pc, other, old); err != nil {
+		t.Fatal(err)
+	}
+	dangling := func() string {
+		out, err := Podman(t, "images", "--quiet", "--filter", "dangling=true", "--filter", "label=org.opencontainers.image.title=lazaret-netd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out)
+	}
+	if dangling() == "" {
+		t.Fatal("control: rebuilding a tag left no untagged sidecar image")
+	}
 	ref, _, err := sidecar.InstalledImageRef()
 	if err != nil {
 		t.Fatal(err)
@@ -613,5 +628,8 @@ func TestNetworkSidecarImageRebuild(t *testing.T) {
 	}
 	if ok, _ := sidecar.ImageExists(ctx, f.pc, old); ok {
 		t.Errorf("older content tag %s not pruned", old)
+	}
+	if d := dangling(); d != "" {
+		t.Errorf("untagged sidecar images not pruned: %s", d)
 	}
 }

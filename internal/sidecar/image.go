@@ -60,9 +60,10 @@ func InstalledImageRef() (ref, bin string, err error) {
 // contentTag matches the tags ImageRefFor makes.
 var contentTag = regexp.MustCompile(`^` + regexp.QuoteMeta(ImageName) + `:[^:]+-[0-9a-f]{12}$`)
 
-// PruneImages removes the content-tagged sidecar images other than keep;
-// one still used by a running sidecar stays (podman refuses, which is not
-// an error here).
+// PruneImages removes the content-tagged sidecar images other than keep,
+// and untagged sidecar images (a tag rebuilt in place leaves its old image
+// behind with no name); one still used by a running sidecar stays (podman
+// refuses, which is not an error here).
 func PruneImages(ctx context.Context, pc *podman.Client, keep string) {
 	out, err := pc.Output(ctx, "images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", "reference="+ImageName)
 	if err != nil {
@@ -73,7 +74,13 @@ func PruneImages(ctx context.Context, pc *podman.Client, keep string) {
 			_ = pc.Run(ctx, "image", "rm", ref)
 		}
 	}
+	// Without --all, prune takes only dangling images; the label keeps it
+	// to lazaret-netd's.
+	_ = pc.Run(ctx, "image", "prune", "--force", "--filter", "label="+imageTitleLabel)
 }
+
+// imageTitleLabel is the label every sidecar image carries (containerfile).
+const imageTitleLabel = "org.opencontainers.image.title=lazaret-netd"
 
 // containerfile builds an image that holds nothing but the static binary:
 // no shell, no libc, nothing for an attacker who reached the sidecar to use.
