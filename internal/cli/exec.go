@@ -46,7 +46,8 @@ directory, starting the sandbox if needed. Standard input, output and error
 are passed through and lazaret exits with the command's exit code.
 
 With one word before "--" (or before the command, when it is a profile
-name) that word is the profile.`,
+name) that word is the profile. -t may come before PROFILE or right after
+it: "lazaret exec -t dev -- vim", "lazaret exec dev -t -- vim".`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			profile, command, err := splitProfile(g, cmd, args)
@@ -82,11 +83,29 @@ func splitProfile(g *globalOptions, cmd *cobra.Command, args []string) (string, 
 	if len(args) > 1 && config.ValidProfileName(args[0]) == nil {
 		if cfg, err := g.loadConfig(); err == nil {
 			if _, known := cfg.Profiles[args[0]]; known {
-				return args[0], args[1:], nil
+				command, err := profileFlags(cmd, args[0], args[1:])
+				return args[0], command, err
 			}
 		}
 	}
 	return "", args, nil
+}
+
+// profileFlags parses exec's own flags written after PROFILE
+// (`exec dev -t -- vim`): up to the first word that is not a flag, or
+// "--". A command after a profile never starts with "-".
+func profileFlags(cmd *cobra.Command, profile string, rest []string) ([]string, error) {
+	if !strings.HasPrefix(rest[0], "-") {
+		return rest, nil
+	}
+	fs := cmd.Flags()
+	if err := fs.Parse(rest); err != nil {
+		return nil, usageError{fmt.Errorf("exec %s: %w", profile, err)}
+	}
+	if len(fs.Args()) == 0 {
+		return nil, usageError{fmt.Errorf("exec %s: no command", profile)}
+	}
+	return fs.Args(), nil
 }
 
 // sessionRequest is one `shell` or `exec`.
