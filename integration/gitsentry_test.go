@@ -547,6 +547,57 @@ func TestGitSentryWorktree(t *testing.T) {
 	})
 }
 
+// TestGitSentrySubmodules: a submodule the host has initialised is checked
+// out in the agent clone at the recorded commit, from the host's objects
+// (no network), and real git works in it inside the sandbox.
+func TestGitSentrySubmodules(t *testing.T) {
+	e := NewEnv(t)
+	// The user's global identity (~/.gitconfig of a HOME of the test's
+	// own; podman keeps its storage and config through the XDG dirs); the
+	// superproject has its own identity (gsRepo).
+	realHome, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"XDG_DATA_HOME": filepath.Join(realHome, ".local", "share"), "XDG_CONFIG_HOME": filepath.Join(realHome, ".config")} {
+		if os.Getenv(k) == "" {
+			t.Setenv(k, v)
+		}
+	}
+	home := filepath.Join(e.Root, "home")
+	os.MkdirAll(home, 0o755)
+	os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[user]\n\tname = Global User\n\temail = global@example.com\n"), 0o644)
+	t.Setenv("HOME", home)
+	sub := filepath.Join(e.Root, "subrepo")
+	os.MkdirAll(sub, 0o755)
+	gsRepo(t, sub)
+	gsRepo(t, e.Workspace)
+	gsGit(t, e.Workspace, "-c", "protocol.file.allow=always", "submodule", "-q", "add", sub, "deps/sub")
+	gsGit(t, e.Workspace, "commit", "-q", "-m", "add submodule")
+	recorded := gsGit(t, e.Workspace, "rev-parse", "HEAD:deps/sub")
+	s := gsStart(t, e, "gssub", "")
+	got := s.must("cat deps/sub/b.txt && git -C deps/sub rev-parse HEAD && git status --porcelain && git submodule status")
+	want := "b\n" + recorded + "\n " + recorded + " deps/sub (heads/main)"
+	if !strings.HasPrefix(got, "b\n"+recorded+"\n "+recorded+" deps/sub") {
+		t.Errorf("submodule in the sandbox:\n%s\nwant\n%s", got, want)
+	}
+	// The agent can work in it and record the new commit in the superproject.
+	tip := s.must(`cd deps/sub && echo agent >> b.txt && git commit -qam "agent in sub" && cd ../.. && git add deps/sub && git commit -qm "bump sub" && git status --porcelain && git rev-parse HEAD`)
+	Eventually(t, 10*time.Second, "superproject commit on the host", func() bool {
+		return hostRef(e.Workspace, "refs/heads/lazaret/agent-gssub") == tip
+	})
+	// As on the host: the superproject commits with its own identity, the
+	// submodule (whose config has none) with the user's global one, which
+	// the sandbox gets from host git although ~/.gitconfig is not there.
+	if authors := s.must("git log -1 --format=%an && git -C deps/sub log -1 --format=%an"); authors != "Agent Smith\nGlobal User" {
+		t.Errorf("commit authors (superproject, submodule) %q, want the host's resolution", authors)
+	}
+	// The agent's own global setting wins over the user's, as on a host.
+	if author := s.must("git config --global user.name Agent && git -C deps/sub commit -q --allow-empty -m mine && git -C deps/sub log -1 --format=%an"); author != "Agent" {
+		t.Errorf("after git config --global inside: author %q", author)
+	}
+}
+
 // TestGitSentryResetBranch: reset-branch refuses while the sandbox runs;
 // afterwards the old tip is kept and the next start begins at the host's
 // HEAD with a fresh clone.

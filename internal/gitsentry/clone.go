@@ -57,8 +57,9 @@ func cloneConfig(objectFormat, include string) string {
 // start, sharing the host's objects. It builds it in a temporary directory
 // beside dest and renames it into place, so a failure leaves nothing
 // behind. This is the only time host git runs in the clone: before any
-// sandbox has seen it.
-func CreateClone(ctx context.Context, g *Git, repo *HostRepo, dest, branch, start string) (err error) {
+// sandbox has seen it. Submodules the host has initialised are checked out
+// too (submodules.go); notice reports the ones that stay empty.
+func CreateClone(ctx context.Context, g *Git, repo *HostRepo, dest, branch, start string, notice func(string, ...any)) (err error) {
 	if _, err := os.Lstat(dest); err == nil {
 		return fmt.Errorf("%s already exists", dest)
 	}
@@ -92,6 +93,9 @@ func CreateClone(ctx context.Context, g *Git, repo *HostRepo, dest, branch, star
 	}
 	if err := g.Run(ctx, tmp, "checkout", "-q", "-f", "-B", branch, start); err != nil {
 		return fmt.Errorf("checking out %s in the agent clone: %w", start, err)
+	}
+	if err := populateSubmodules(ctx, g, repo, tmp, notice); err != nil {
+		return fmt.Errorf("submodules of the agent clone: %w", err)
 	}
 	if err := os.WriteFile(alt, []byte(ContainerHostGit+"/objects\n"), 0o644); err != nil {
 		return err
@@ -180,16 +184,19 @@ func replaceFile(root *os.Root, name, content string) error {
 // over a bind-mounted file detaches the mount inside the container).
 func WriteConfigFile(domainRoot, objectFormat string) (string, error) {
 	path := ConfigFile(domainRoot)
+	return path, writeMountedFile(path, cloneConfig(objectFormat, ContainerHostGit+"/config"))
+}
+
+// writeMountedFile replaces path (a file lazaret mounts read-only into the
+// sandbox) with content, by rename, so a mount never sees half a file.
+func writeMountedFile(path, content string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", err
+		return err
 	}
 	tmp := path + ".tmp"
 	_ = os.Remove(tmp)
-	if err := os.WriteFile(tmp, []byte(cloneConfig(objectFormat, ContainerHostGit+"/config")), 0o444); err != nil {
-		return "", err
+	if err := os.WriteFile(tmp, []byte(content), 0o444); err != nil {
+		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return "", err
-	}
-	return path, nil
+	return os.Rename(tmp, path)
 }

@@ -105,6 +105,12 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 		return err
 	}
 	c.mode = mode
+	if err := domain.EnsurePrivateDir(c.Anchor.Root()); err != nil {
+		return err
+	}
+	if err := c.addIdentity(ctx, spec); err != nil {
+		return err
+	}
 	if mode == ModeDirect {
 		mounts := DirectMounts(c.Anchor.Workspace)
 		spec.Mounts = append(spec.Mounts, mounts...)
@@ -122,9 +128,6 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 		return err
 	}
 	c.repo = repo
-	if err := domain.EnsurePrivateDir(c.Anchor.Root()); err != nil {
-		return err
-	}
 	if err := EnsureClone(ctx, c.Git, repo, c.Anchor, c.notice); err != nil {
 		return err
 	}
@@ -162,7 +165,7 @@ func EnsureClone(ctx context.Context, g *Git, repo *HostRepo, a *domain.Anchor, 
 			notice("the host working tree has uncommitted changes; they are not in the agent's clone, which starts at commit %s on branch %s", start[:12], m.AgentBranch())
 		}
 	}
-	if err := CreateClone(ctx, g, repo, clone, m.AgentBranch(), start); err != nil {
+	if err := CreateClone(ctx, g, repo, clone, m.AgentBranch(), start, notice); err != nil {
 		return err
 	}
 	// Create the host branch if missing (never move an existing one here).

@@ -458,3 +458,79 @@ func TestPreflight(t *testing.T) {
 // The coordinator finds BeforeStop through this interface (declared in
 // internal/coord as BeforeStopper).
 var _ interface{ BeforeStop(context.Context) } = (*Component)(nil)
+
+// Submodules the host has initialised are checked out in the clone at the
+// recorded commit, sharing the host's objects through the sandbox's path;
+// the others stay empty with a notice, and a .gitmodules name that would
+// leave .git/modules is never followed.
+func TestEnsureCloneSubmodules(t *testing.T) {
+	ctx := context.Background()
+	g := &Git{}
+	sub := newRepo(t)
+	write(t, filepath.Join(sub, "lib.txt"), "library\n")
+	hg(t, sub, "add", ".")
+	hg(t, sub, "commit", "-q", "-m", "lib")
+	other := newRepo(t)
+	r := newRepo(t)
+	hg(t, r, "submodule", "-q", "add", sub, "deps/sub")
+	hg(t, r, "submodule", "-q", "add", other, "other")
+	hg(t, r, "commit", "-q", "-m", "add submodules")
+	// "other" is known to .gitmodules but not initialised on the host.
+	hg(t, r, "submodule", "-q", "deinit", "-f", "other")
+	if err := os.RemoveAll(filepath.Join(r, ".git", "modules", "other")); err != nil {
+		t.Fatal(err)
+	}
+	// A hand-made entry whose name climbs out of .git/modules.
+	subHead := hg(t, sub, "rev-parse", "HEAD")
+	hg(t, r, "config", "--file", ".gitmodules", "submodule.../escape.path", "evil")
+	hg(t, r, "update-index", "--add", "--cacheinfo", "160000,"+subHead+",evil")
+	hg(t, r, "add", ".gitmodules")
+	hg(t, r, "commit", "-q", "-m", "evil entry")
+	// A real repository where that name leads, so that only the name
+	// check stands between it and a checkout.
+	hg(t, r, "clone", "-q", "--bare", sub, filepath.Join(r, ".git", "escape"))
+
+	repo, err := OpenHostRepo(ctx, g, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := testAnchor(t, r, "p1")
+	var notices []string
+	if err := EnsureClone(ctx, g, repo, a, func(f string, args ...any) { notices = append(notices, fmt.Sprintf(f, args...)) }); err != nil {
+		t.Fatal(err)
+	}
+	clone := a.AgentClone()
+	if b, err := os.ReadFile(filepath.Join(clone, "deps", "sub", "lib.txt")); err != nil || string(b) != "library\n" {
+		t.Errorf("submodule not checked out: %q, %v", b, err)
+	}
+	dotGit, _ := os.ReadFile(filepath.Join(clone, "deps", "sub", ".git"))
+	if string(dotGit) != "gitdir: ../../.git/modules/deps/sub\n" {
+		t.Errorf("deps/sub/.git = %q", dotGit)
+	}
+	mod := filepath.Join(clone, ".git", "modules", "deps", "sub")
+	if head, _ := os.ReadFile(filepath.Join(mod, "HEAD")); strings.TrimSpace(string(head)) != subHead {
+		t.Errorf("submodule HEAD = %q, want %s", head, subHead)
+	}
+	if alt, _ := os.ReadFile(filepath.Join(mod, "objects", "info", "alternates")); string(alt) != "/run/lazaret/host.git/modules/deps/sub/objects\n" {
+		t.Errorf("submodule alternates = %q", alt)
+	}
+	cfg, _ := os.ReadFile(filepath.Join(mod, "config"))
+	if !strings.Contains(string(cfg), "path = /run/lazaret/host.git/modules/deps/sub/config") || !strings.Contains(string(cfg), "worktree = ../../../../deps/sub") {
+		t.Errorf("submodule config:\n%s", cfg)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(clone, "other")); len(entries) != 0 {
+		t.Errorf("uninitialised submodule populated: %v", entries)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(clone, "evil")); len(entries) != 0 {
+		t.Errorf("escaping submodule populated: %v", entries)
+	}
+	if _, err := os.Stat(filepath.Join(clone, ".git", "escape")); err == nil {
+		t.Error("a repository was made outside .git/modules")
+	}
+	joined := strings.Join(notices, "\n")
+	for _, want := range []string{"submodule other is not initialised on the host", `submodule "../escape" at "evil"`} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("notices %q: missing %q", notices, want)
+		}
+	}
+}
