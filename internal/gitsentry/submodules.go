@@ -68,13 +68,24 @@ func populateSubmodules(ctx context.Context, g *Git, repo *HostRepo, dir string,
 // checkoutSubmodule makes <dir>/.git/modules/<name> and checks l out into
 // <dir>/<l.path>. On failure it removes what it made.
 func checkoutSubmodule(ctx context.Context, g *Git, dir, name string, l gitlink, hostDir, inside string) (err error) {
+	// Paths of the tree go through os.Root: the tree may come from the
+	// agent's branch, and none of its paths may lead the host out of the
+	// clone (through a symlinked parent, say).
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	gitDir := filepath.Join(dir, ".git", "modules", name)
 	work := filepath.Join(dir, l.path)
-	dotGit := filepath.Join(work, ".git")
+	dotGit := filepath.Join(l.path, ".git")
+	wroteDotGit := false
 	defer func() {
 		if err != nil {
-			_ = os.RemoveAll(gitDir)
-			_ = os.Remove(dotGit)
+			_ = os.RemoveAll(gitDir) // under .git/modules of a clone lazaret made
+			if wroteDotGit {
+				_ = root.Remove(dotGit)
+			}
 		}
 	}()
 	format, err := g.Line(ctx, hostDir, "--git-dir="+hostDir, "rev-parse", "--show-object-format")
@@ -92,11 +103,20 @@ func checkoutSubmodule(ctx context.Context, g *Git, dir, name string, l gitlink,
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(work, 0o755); err != nil {
+	if err := root.MkdirAll(l.path, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(dotGit, []byte("gitdir: "+filepath.ToSlash(toGitDir)+"\n"), 0o644); err != nil {
+	f, err := root.OpenFile(dotGit, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
 		return err
+	}
+	wroteDotGit = true
+	_, werr := f.WriteString("gitdir: " + filepath.ToSlash(toGitDir) + "\n")
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return werr
 	}
 	// Host paths while lazaret checks out here; the sandbox's paths after.
 	write := func(base string) error {
@@ -154,17 +174,23 @@ func parseGitlinks(out []byte) []gitlink {
 
 // submoduleNames maps each submodule path of .gitmodules to its name.
 func submoduleNames(ctx context.Context, g *Git, dir string) (map[string]string, error) {
-	names := map[string]string{}
 	if _, err := os.Lstat(filepath.Join(dir, ".gitmodules")); err != nil {
-		return names, nil
+		return map[string]string{}, nil
 	}
 	out, err := g.Output(ctx, dir, "config", "--file", ".gitmodules", "--null", "--get-regexp", `^submodule\..*\.path$`)
 	if err != nil {
 		if ge, ok := err.(*GitError); ok && ge.ExitCode == 1 { // no match
-			return names, nil
+			return map[string]string{}, nil
 		}
 		return nil, fmt.Errorf("reading .gitmodules: %w", err)
 	}
+	return parseSubmodulePaths(out), nil
+}
+
+// parseSubmodulePaths reads `git config --null --get-regexp` output of
+// submodule.<name>.path keys into path → name.
+func parseSubmodulePaths(out []byte) map[string]string {
+	names := map[string]string{}
 	for _, rec := range bytes.Split(out, []byte{0}) {
 		key, path, ok := bytes.Cut(rec, []byte{'\n'})
 		if !ok {
@@ -176,11 +202,20 @@ func submoduleNames(ctx context.Context, g *Git, dir string) (map[string]string,
 			names[filepath.Clean(string(path))] = name
 		}
 	}
-	return names, nil
+	return names
 }
 
 // safeRelPath reports whether p is a relative path that stays below the
-// directory it is joined to (what git itself requires of submodule names).
+// directory it is joined to (what git itself requires of submodule names)
+// and has no .git component (in any case).
 func safeRelPath(p string) bool {
-	return p != "" && filepath.IsLocal(p) && !strings.Contains(p, `\`) && filepath.Clean(p) == p
+	if p == "" || p == "." || !filepath.IsLocal(p) || strings.Contains(p, `\`) || filepath.Clean(p) != p {
+		return false
+	}
+	for _, c := range strings.Split(p, "/") {
+		if strings.EqualFold(c, ".git") {
+			return false
+		}
+	}
+	return true
 }
