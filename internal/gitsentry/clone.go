@@ -34,16 +34,8 @@ func ConfigFile(domainRoot string) string {
 func cloneConfig(objectFormat, include string) string {
 	var b strings.Builder
 	b.WriteString("# Written by lazaret (Git Sentry); read-only in the sandbox.\n")
-	b.WriteString("[core]\n")
-	if objectFormat == "sha256" {
-		b.WriteString("\trepositoryformatversion = 1\n")
-	} else {
-		b.WriteString("\trepositoryformatversion = 0\n")
-	}
-	b.WriteString("\tfilemode = true\n\tlogallrefupdates = true\n")
-	if objectFormat == "sha256" {
-		b.WriteString("[extensions]\n\tobjectformat = sha256\n")
-	}
+	writeRepositoryFormat(&b, objectFormat)
+	b.WriteString("[core]\n\tfilemode = true\n\tlogallrefupdates = true\n")
 	fmt.Fprintf(&b, "[include]\n\tpath = %s\n", include)
 	// The clone has a working tree whatever the host's core.bare says.
 	// The untracked cache spares git status a readdir of every directory,
@@ -51,6 +43,16 @@ func cloneConfig(objectFormat, include string) string {
 	// `git update-index --test-untracked-cache` passes under runsc).
 	b.WriteString("[core]\n\tbare = false\n\tuntrackedCache = true\n")
 	return b.String()
+}
+
+// writeRepositoryFormat writes the repository format settings, which git
+// reads from a repository's own config file only (never through includes).
+func writeRepositoryFormat(b *strings.Builder, objectFormat string) {
+	if objectFormat == "sha256" {
+		b.WriteString("[core]\n\trepositoryformatversion = 1\n[extensions]\n\tobjectformat = sha256\n")
+		return
+	}
+	b.WriteString("[core]\n\trepositoryformatversion = 0\n")
 }
 
 // CreateClone makes the agent clone at dest on branch, checked out at

@@ -3,6 +3,7 @@ package gitsentry
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -143,12 +144,8 @@ func checkoutSubmodule(ctx context.Context, g *Git, dir, name string, l gitlink,
 // what makes it a checkout in the clone's tree.
 func submoduleConfig(objectFormat, include, worktree string) string {
 	var b strings.Builder
-	b.WriteString("# Written by lazaret (Git Sentry).\n[core]\n")
-	if objectFormat == "sha256" {
-		b.WriteString("\trepositoryformatversion = 1\n[extensions]\n\tobjectformat = sha256\n")
-	} else {
-		b.WriteString("\trepositoryformatversion = 0\n")
-	}
+	b.WriteString("# Written by lazaret (Git Sentry).\n")
+	writeRepositoryFormat(&b, objectFormat)
 	fmt.Fprintf(&b, "[include]\n\tpath = %s\n", include)
 	fmt.Fprintf(&b, "[core]\n\tbare = false\n\tworktree = %s\n", filepath.ToSlash(worktree))
 	return b.String()
@@ -179,7 +176,7 @@ func submoduleNames(ctx context.Context, g *Git, dir string) (map[string]string,
 	}
 	out, err := g.Output(ctx, dir, "config", "--file", ".gitmodules", "--null", "--get-regexp", `^submodule\..*\.path$`)
 	if err != nil {
-		if ge, ok := err.(*GitError); ok && ge.ExitCode == 1 { // no match
+		if ge := (*GitError)(nil); errors.As(err, &ge) && ge.ExitCode == 1 { // no match
 			return map[string]string{}, nil
 		}
 		return nil, fmt.Errorf("reading .gitmodules: %w", err)

@@ -76,17 +76,20 @@ func PruneImages(ctx context.Context, pc *podman.Client, keep string) {
 	}
 	// Without --all, prune takes only dangling images; the label keeps it
 	// to lazaret-netd's.
-	_ = pc.Run(ctx, "image", "prune", "--force", "--filter", "label="+imageTitleLabel)
+	_ = pc.Run(ctx, "image", "prune", "--force", "--filter", "label="+imageTitleLabel+"="+imageTitle)
 }
 
-// imageTitleLabel is the label every sidecar image carries (containerfile).
-const imageTitleLabel = "org.opencontainers.image.title=lazaret-netd"
+// The title label every sidecar image carries (containerfile).
+const (
+	imageTitleLabel = "org.opencontainers.image.title"
+	imageTitle      = "lazaret-netd"
+)
 
 // containerfile builds an image that holds nothing but the static binary:
 // no shell, no libc, nothing for an attacker who reached the sidecar to use.
 const containerfile = `FROM scratch
 COPY lazaret-netd /lazaret-netd
-LABEL org.opencontainers.image.title="lazaret-netd" lazaret.version=%q lazaret.netd.sha256=%q
+LABEL %s=%q lazaret.version=%q lazaret.netd.sha256=%q
 USER 0:0
 ENTRYPOINT ["/lazaret-netd"]
 `
@@ -118,7 +121,7 @@ func BuildImage(ctx context.Context, pc *podman.Client, netdBinary, tag string) 
 		return fmt.Errorf("build context: %w", err)
 	}
 	cf := filepath.Join(dir, "Containerfile")
-	if err := os.WriteFile(cf, fmt.Appendf(nil, containerfile, version.Version, sum), 0o644); err != nil {
+	if err := os.WriteFile(cf, fmt.Appendf(nil, containerfile, imageTitleLabel, imageTitle, version.Version, sum), 0o644); err != nil {
 		return fmt.Errorf("build context: %w", err)
 	}
 	// --network none: the build must never need a registry or the network;
