@@ -35,7 +35,7 @@ type FD struct {
 	// Cloexec descriptors were opened by the probe itself (the Go runtime
 	// keeps a few); an inherited descriptor is never close-on-exec.
 	Cloexec bool `json:"cloexec"`
-	TTY    bool   `json:"tty"`
+	TTY     bool `json:"tty"`
 	// Injected is true when TIOCSTI on it succeeded.
 	Injected bool   `json:"injected"`
 	Err      string `json:"err,omitempty"` // TIOCSTI's error on a tty
