@@ -4,16 +4,27 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/lazaret-dev/lazaret/internal/cli"
+	"github.com/lazaret-dev/lazaret/internal/fdsafe"
 	"github.com/lazaret-dev/lazaret/internal/sandbox"
 )
 
 func main() {
 	if filepath.Base(os.Args[0]) == sandbox.ShimName {
+		// Not here: conmon hands runsc descriptors it must inherit
+		// (--preserve-fds), and the shim only execs runsc.
 		os.Exit(cli.Shim(os.Args))
+	}
+	// Descriptors inherited from a terminal or IDE must reach no child:
+	// the CLI's podman, git…, and, in the __coordinator process, the
+	// agent's approved host commands.
+	if err := fdsafe.MarkInherited(); err != nil {
+		fmt.Fprintln(os.Stderr, "lazaret:", err)
+		os.Exit(1)
 	}
 	os.Exit(cli.Main(os.Args))
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/coord"
+	"github.com/lazaret-dev/lazaret/internal/fdsafe"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -40,6 +41,11 @@ func newCoordinatorCmd(g *globalOptions) *cobra.Command {
 }
 
 func runCoordinator(cmd *cobra.Command, g *globalOptions, o *coordinatorOptions) error {
+	// cmd/lazaret did this at start already; the coordinator runs the
+	// agent's approved commands, so make sure whoever entered here did.
+	if err := fdsafe.MarkInherited(); err != nil {
+		return err
+	}
 	// The coordinator has no terminal (setsid); a hang-up of the session
 	// that started it must not end it.
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/fdsafe"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
@@ -170,8 +171,10 @@ func notAnswering(err error) bool {
 // startCoordinator spawns the coordinator detached: a new session (no
 // controlling terminal, so the user's Ctrl-C and hang-ups never reach it),
 // stdin /dev/null, stdout and stderr appended to the domain's log, no other
-// descriptors (exec.Cmd passes none without ExtraFiles; lazaret opens every
-// file O_CLOEXEC). The returned channel yields its exit if it ends.
+// descriptors. exec.Cmd passes on every descriptor that is not
+// close-on-exec, ExtraFiles or not: what the CLI inherited from a terminal
+// or IDE was marked at start (cmd/lazaret), and is marked again here. The
+// returned channel yields its exit if it ends.
 func startCoordinator(a *domain.Anchor, spawn Spawn, recoverFlag bool) (<-chan error, error) {
 	if err := domain.EnsurePrivateDir(a.Root()); err != nil {
 		return nil, fmt.Errorf("domain root: %w", err)
@@ -196,6 +199,9 @@ func startCoordinator(a *domain.Anchor, spawn Spawn, recoverFlag bool) (<-chan e
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := fdsafe.MarkInherited(); err != nil {
+		return nil, fmt.Errorf("starting the session coordinator: %w", err)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the session coordinator: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/fdsafe/fdprobe"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
@@ -24,6 +25,7 @@ import (
 // argument, records its arguments in the file named by the variable, and
 // exits when its last session leaves.
 func TestMain(m *testing.M) {
+	fdprobe.Main(os.Args[1:])
 	if rec := os.Getenv("LAZARET_TEST_COORD"); rec != "" {
 		os.Exit(fakeCoordinator(rec, os.Args[1:]))
 	}

@@ -120,6 +120,15 @@ func Run(ctx context.Context, o Options) error {
 		o.StopTimeout = DefaultStopTimeout
 	}
 	a := o.Anchor
+	// Directories an older lazaret left unusable (umask race) would fail
+	// this start with "permission denied": give them their modes back.
+	fixed, err := a.RepairModes()
+	if len(fixed) > 0 {
+		o.Log.Warn("restored the modes of the domain's directories", "dirs", fixed)
+	}
+	if err != nil {
+		return fmt.Errorf("repairing the domain's directory modes: %w", err)
+	}
 	c := &coordinator{
 		o: o, log: o.Log, pm: o.Podman, started: time.Now(),
 		ready: make(chan struct{}), wake: make(chan struct{}, 1), torndown: make(chan struct{}),

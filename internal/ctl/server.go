@@ -10,11 +10,11 @@ import (
 	"regexp"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lazaret-dev/lazaret/internal/unixsock"
 	"github.com/lazaret-dev/lazaret/internal/version"
 )
 
@@ -87,13 +87,12 @@ func NewServer(uid int, log *slog.Logger) *Server {
 // Handle registers f for requests and notifications of type typ.
 func (s *Server) Handle(typ string, f HandlerFunc) { s.h.set(typ, f) }
 
-// Listen creates the control socket at path with mode 0600. A file already
-// there is an error: the caller decides whether it is stale.
+// Listen creates the control socket at path with mode 0600 (by chmod after
+// bind, never through the process-wide umask: internal/unixsock); path is
+// in the private runtime directory. A file already there is an error: the
+// caller decides whether it is stale.
 func Listen(path string) (*net.UnixListener, error) {
-	// The umask makes the socket 0600 from the moment it exists.
-	old := syscall.Umask(0o177)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	syscall.Umask(old)
+	ln, err := unixsock.Listen(path)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/fdsafe"
 )
 
 // Executor runs an approved command on the host.
@@ -55,10 +57,10 @@ type Result struct {
 }
 
 // Run executes exe with argv (argv[0] included) in dir via execve, never
-// through a shell: stdin /dev/null, stdout and stderr to the writers, no
-// other descriptors (Go opens everything else close-on-exec), a new
-// session without a controlling terminal, the time limit enforced on the
-// whole process group.
+// through a shell: stdin /dev/null, stdout and stderr to pipes, no other
+// descriptors, a new session without a controlling terminal (so no
+// TIOCSTI into the user's terminal and no /dev/tty), the time limit
+// enforced on the whole process group.
 func (e *Executor) Run(ctx context.Context, exe string, argv []string, dir *os.File, stdout, stderr io.Writer) (Result, error) {
 	timeout, limit := e.Timeout, e.OutputCap
 	if timeout <= 0 {
@@ -86,6 +88,12 @@ func (e *Executor) Run(ctx context.Context, exe string, argv []string, dir *os.F
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 2 * time.Second
+	// exec.Cmd passes on every descriptor not marked close-on-exec, not
+	// only 0-2. The coordinator marked what it inherited at start; mark
+	// again in case anything since opened one without O_CLOEXEC.
+	if err := fdsafe.MarkInherited(); err != nil {
+		return Result{}, fmt.Errorf("running %s: %w", exe, err)
+	}
 	start := time.Now()
 	err := cmd.Run()
 	res := Result{Duration: time.Since(start), TimedOut: ctx.Err() == context.DeadlineExceeded, Truncated: so.truncated() || se.truncated()}

@@ -5,12 +5,15 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/lazaret-dev/lazaret/internal/fdsafe/fdprobe"
 )
 
 func runExec(t *testing.T, e *Executor, argv ...string) (string, string, Result) {
@@ -128,5 +131,76 @@ func TestExecTimeoutKillsGroup(t *testing.T) {
 	_, _, res := runExec(t, e, "sleep", "60")
 	if !res.TimedOut || res.ExitCode != 128+int(syscall.SIGKILL) {
 		t.Fatalf("timeout: %+v", res)
+	}
+}
+
+// probeInTerminal runs execHelper in mode as a process whose controlling
+// terminal is the leaks' pty and which inherited the leaks (fd 3 = pty,
+// 4 = file, 5 = pipe) without close-on-exec, with secrets in its
+// environment, and returns the probe's report.
+func probeInTerminal(t *testing.T, l *fdprobe.Leaks, mode string) fdprobe.Report {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], execHelperArg, mode)
+	cmd.ExtraFiles = l.Files()
+	cmd.Env = append(os.Environ(), "LAZARET_SECRET=s3cret", "ANTHROPIC_API_KEY=sk-ant-test")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 3}
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper %s: %v", mode, err)
+	}
+	r, err := fdprobe.Parse(out)
+	if err != nil {
+		t.Fatalf("helper %s: %v: %q", mode, err, out)
+	}
+	return r
+}
+
+// TestExecInheritsNothing: a command run by the executor of a coordinator
+// that inherited a terminal, a file and a pipe — and even has that
+// terminal as its controlling terminal — gets exactly stdin /dev/null and
+// two pipes, no terminal, no /dev/tty, cannot inject keystrokes with
+// TIOCSTI, and sees only the fixed environment.
+// Positive control: a command started the plain way from the same process
+// holds all three leaks and its TIOCSTI lands in the terminal (read back
+// as echo from the pty master).
+func TestExecInheritsNothing(t *testing.T) {
+	l, err := fdprobe.OpenLeaks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	ctl := probeInTerminal(t, l, "plain")
+	if found := l.FoundIn(ctl); len(found) != 3 {
+		t.Fatalf("positive control: plain child holds %v, want the pty, the file and the pipe", found)
+	}
+	echo, err := l.EchoBefore("<end-1>")
+	if !ctl.Injected() || err != nil || echo == "" {
+		t.Fatalf("positive control: TIOCSTI from a plain child did not reach the terminal (report %+v, echo %q, %v)", ctl, echo, err)
+	}
+
+	r := probeInTerminal(t, l, "executor")
+	fds := r.Targets()
+	if len(fds) != 3 || fds[0] != os.DevNull || !strings.HasPrefix(fds[1], "pipe:") || !strings.HasPrefix(fds[2], "pipe:") {
+		t.Fatalf("command inherited %v, want exactly 0=/dev/null 1,2=pipes", fds)
+	}
+	for _, f := range r.FDs {
+		if f.TTY {
+			t.Fatalf("command holds a terminal: %+v", f)
+		}
+	}
+	if r.DevTTY == "" || r.SID != r.PID || r.Injected() {
+		t.Fatalf("command: /dev/tty error %q, sid %d pid %d, injected %v: want no controlling terminal", r.DevTTY, r.SID, r.PID, r.Injected())
+	}
+	if echo, err := l.EchoBefore("<end-2>"); err != nil || echo != "" {
+		t.Fatalf("terminal received %q (%v) while the command ran", echo, err)
+	}
+	want := MinimalEnv("/usr/bin:/bin", "/home/u", "")
+	if !slices.Equal(r.Env, want) {
+		t.Fatalf("command environment %q, want exactly %q", r.Env, want)
+	}
+	if !slices.ContainsFunc(ctl.Env, func(kv string) bool { return strings.HasPrefix(kv, "ANTHROPIC_API_KEY=") }) {
+		t.Fatal("positive control: the plain child did not see the API key")
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/netd/api"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/unixsock"
 	"github.com/lazaret-dev/lazaret/internal/version"
 )
 
@@ -180,9 +181,8 @@ func (d *Daemon) controlListener() (net.Listener, error) {
 		return nil, fmt.Errorf("no control socket configured")
 	}
 	os.Remove(d.cfg.ControlPath) // a leftover of an earlier run
-	old := unix.Umask(0o177)
-	l, err := net.Listen("unix", d.cfg.ControlPath)
-	unix.Umask(old)
+	// Not through the umask: it is process-wide (internal/unixsock).
+	l, err := unixsock.Listen(d.cfg.ControlPath)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}

@@ -102,8 +102,9 @@ func (c *Client) logger() *slog.Logger {
 
 // Command returns an *exec.Cmd for podman with args; for callers that must
 // wire their own streams (attach, exec with a PTY). No descriptors other
-// than the ones the caller sets are inherited (exec.Cmd never passes extra
-// descriptors unless ExtraFiles is set).
+// than the ones the caller sets are inherited: exec.Cmd passes on every
+// descriptor not marked close-on-exec, and lazaret marks all it inherited
+// at start (internal/fdsafe).
 func (c *Client) Command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, c.bin(), args...)
 	if c.Env != nil {

@@ -11,13 +11,12 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/netd/api"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/unixsock"
 )
 
 // DefaultUplink is podman's --network for the uplink the sandbox's
@@ -302,14 +301,13 @@ func (c *Component) Close(ctx context.Context) error {
 }
 
 // listenControl creates the control socket (0600) in the private runtime
-// dir, replacing a stale one.
+// dir, replacing a stale one. Never through the umask: it is process-wide
+// and the coordinator creates directories in parallel (internal/unixsock).
 func listenControl(path string) (*net.UnixListener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("stale control socket: %w", err)
 	}
-	old := unix.Umask(0o177)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	unix.Umask(old)
+	ln, err := unixsock.Listen(path)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}

@@ -1,0 +1,4 @@
+package fdsafe
+
+// MarkByWalk exposes the fallback for tests.
+var MarkByWalk = markByWalk

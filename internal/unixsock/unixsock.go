@@ -1,0 +1,28 @@
+// Package unixsock creates private UNIX sockets without touching the
+// process umask. The umask is process-wide: changing it for a bind while
+// other goroutines create directories once made a domain's gitsentry/
+// directory 0600 (unusable: every later start failed).
+package unixsock
+
+import (
+	"fmt"
+	"net"
+	"os"
+)
+
+// Listen binds a stream socket at path and then makes it mode 0600. Until
+// the chmod the socket has the mode the umask gives it; callers put their
+// sockets in a directory only the user can enter (the runtime directory,
+// domain.EnsurePrivateDir), which keeps everyone else out whatever the
+// socket's mode. A file already at path is an error.
+func Listen(path string) (*net.UnixListener, error) {
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	return ln, nil
+}
