@@ -16,6 +16,7 @@ import (
 	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
 	"github.com/lazaret-dev/lazaret/internal/escalation/wire"
 	"github.com/lazaret-dev/lazaret/internal/session"
+	"github.com/lazaret-dev/lazaret/internal/shellwords"
 	"github.com/lazaret-dev/lazaret/internal/trust"
 )
 
@@ -78,7 +79,7 @@ func newRig(t *testing.T, auto ...[]string) *rig {
 	}
 	srv := NewServer(Config{
 		Profile: "claude", SandboxID: testSandbox, Workspace: r.ws, Registry: r.reg,
-		Policy:   &Policy{AutoApprove: auto, Path: "/usr/bin:/bin"},
+		Policy:   &Policy{AutoApprove: auto, Path: "/usr/bin:/bin", Workspace: r.ws},
 		Executor: &Executor{Env: MinimalEnv("/usr/bin:/bin", "/", "")},
 		Auditor: AuditFunc(func(_ context.Context, e Event) error {
 			r.mu.Lock()
@@ -151,7 +152,7 @@ func (r *rig) eventCount(kind string) int {
 }
 
 func TestAutoApprovedRunsAndReturnsOutput(t *testing.T) {
-	r := newRig(t, []string{"echo"}, []string{"false"})
+	r := newRig(t, []string{"echo", shellwords.ArgsPlaceholder}, []string{"false"})
 	code, out, errOut := r.escalate(r.env(), "--reason", "test", "--", "echo", "hello", "world")
 	if code != 0 || out != "hello world\n" {
 		t.Fatalf("exit %d out %q err %q", code, out, errOut)
@@ -168,7 +169,8 @@ func TestAutoApprovedRunsAndReturnsOutput(t *testing.T) {
 }
 
 func TestShellFormParsedNotShelled(t *testing.T) {
-	r := newRig(t, []string{"echo"})
+	// An exact entry whose words only quoting can express.
+	r := newRig(t, []string{"echo", "a  b", "c"})
 	code, out, errOut := r.escalate(r.env(), "--shell", `echo 'a  b' "c"`, "--reason", "x")
 	if code != 0 || out != "a  b c\n" {
 		t.Fatalf("exit %d out %q err %q", code, out, errOut)
@@ -443,7 +445,7 @@ func TestRejections(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, []string{"echo"})
+			r := newRig(t, []string{"echo", shellwords.ArgsPlaceholder})
 			// Positive control.
 			req := r.request([]string{"echo", "ran"})
 			if code, out, err := r.send(r.anchor.Dir(), req); code != 0 || out != "ran\n" {
@@ -472,7 +474,7 @@ func TestRejections(t *testing.T) {
 }
 
 func TestReplayRejected(t *testing.T) {
-	r := newRig(t, []string{"echo"})
+	r := newRig(t, []string{"echo", shellwords.ArgsPlaceholder})
 	req := r.request([]string{"echo", "once"})
 	line, _ := req.Encode()
 	cfg, _, _ := trust.ClientConfig(r.anchor.Dir())
@@ -492,7 +494,7 @@ func TestReplayRejected(t *testing.T) {
 }
 
 func TestUnregisteredSessionRejected(t *testing.T) {
-	r := newRig(t, []string{"echo"})
+	r := newRig(t, []string{"echo", shellwords.ArgsPlaceholder})
 	env := r.env()
 	if code, _, _ := r.escalate(env, "--", "echo"); code != 0 {
 		t.Fatal("control failed")
