@@ -179,7 +179,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	home, _ := os.UserHomeDir()
 	srv := NewServer(Config{
 		Profile: a.Profile, SandboxID: a.Hash, Workspace: a.Workspace, Registry: c.registry,
-		Policy:   &Policy{AutoApprove: c.o.AutoApprove, Path: SafePath(os.Getenv("PATH"))},
+		Policy:   &Policy{AutoApprove: c.o.AutoApprove, Path: SafePath(os.Getenv("PATH")), Workspace: a.Workspace},
 		Executor: &Executor{Env: MinimalEnv(os.Getenv("PATH"), home, os.Getenv("LANG"))},
 		Auditor:  c.o.Auditor, Log: c.o.Log,
 	}, ta.ServerConfig())
