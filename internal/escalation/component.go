@@ -337,7 +337,8 @@ func (c *Component) handleRegister(ctx context.Context, r *ctl.Request) (any, er
 		return nil, ctl.Errorf(ctl.ErrBadRequest.Code, "%s: public_key must be an Ed25519 key", TypeRegister)
 	}
 	sess := r.Session
-	unregister, err := c.registry.Register(&Session{ID: sess.ID, Public: ed25519.PublicKey(req.PublicKey), Prompt: ctlPrompter{sess}})
+	unregister, err := c.registry.Register(&Session{ID: sess.ID, Public: ed25519.PublicKey(req.PublicKey), Prompt: ctlPrompter{sess},
+		Command: sess.Command, PID: sess.PeerPID, Started: sess.Attached})
 	if err != nil {
 		return nil, ctl.Errorf(ctl.ErrBadRequest.Code, "%s: %v", TypeRegister, err)
 	}

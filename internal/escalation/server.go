@@ -224,7 +224,7 @@ func (s *Server) serve(ctx context.Context, req *wire.Request, sess *Session, ou
 		out.send(wire.Frame{Type: wire.FramePending, Message: "waiting for approval on the lazaret terminal: " + v.Reason})
 		ans, err := s.ask(ctx, sess, PromptRequest{RequestID: req.RequestID, Profile: req.Profile, Justification: req.Justification,
 			Cwd: req.Cwd, HostDir: hostDir, Command: req.Command, Argv: v.Argv, Executable: v.Executable, Reason: v.Reason,
-			Path: s.cfg.Policy.Path})
+			Path: s.cfg.Policy.Path, SessionCommand: sess.Command, SessionPID: sess.PID, SessionStarted: sess.Started})
 		dec := base
 		dec.Kind, dec.Argv, dec.Executable = EventDecision, v.Argv, v.Executable
 		switch {
