@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,7 +75,8 @@ func newRig(t *testing.T, auto ...[]string) *rig {
 		t.Fatal(err)
 	}
 	r.sess, _ = session.New()
-	if _, err := r.reg.Register(&Session{ID: r.sess.ID, Public: r.sess.Public, Prompt: r.prompt}); err != nil {
+	if _, err := r.reg.Register(&Session{ID: r.sess.ID, Public: r.sess.Public, Prompt: r.prompt,
+		Command: []string{"shell"}, PID: 4242, Started: time.Unix(2e9, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	srv := NewServer(Config{
@@ -219,6 +221,10 @@ func TestPromptDecisions(t *testing.T) {
 	if got.Justification != "why" || got.Executable != "/usr/bin/echo" || got.Profile != "claude" || len(got.RequestID) != 32 {
 		t.Fatalf("prompt request %+v", got)
 	}
+	// The prompt names the session that asked.
+	if !slices.Equal(got.SessionCommand, []string{"shell"}) || got.SessionPID != 4242 || !got.SessionStarted.Equal(time.Unix(2e9, 0)) {
+		t.Fatalf("prompt does not name the session: %+v", got)
+	}
 	// Approve.
 	r.prompt.answer = func(PromptRequest) Answer { return Answer{Action: Approve} }
 	if code, out, _ := r.escalate(r.env(), "--", "echo", "approved"); code != 0 || out != "approved\n" {
@@ -228,8 +234,10 @@ func TestPromptDecisions(t *testing.T) {
 	r.prompt.answer = func(PromptRequest) Answer {
 		return Answer{Action: Approve, Argv: []string{"echo", "edited"}, Executable: "/usr/bin/echo"}
 	}
-	if code, out, _ := r.escalate(r.env(), "--", "echo", "original"); code != 0 || out != "edited\n" {
-		t.Fatalf("edit: exit %d out %q", code, out)
+	// The agent is told the command was edited and what ran instead.
+	if code, out, errOut := r.escalate(r.env(), "--", "echo", "original"); code != 0 || out != "edited\n" ||
+		!strings.Contains(errOut, `the user edited the command; running ["echo" "edited"]`) {
+		t.Fatalf("edit: exit %d out %q err %q", code, out, errOut)
 	}
 	// An edit whose resolution differs from what the human saw is refused.
 	r.prompt.answer = func(PromptRequest) Answer {
