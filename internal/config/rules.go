@@ -304,6 +304,9 @@ func parseAutoApprove(s string) ([]string, error) {
 	if reason := shellwords.BannedEntryReason(fixed); reason != "" {
 		return nil, ruleErrf("%s can never be auto-approved: %s", quoteValue(s), reason)
 	}
+	if reason := shellwords.OpenSubcommandReason(fixed, args); reason != "" {
+		return nil, ruleErrf("%s: %s", quoteValue(s), reason)
+	}
 	if args {
 		fixed = append(fixed, shellwords.ArgsPlaceholder)
 	}

@@ -102,6 +102,9 @@ func (p *Policy) match(argv []string, dir string) (auto bool, reason, rule strin
 		if r := shellwords.BannedEntryReason(fixed); r != "" {
 			return false, r, ""
 		}
+		if r := shellwords.OpenSubcommandReason(fixed, args); r != "" {
+			return false, r, ""
+		}
 		extra := argv[len(fixed):]
 		if len(extra) > 0 && !args {
 			reason = fmt.Sprintf("auto_approve entry %q approves exactly its words; %d more were appended (an entry ending in %s admits plain words)",

@@ -167,6 +167,19 @@ func TestAppendedWords(t *testing.T) {
 			}
 		}
 	}
+	// An entry that lets {args} pick a dangerous subcommand is refused at
+	// match time too (config validation bypassed), and a request naming
+	// one is refused whatever entry matches.
+	open := &Policy{AutoApprove: [][]string{{"npm", "{args}"}, {"make", "{args}"}}, Path: bin, Workspace: ws}
+	for _, argv := range [][]string{{"npm", "test"}, {"npm", "isntall", "evil"}, {"npm", "exec", "evil"}} {
+		if v := open.Evaluate(argv, "", ws); v.Auto {
+			t.Errorf("%q auto-approved by an open npm entry", argv)
+		}
+	}
+	if v := open.Evaluate([]string{"make", "all"}, "", ws); !v.Auto {
+		t.Errorf("control: make all refused: %s", v.Reason)
+	}
+
 	// From a subdirectory, relative words resolve there.
 	if v := args.Evaluate([]string{"make", "lint", "pw"}, "", filepath.Join(ws, "sub")); v.Auto {
 		t.Error("a symlink to a host file, named from a subdirectory, was auto-approved")

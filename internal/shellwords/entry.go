@@ -2,6 +2,7 @@ package shellwords
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 )
@@ -78,4 +79,23 @@ func PlainWordReason(w string) string {
 		return "a '..' path component"
 	}
 	return ""
+}
+
+// OpenSubcommandReason refuses an entry whose {args} would choose the
+// subcommand of a tool with dangerous ones ("npm {args}" admits
+// `npm isntall x`, an alias of install): the entry must name it.
+func OpenSubcommandReason(fixed []string, args bool) string {
+	if !args || len(fixed) == 0 {
+		return ""
+	}
+	tool := filepath.Base(fixed[0])
+	if _, ok := bannedSub[tool]; !ok {
+		return ""
+	}
+	for _, w := range fixed[1:] {
+		if !strings.HasPrefix(w, "-") && !strings.HasPrefix(w, "+") {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%s would let the agent choose the %s subcommand (some download or run any code): name the subcommand, e.g. %q", ArgsPlaceholder, tool, tool+" test "+ArgsPlaceholder)
 }
