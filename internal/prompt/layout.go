@@ -1,6 +1,7 @@
 package prompt
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -172,7 +173,11 @@ func (m *Model) body(r escalation.PromptRequest, w int) []bodyLine {
 		add(-1, "", warn.Render("not one simple command: it cannot run as it is (never through a shell); E to edit"))
 		return out
 	}
-	add(-1, "executable", Visible(r.Executable))
+	exe := Visible(r.Executable)
+	if why := cmp.Or(shellwords.BannedEntryReason(r.Argv), shellwords.BannedReason(r.Executable)); why != "" {
+		exe += "  " + warn.Render("← "+why)
+	}
+	add(-1, "executable", exe)
 	for i, a := range r.Argv {
 		v := `"` + Visible(a) + `"`
 		if why := wordFlag(i, a); why != "" {

@@ -152,6 +152,7 @@ func TestEditIsCheckedAndShownAgain(t *testing.T) {
 		{"make lint SHELL=/bin/cat", "an assignment", []string{"make", "lint", "SHELL=/bin/cat"}},
 		{"make lint 'a;b'", "shell metacharacters", []string{"make", "lint", "a;b"}},
 		{"make lint ../x", "'..'", []string{"make", "lint", "../x"}},
+		{"env make lint", "env runs any command", []string{"env", "make", "lint"}},
 	} {
 		rec := &recorder{}
 		m := newModel(req("r1", "make", "lint"), resolver, rec.decide)
