@@ -69,7 +69,7 @@ func (m *Model) size() (w, h int) {
 func (m *Model) layout() *screen {
 	w, h := m.size()
 	r := m.current()
-	s := &screen{body: m.body(r, w)}
+	s := &screen{body: m.cachedBody(r, w)}
 	s.small = w < minWidth || h < minHeight
 	s.top = m.top(r, w)
 	s.bottom = m.bottomLines(s, w, h)
@@ -132,6 +132,23 @@ func sessionLine(r escalation.PromptRequest) string {
 		s += ")"
 	}
 	return s
+}
+
+// bodyKey identifies a wrapped body: the request, its edit, the width.
+type bodyKey struct {
+	id    string
+	gen   int
+	width int
+}
+
+// cachedBody wraps the body once per request, edit and width: a request
+// of tens of thousands of words would otherwise be wrapped on every key.
+func (m *Model) cachedBody(r escalation.PromptRequest, w int) []bodyLine {
+	k := bodyKey{r.RequestID, m.gen, w}
+	if m.bodyCache == nil || m.bodyKey != k {
+		m.bodyKey, m.bodyCache = k, m.body(r, w)
+	}
+	return m.bodyCache
 }
 
 // body is the whole request, wrapped to the width: nothing is cut.

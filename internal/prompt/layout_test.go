@@ -200,3 +200,36 @@ func TestEditedLongCommandMustBeReadAgain(t *testing.T) {
 		t.Fatal("a long edit was approved before it was read")
 	}
 }
+
+// FuzzRender: whatever the sandbox puts in a request, at any terminal
+// size the prompt fills exactly the screen, no line is wider than it, and
+// the key legend is on it.
+func FuzzRender(f *testing.F) {
+	f.Add("make lint SHELL=/bin/cat", "because\nreally", "/workspace", uint8(80), uint8(24))
+	f.Add(strings.Repeat("w ", 300), strings.Repeat("x", 5000), strings.Repeat("/deep", 200), uint8(40), uint8(12))
+	f.Add("\x1b[2J 漢字漢字 \u202e", "\t\r\n", "ü", uint8(41), uint8(13))
+	f.Fuzz(func(t *testing.T, argv, why, cwd string, w, h uint8) {
+		width, height := max(int(w), minWidth), max(int(h), minHeight)
+		r := req("r1", append([]string{"make"}, strings.Fields(argv)...)...)
+		r.Justification, r.Cwd, r.HostDir = why, cwd, cwd
+		m := New(r, resolver, func(Decision) {})
+		m.Update(tea.WindowSizeMsg{Width: width, Height: height})
+		for _, k := range []string{"G", "a", "g", " "} {
+			if m.Update(key(k)); m.Pending() == 0 {
+				return // approved: the request fitted
+			}
+			lines := strings.Split(strings.TrimSuffix(m.Render(), "\n"), "\n")
+			if len(lines) != height {
+				t.Fatalf("%dx%d: %d lines", width, height, len(lines))
+			}
+			for _, l := range lines {
+				if ansi.StringWidth(l) > width {
+					t.Fatalf("%dx%d: line of width %d: %q", width, height, ansi.StringWidth(l), plain(l))
+				}
+			}
+			if !strings.Contains(plain(m.Render()), "[Q] abort") {
+				t.Fatalf("%dx%d: no legend", width, height)
+			}
+		}
+	})
+}

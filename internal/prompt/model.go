@@ -62,6 +62,10 @@ type Model struct {
 	// have been on screen: A is refused until all have.
 	offset int
 	seen   []bool
+	// gen counts shown commands (requests and edits), keying bodyCache.
+	gen       int
+	bodyKey   bodyKey
+	bodyCache []bodyLine
 }
 
 // New returns a model with the first request r.
@@ -117,7 +121,7 @@ func (m *Model) reset() {
 
 // showAgain starts the request over at its top, unseen: a new request or
 // an edited command must be read to its end before A.
-func (m *Model) showAgain() { m.offset, m.seen = 0, nil }
+func (m *Model) showAgain() { m.offset, m.seen, m.gen = 0, nil, m.gen+1 }
 
 // track clamps the scroll offset and marks the lines now on screen seen.
 func (m *Model) track() {
@@ -308,6 +312,9 @@ func (m *Model) View() tea.View {
 // Render is the prompt's text (View without the tea wrapper): exactly the
 // terminal's height in lines, none wider than it.
 func (m *Model) Render() string {
+	if len(m.queue) == 0 {
+		return ""
+	}
 	l := m.layout()
 	out := append(append(l.top, l.window()...), l.bottom...)
 	return strings.Join(out, "\n") + "\n"
