@@ -1,6 +1,7 @@
 package escalation
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -80,17 +81,17 @@ func (p *Policy) Evaluate(argv []string, command, dir string) Verdict {
 		v.Reason = "shell metacharacters or control characters"
 	case shellwords.BannedEntryReason(argv) != "":
 		v.Reason = shellwords.BannedEntryReason(argv)
-	case shellwords.BannedReason(argv[0]) != "":
-		v.Reason = shellwords.BannedReason(argv[0])
-	case shellwords.BannedReason(exe) != "":
-		v.Reason = fmt.Sprintf("%s resolves to %s: %s", argv[0], exe, shellwords.BannedReason(exe))
+	case shellwords.BannedEntryReason(append([]string{exe}, argv[1:]...)) != "":
+		// By the real binary's name too: a symlink "mk" to python3, or
+		// "mynpm exec" to npm.
+		v.Reason = fmt.Sprintf("%s resolves to %s: %s", argv[0], exe, shellwords.BannedEntryReason(append([]string{exe}, argv[1:]...)))
 	default:
-		v.Auto, v.Reason, v.Rule = p.match(argv, dir)
+		v.Auto, v.Reason, v.Rule = p.match(argv, exe, dir)
 	}
 	return v
 }
 
-func (p *Policy) match(argv []string, dir string) (auto bool, reason, rule string) {
+func (p *Policy) match(argv []string, exe, dir string) (auto bool, reason, rule string) {
 	reason = "no auto_approve entry matches"
 	for _, e := range p.AutoApprove {
 		fixed, args := splitEntry(e)
@@ -102,7 +103,8 @@ func (p *Policy) match(argv []string, dir string) (auto bool, reason, rule strin
 		if r := shellwords.BannedEntryReason(fixed); r != "" {
 			return false, r, ""
 		}
-		if r := shellwords.OpenSubcommandReason(fixed, args); r != "" {
+		byExe := append([]string{exe}, fixed[1:]...)
+		if r := cmp.Or(shellwords.OpenSubcommandReason(fixed, args), shellwords.OpenSubcommandReason(byExe, args)); r != "" {
 			return false, r, ""
 		}
 		extra := argv[len(fixed):]

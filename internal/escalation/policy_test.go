@@ -86,7 +86,7 @@ func legacyMatch(entries [][]string, argv []string) bool {
 // legacy matcher, make's own variables (SHELL, .SHELLFLAGS, MAKEFILES,
 // MAKEFLAGS) ran any host program on any host file without a prompt.
 func TestAppendedWords(t *testing.T) {
-	bin := fakeBin(t, []string{"make", "npm"}, nil)
+	bin := fakeBin(t, []string{"make", "npm"}, map[string]string{"mynpm": "npm"})
 	ws := t.TempDir()
 	outside := t.TempDir()
 	for _, d := range []string{"sub", "src"} {
@@ -171,7 +171,8 @@ func TestAppendedWords(t *testing.T) {
 	// match time too (config validation bypassed), and a request naming
 	// one is refused whatever entry matches.
 	open := &Policy{AutoApprove: [][]string{{"npm", "{args}"}, {"make", "{args}"}}, Path: bin, Workspace: ws}
-	for _, argv := range [][]string{{"npm", "test"}, {"npm", "isntall", "evil"}, {"npm", "exec", "evil"}} {
+	open.AutoApprove = append(open.AutoApprove, []string{"mynpm", "{args}"})
+	for _, argv := range [][]string{{"npm", "test"}, {"npm", "isntall", "evil"}, {"npm", "exec", "evil"}, {"mynpm", "exec", "evil"}, {"mynpm", "isntall", "evil"}} {
 		if v := open.Evaluate(argv, "", ws); v.Auto {
 			t.Errorf("%q auto-approved by an open npm entry", argv)
 		}
