@@ -177,7 +177,12 @@ func (r *escRig) lastRejection() string {
 }
 
 func TestEscalationFromSandbox(t *testing.T) {
-	r := newEscRig(t, []string{"echo"}, []string{"false"}, []string{"cat"}, []string{"readlink"}, []string{"pwd"}, []string{"make", "lint"})
+	// An entry approves exactly its argv; echo admits plain words.
+	fds := []string{"readlink"}
+	for i := 0; i < 10; i++ {
+		fds = append(fds, "/proc/self/fd/"+strconv.Itoa(i))
+	}
+	r := newEscRig(t, []string{"echo", "{args}"}, []string{"false"}, []string{"cat", "/proc/self/stat"}, fds, []string{"pwd"}, []string{"make", "lint"})
 	env := r.delegationEnv(r.sess)
 
 	t.Run("sandbox is gVisor", func(t *testing.T) {
@@ -518,7 +523,7 @@ func TestEscalationPromptThroughPTY(t *testing.T) {
 // both land in the domain's audit trail with their decisions.
 func TestEscalationNoTTYDeniesAndAudits(t *testing.T) {
 	e := NewEnv(t)
-	e.WriteConfig("[escalation]\nauto_approve = [\"echo\"]\n")
+	e.WriteConfig("[escalation]\nauto_approve = [\"echo {args}\"]\n")
 	r := e.Run("exec", "--", "sh", "-c", "lazaret-escalate -- echo hi; lazaret-escalate -- printf x; echo rc=$?")
 	if r.Code != 0 || !strings.Contains(r.Stdout, "hi\n") || !strings.Contains(r.Stdout, "rc=126") || !strings.Contains(r.Stderr, "no terminal") {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
@@ -529,7 +534,7 @@ func TestEscalationNoTTYDeniesAndAudits(t *testing.T) {
 		audit = res.Stdout
 		return res.Code == 0 && strings.Contains(audit, "escalation.result")
 	})
-	for _, want := range []string{"decision=auto", `rule="echo"`, "argv=[printf x]", "decision=denied", "no terminal", "exit=0"} {
+	for _, want := range []string{"decision=auto", `rule="echo {args}"`, "argv=[printf x]", "decision=denied", "no terminal", "exit=0"} {
 		if !strings.Contains(audit, want) {
 			t.Errorf("audit lacks %q:\n%s", want, audit)
 		}

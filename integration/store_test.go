@@ -53,7 +53,7 @@ func byKind(entries []audit.Entry, k audit.Kind) []audit.Entry {
 // store directly and the chain still verifies.
 func TestStoreAuditThroughCoordinator(t *testing.T) {
 	e, d := lcEnv(t)
-	e.WriteConfig("[escalation]\nauto_approve = [\"echo\"]\n")
+	e.WriteConfig("[escalation]\nauto_approve = [\"echo 'from host'\"]\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	holder := e.Cmd(ctx, "exec", "--", "sleep", "600")

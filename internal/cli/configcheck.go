@@ -54,6 +54,10 @@ func runConfigCheck(g *globalOptions) error {
 		fmt.Fprintf(g.io.ErrOut, "hint: %s\n", hint)
 		return exitError{exitConfig}
 	}
+	// Accepted, but what they run is decided by files in the workspace.
+	for _, w := range cfg.Escalation.RunnerWarnings {
+		fmt.Fprintf(g.io.ErrOut, "lazaret: warning: %s\n", w)
+	}
 	if cfg.File == "" {
 		path, _ := config.DefaultPath()
 		fmt.Fprintf(g.io.Out, "ok: no configuration file at %s; built-in defaults (profiles: %s)\n", path, strings.Join(cfg.ProfileNames(), ", "))

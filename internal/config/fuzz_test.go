@@ -2,8 +2,11 @@ package config
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/shellwords"
 )
 
 // FuzzLoad feeds arbitrary documents through the decoder and the
@@ -16,6 +19,7 @@ func FuzzLoad(f *testing.F) {
 	f.Setenv("XDG_RUNTIME_DIR", filepath.Join(root, "run"))
 	f.Setenv("LZ_FUZZ_VAR", "value")
 	f.Add(Starter)
+	f.Add([]byte("[escalation]\nauto_approve = [\"make lint {args}\", \"npm {args} x\", \"go run .\"]\n"))
 	f.Add([]byte("[profiles.claude]\nimage = \"node:22\"\nvolumes = [{host = \"{profile_dir}/home\", container = \"/root\", mode = \"ro,z\"}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.toml", data)
@@ -63,7 +67,8 @@ func FuzzLoad(f *testing.F) {
 				}
 			}
 			for _, argv := range c.Escalation.AutoApprove {
-				if len(argv) == 0 || strings.ContainsRune(argv[0], 0) {
+				if len(argv) == 0 || strings.ContainsRune(argv[0], 0) || argv[0] == shellwords.ArgsPlaceholder ||
+					slices.Contains(argv[:len(argv)-1], shellwords.ArgsPlaceholder) || shellwords.BannedEntryReason(argv) != "" {
 					t.Fatalf("bad auto_approve %q", argv)
 				}
 			}

@@ -272,12 +272,18 @@ func (v *validator) build(fc *fileConfig) *Config {
 	}
 	cfg.Escalation.SocketDir = v.globalPath(keyPath{"escalation", "socket_dir"}, sd)
 	for i, s := range fc.Escalation.AutoApprove {
+		key := keyPath{"escalation", "auto_approve"}.index(i)
 		argv, err := parseAutoApprove(s)
 		if err != nil {
-			v.fail(keyPath{"escalation", "auto_approve"}.index(i), err)
+			v.fail(key, err)
 			continue
 		}
 		cfg.Escalation.AutoApprove = append(cfg.Escalation.AutoApprove, argv)
+		if in := scriptRunner(argv); in != "" {
+			e := &Error{File: v.file, Line: v.pos.lookup(key), Key: key.String(),
+				Msg: fmt.Sprintf("%s runs what the workspace's %s says; in direct mode the agent edits it", quoteValue(s), in)}
+			cfg.Escalation.RunnerWarnings = append(cfg.Escalation.RunnerWarnings, e.Error())
+		}
 	}
 
 	guard := newHostGuard(cfg.DataRoot, v.file)

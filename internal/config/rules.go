@@ -3,7 +3,9 @@ package config
 import (
 	"net/netip"
 	"path"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/lazaret-dev/lazaret/internal/domain"
@@ -282,9 +284,12 @@ func checkImage(ref string) (pinned bool, err error) {
 	return tag != "" && tag != "latest", nil
 }
 
-// parseAutoApprove parses one auto_approve entry into its argv. It must be
-// one simple command of literal words, and its program must not be one
-// that runs arbitrary commands (git, shells, env, sudo, interpreters...).
+// parseAutoApprove parses one auto_approve entry into its argv: exactly
+// the words a request must have, followed by shellwords.ArgsPlaceholder
+// when the entry ends with {args} (plain words may then be appended). It
+// must be one simple command of literal words, and neither its program
+// nor its subcommand may run arbitrary commands (git, shells, env, sudo,
+// interpreters, npm exec, go run...).
 func parseAutoApprove(s string) ([]string, error) {
 	if strings.ContainsRune(s, 0) {
 		return nil, securityErrf("contains a NUL byte")
@@ -292,12 +297,50 @@ func parseAutoApprove(s string) ([]string, error) {
 	if shellwords.HasMeta(s) {
 		return nil, ruleErrf("%s contains shell metacharacters or control characters; write a plain command", quoteValue(s))
 	}
-	argv, err := shellwords.Split(s)
+	fixed, args, err := shellwords.ParseEntry(s)
 	if err != nil {
 		return nil, ruleErrf("%s: %v", quoteValue(s), err)
 	}
-	if reason := shellwords.BannedReason(argv[0]); reason != "" {
+	if reason := shellwords.BannedEntryReason(fixed); reason != "" {
 		return nil, ruleErrf("%s can never be auto-approved: %s", quoteValue(s), reason)
 	}
-	return argv, nil
+	if reason := shellwords.OpenSubcommandReason(fixed, args); reason != "" {
+		return nil, ruleErrf("%s: %s", quoteValue(s), reason)
+	}
+	if args {
+		fixed = append(fixed, shellwords.ArgsPlaceholder)
+	}
+	return fixed, nil
+}
+
+// runnerInputs names, per script runner, what in the workspace decides
+// what it runs.
+var runnerInputs = map[string]string{
+	"make": "Makefile", "gmake": "Makefile", "bmake": "Makefile", "npm": "package.json (scripts)",
+	"yarn": "package.json (scripts)", "pnpm": "package.json (scripts)", "cargo": "Cargo.toml, build.rs and macros",
+	"go": "go.mod, //go:generate lines, cgo and test code", "pytest": "conftest.py and tests", "py.test": "conftest.py and tests",
+	"tox": "tox.ini", "nox": "noxfile.py", "gradle": "build.gradle", "gradlew": "gradlew and build.gradle",
+	"mvn": "pom.xml (plugins)", "mvnw": "mvnw and pom.xml", "rake": "Rakefile", "just": "justfile", "bundle": "Gemfile",
+	"composer": "composer.json (scripts)", "ant": "build.xml", "ninja": "build.ninja", "cmake": "CMakeLists.txt",
+	"meson": "meson.build", "bazel": "BUILD and .bazelrc", "bazelisk": "BUILD and .bazelrc", "sbt": "build.sbt",
+	"lein": "project.clj", "mix": "mix.exs", "dotnet": "the project files (MSBuild tasks)", "swift": "Package.swift",
+	"cabal": "the .cabal file (Setup.hs)", "stack": "stack.yaml", "task": "Taskfile.yml", "rebar3": "rebar.config",
+	"scons": "SConstruct", "ctest": "CTestTestfile.cmake", "phpunit": "phpunit.xml and tests", "jest": "jest.config.js",
+	"vitest": "vitest.config", "eslint": "eslint.config.js", "prettier": "prettier.config.js", "rubocop": ".rubocop.yml (require:)",
+	"pylint": ".pylintrc (load-plugins)", "mypy": "mypy.ini (plugins)", "pre-commit": ".pre-commit-config.yaml",
+	"golangci-lint": ".golangci.yml", "poetry": "pyproject.toml", "hatch": "pyproject.toml", "pdm": "pyproject.toml",
+}
+
+// scriptRunner returns the workspace files that decide what an entry runs,
+// or "" when its program is not a known script runner. A relative program
+// path (./scripts/lint) is itself a file of the workspace.
+func scriptRunner(argv []string) string {
+	if !filepath.IsAbs(argv[0]) && strings.Contains(argv[0], "/") {
+		return "script " + argv[0]
+	}
+	base := filepath.Base(argv[0])
+	if base == "go" && len(argv) > 1 && slices.Contains([]string{"fmt", "version", "doc", "help"}, argv[1]) {
+		return ""
+	}
+	return runnerInputs[base]
 }

@@ -195,8 +195,8 @@ func TestGitMode(t *testing.T) {
 
 func TestAutoApprove(t *testing.T) {
 	testEnv(t)
-	c := mustParse(t, "[escalation]\nauto_approve = [\"make lint\", \"cargo fmt --check\", \"npm 'run' \\\"test\\\"\"]\n")
-	want := [][]string{{"make", "lint"}, {"cargo", "fmt", "--check"}, {"npm", "run", "test"}}
+	c := mustParse(t, "[escalation]\nauto_approve = [\"make lint\", \"cargo fmt --check\", \"npm 'run' \\\"test\\\"\", \"npm test {args}\"]\n")
+	want := [][]string{{"make", "lint"}, {"cargo", "fmt", "--check"}, {"npm", "run", "test"}, {"npm", "test", "{args}"}}
 	if !reflect.DeepEqual(c.Escalation.AutoApprove, want) {
 		t.Errorf("AutoApprove = %q", c.Escalation.AutoApprove)
 	}
@@ -213,9 +213,57 @@ func TestAutoApprove(t *testing.T) {
 		"FOO=1 make":          "not a single simple command",
 		"":                    "not a single simple command",
 		"make lint\nrm":       "metacharacters",
+		// The placeholder syntax.
+		"make {args} lint":    "must be the last word",
+		"make {arg}":          "unknown placeholder",
+		"make lint {args...}": "unknown placeholder",
+		"make {args":          "unknown placeholder",
+		"{args}":              "needs a command",
+		// Tools and subcommands that run what their arguments say.
+		"npm exec foo {args}": "npm exec downloads and runs",
+		"npm x foo":           "npm x downloads",
+		"go run .":            "go run builds and runs",
+		"pnpm dlx x":          "pnpm dlx",
+		"find . -name x":      "find -exec",
+		"awk 1":               "system()",
+		"sed -n p":            "e command",
+		"busybox make":        "busybox",
+		"timeout 10 make":     "timeout runs",
+		"ssh host":            "ssh runs",
+		"tar cf x.tar .":      "--to-command",
+		"zip -r x.zip .":      "-TT",
+		"less README":         "less can start a shell",
+		"git-upload-pack .":   "interpreter",
+		"docker ps":           "containers",
+		"lazaret status":      "lazaret controls",
+		"dpkg -l":             "installs packages",
+		"npx jest":            "npx downloads",
+		"zsh -c x":            "shell",
+		"tee out":             "writes any file",
+		"curl https://x":      "-K",
 	} {
 		doc := "[escalation]\nauto_approve = [" + quoteValue(entry) + "]\n"
 		wantErr(t, doc, "escalation.auto_approve[0]", msg, strings.Contains(entry, "\x00"))
+	}
+}
+
+// TestAutoApproveRunnerWarnings: entries whose program runs what files in
+// the workspace say are accepted with a warning naming file, line and key;
+// read-only tools are not.
+func TestAutoApproveRunnerWarnings(t *testing.T) {
+	testEnv(t)
+	c := mustParse(t, "[escalation]\nauto_approve = [\n\"make lint\",\n\"shellcheck x.sh\",\n\"npm test {args}\",\n\"go fmt ./...\",\n\"go test ./...\",\n\"./scripts/lint\",\n]\n")
+	want := []string{
+		`test.toml:3: escalation.auto_approve[0]: "make lint" runs what the workspace's Makefile says; in direct mode the agent edits it`,
+		`test.toml:5: escalation.auto_approve[2]: "npm test {args}" runs what the workspace's package.json (scripts) says; in direct mode the agent edits it`,
+		`test.toml:7: escalation.auto_approve[4]: "go test ./..." runs what the workspace's go.mod, //go:generate lines, cgo and test code says; in direct mode the agent edits it`,
+		`test.toml:8: escalation.auto_approve[5]: "./scripts/lint" runs what the workspace's script ./scripts/lint says; in direct mode the agent edits it`,
+	}
+	if !reflect.DeepEqual(c.Escalation.RunnerWarnings, want) {
+		t.Errorf("RunnerWarnings:\n%s\nwant\n%s", strings.Join(c.Escalation.RunnerWarnings, "\n"), strings.Join(want, "\n"))
+	}
+	if len(c.Warnings) != 0 {
+		t.Errorf("runner warnings also printed by every command: %q", c.Warnings)
 	}
 }
 

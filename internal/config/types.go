@@ -37,8 +37,13 @@ type Network struct {
 type Escalation struct {
 	Enabled   bool
 	SocketDir string
-	// AutoApprove holds each auto_approve entry parsed into its argv.
+	// AutoApprove holds each auto_approve entry parsed into its argv; a
+	// last word shellwords.ArgsPlaceholder admits appended plain words.
 	AutoApprove [][]string
+	// RunnerWarnings name the entries whose program runs what files in
+	// the workspace say (make, npm, cargo...), one "file:line: key:
+	// message" each; `lazaret config check` prints them.
+	RunnerWarnings []string
 }
 
 // Profile is one [profiles.<name>] section (or the built-in default).

@@ -179,7 +179,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	home, _ := os.UserHomeDir()
 	srv := NewServer(Config{
 		Profile: a.Profile, SandboxID: a.Hash, Workspace: a.Workspace, Registry: c.registry,
-		Policy:   &Policy{AutoApprove: c.o.AutoApprove, Path: SafePath(os.Getenv("PATH"))},
+		Policy:   &Policy{AutoApprove: c.o.AutoApprove, Path: SafePath(os.Getenv("PATH")), Workspace: a.Workspace},
 		Executor: &Executor{Env: MinimalEnv(os.Getenv("PATH"), home, os.Getenv("LANG"))},
 		Auditor:  c.o.Auditor, Log: c.o.Log,
 	}, ta.ServerConfig())
@@ -337,7 +337,8 @@ func (c *Component) handleRegister(ctx context.Context, r *ctl.Request) (any, er
 		return nil, ctl.Errorf(ctl.ErrBadRequest.Code, "%s: public_key must be an Ed25519 key", TypeRegister)
 	}
 	sess := r.Session
-	unregister, err := c.registry.Register(&Session{ID: sess.ID, Public: ed25519.PublicKey(req.PublicKey), Prompt: ctlPrompter{sess}})
+	unregister, err := c.registry.Register(&Session{ID: sess.ID, Public: ed25519.PublicKey(req.PublicKey), Prompt: ctlPrompter{sess},
+		Command: sess.Command, PID: sess.PeerPID, Started: sess.Attached})
 	if err != nil {
 		return nil, ctl.Errorf(ctl.ErrBadRequest.Code, "%s: %v", TypeRegister, err)
 	}

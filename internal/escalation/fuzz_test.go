@@ -53,38 +53,74 @@ func FuzzVerify(f *testing.F) {
 
 // FuzzPolicy: a command string is auto-approved only if it has no shell
 // metacharacter or control character, splits into exactly the argv that
-// runs, starts with an auto_approve entry, appends no argument beginning
-// with "-", and names no banned executable.
+// runs, equals an auto_approve entry or extends one ending in {args} by
+// plain words only, and names no banned executable.
 func FuzzPolicy(f *testing.F) {
 	for _, s := range []string{"echo hi", "echo 'a b'", "echo hi; id", "echo --x", "echo $(id)", "echo \x1b[2J",
-		"echo\thi", `echo "a\"b"`, "ls", "echo hi\nid", "sh -c id", "echo\u00a0x", "echo a\\ b"} {
+		"echo\thi", `echo "a\"b"`, "ls", "echo hi\nid", "sh -c id", "echo\u00a0x", "echo a\\ b", "ls -l x",
+		"echo SHELL=/bin/cat", "echo ../x", "echo /etc/passwd", "echo +x", "echo ~", "echo .SHELLFLAGS=x"} {
 		f.Add(s)
 	}
-	p := &Policy{AutoApprove: [][]string{{"echo"}, {"ls", "-l"}, {"sh"}}, Path: "/usr/bin:/bin"}
+	p := &Policy{AutoApprove: [][]string{{"echo", "{args}"}, {"ls", "-l"}, {"sh"}}, Path: "/usr/bin:/bin", Workspace: f.TempDir()}
 	f.Fuzz(func(t *testing.T, cmd string) {
-		v := p.Evaluate(nil, cmd, "/")
-		if !v.Auto {
+		checkApproved(t, p, cmd, p.Evaluate(nil, cmd, p.Workspace))
+	})
+}
+
+// FuzzEntryMatch: any auto_approve entry ParseEntry accepts, matched
+// against any command: what is approved is the entry's exact words plus,
+// only for an {args} entry, plain words.
+func FuzzEntryMatch(f *testing.F) {
+	f.Add("echo {args}", "echo hi")
+	f.Add("echo", "echo SHELL=/bin/cat")
+	f.Add("make lint {args}", "make lint .SHELLFLAGS=x")
+	f.Add("true {args}", "true ../x")
+	f.Add("true x {args} y", "true x y")
+	f.Add("true '{args}'", "true {args}")
+	ws := f.TempDir()
+	f.Fuzz(func(t *testing.T, entry, cmd string) {
+		fixed, args, err := shellwords.ParseEntry(entry)
+		if err != nil {
 			return
 		}
-		if shellwords.HasMeta(cmd) {
-			t.Fatalf("%q auto-approved with a metacharacter", cmd)
+		if len(fixed) == 0 || slices.Contains(fixed, shellwords.ArgsPlaceholder) {
+			t.Fatalf("ParseEntry(%q) = %q, %v", entry, fixed, args)
 		}
-		argv, err := shellwords.Split(cmd)
-		if err != nil || !slices.Equal(argv, v.Argv) {
-			t.Fatalf("%q: runs %q but splits to %q (%v)", cmd, v.Argv, argv, err)
+		e := slices.Clone(fixed)
+		if args {
+			e = append(e, shellwords.ArgsPlaceholder)
 		}
-		if shellwords.BannedReason(v.Executable) != "" || shellwords.BannedReason(argv[0]) != "" {
-			t.Fatalf("%q: banned executable auto-approved", cmd)
-		}
-		ok := false
-		for _, e := range p.AutoApprove {
-			if len(argv) >= len(e) && slices.Equal(argv[:len(e)], e) &&
-				!slices.ContainsFunc(argv[len(e):], func(a string) bool { return strings.HasPrefix(a, "-") }) {
-				ok = true
-			}
-		}
-		if !ok {
-			t.Fatalf("%q auto-approved without a matching entry", cmd)
-		}
+		p := &Policy{AutoApprove: [][]string{e}, Path: "/usr/bin:/bin", Workspace: ws}
+		checkApproved(t, p, cmd, p.Evaluate(nil, cmd, ws))
 	})
+}
+
+// checkApproved fails when v auto-approves cmd against p's rules.
+func checkApproved(t *testing.T, p *Policy, cmd string, v Verdict) {
+	t.Helper()
+	if !v.Auto {
+		return
+	}
+	if shellwords.HasMeta(cmd) {
+		t.Fatalf("%q auto-approved with a metacharacter", cmd)
+	}
+	argv, err := shellwords.Split(cmd)
+	if err != nil || !slices.Equal(argv, v.Argv) {
+		t.Fatalf("%q: runs %q but splits to %q (%v)", cmd, v.Argv, argv, err)
+	}
+	if shellwords.BannedReason(v.Executable) != "" || shellwords.BannedEntryReason(argv) != "" {
+		t.Fatalf("%q: banned executable auto-approved", cmd)
+	}
+	for _, e := range p.AutoApprove {
+		fixed, args := splitEntry(e)
+		if len(argv) < len(fixed) || !slices.Equal(argv[:len(fixed)], fixed) || (!args && len(argv) != len(fixed)) {
+			continue
+		}
+		if !slices.ContainsFunc(argv[len(fixed):], func(a string) bool {
+			return shellwords.PlainWordReason(a) != "" || strings.ContainsAny(a, "=~") || strings.HasPrefix(a, "-")
+		}) {
+			return
+		}
+	}
+	t.Fatalf("%q auto-approved without a matching entry", cmd)
 }

@@ -1,6 +1,7 @@
 package escalation
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +19,9 @@ type Policy struct {
 	// Path is the PATH the executor gives commands; argv[0] is resolved
 	// through it.
 	Path string
+	// Workspace is the host workspace: an appended word may not name a
+	// path outside it. Empty means the command's own directory.
+	Workspace string
 }
 
 // Verdict is the policy's answer for one command.
@@ -44,9 +48,10 @@ type Verdict struct {
 //  2. the string is split into words without any expansion;
 //  3. argv[0] is resolved through PATH and symlinks; a banned executable
 //     (by the name given or the real binary's name) never auto-approves;
-//  4. an auto_approve entry must be an element-wise prefix of argv, and
-//     every argument appended after it must not begin with "-" (argument
-//     injection: --eval, --upload-pack, -c ...).
+//  4. an auto_approve entry approves exactly its argv; an entry ending in
+//     {args} also admits appended plain words (shellwords.PlainWordReason:
+//     no option, assignment, path outside the workspace or unusual
+//     character), so `make lint SHELL=/bin/cat` is never auto-approved.
 func (p *Policy) Evaluate(argv []string, command, dir string) Verdict {
 	var v Verdict
 	meta := false
@@ -74,35 +79,101 @@ func (p *Policy) Evaluate(argv []string, command, dir string) Verdict {
 	switch {
 	case meta:
 		v.Reason = "shell metacharacters or control characters"
-	case shellwords.BannedReason(argv[0]) != "":
-		v.Reason = shellwords.BannedReason(argv[0])
-	case shellwords.BannedReason(exe) != "":
-		v.Reason = fmt.Sprintf("%s resolves to %s: %s", argv[0], exe, shellwords.BannedReason(exe))
+	case shellwords.BannedEntryReason(argv) != "":
+		v.Reason = shellwords.BannedEntryReason(argv)
+	case shellwords.BannedEntryReason(append([]string{exe}, argv[1:]...)) != "":
+		// By the real binary's name too: a symlink "mk" to python3, or
+		// "mynpm exec" to npm.
+		v.Reason = fmt.Sprintf("%s resolves to %s: %s", argv[0], exe, shellwords.BannedEntryReason(append([]string{exe}, argv[1:]...)))
 	default:
-		v.Auto, v.Reason, v.Rule = p.match(argv)
+		v.Auto, v.Reason, v.Rule = p.match(argv, exe, dir)
 	}
 	return v
 }
 
-func (p *Policy) match(argv []string) (auto bool, reason, rule string) {
+func (p *Policy) match(argv []string, exe, dir string) (auto bool, reason, rule string) {
 	reason = "no auto_approve entry matches"
 	for _, e := range p.AutoApprove {
-		if len(e) == 0 || len(argv) < len(e) || !slices.Equal(argv[:len(e)], e) {
+		fixed, args := splitEntry(e)
+		if len(fixed) == 0 || len(argv) < len(fixed) || !slices.Equal(argv[:len(fixed)], fixed) {
 			continue
 		}
 		// A banned entry can only exist if config validation was bypassed;
 		// enforce it again here.
-		if shellwords.BannedReason(e[0]) != "" {
-			return false, shellwords.BannedReason(e[0]), ""
+		if r := shellwords.BannedEntryReason(fixed); r != "" {
+			return false, r, ""
 		}
-		extra := argv[len(e):]
-		if i := slices.IndexFunc(extra, func(a string) bool { return strings.HasPrefix(a, "-") }); i >= 0 {
-			reason = fmt.Sprintf("argument %q appended after auto_approve entry %q begins with '-'", extra[i], strings.Join(e, " "))
+		byExe := append([]string{exe}, fixed[1:]...)
+		if r := cmp.Or(shellwords.OpenSubcommandReason(fixed, args), shellwords.OpenSubcommandReason(byExe, args)); r != "" {
+			return false, r, ""
+		}
+		extra := argv[len(fixed):]
+		if len(extra) > 0 && !args {
+			reason = fmt.Sprintf("auto_approve entry %q approves exactly its words; %d more were appended (an entry ending in %s admits plain words)",
+				strings.Join(e, " "), len(extra), shellwords.ArgsPlaceholder)
+			continue
+		}
+		if why := p.appendedReason(extra, dir); why != "" {
+			reason = fmt.Sprintf("after auto_approve entry %q: %s", strings.Join(e, " "), why)
 			continue
 		}
 		return true, "", strings.Join(e, " ")
 	}
 	return false, reason, ""
+}
+
+// splitEntry separates an entry's fixed words from its trailing {args}.
+func splitEntry(e []string) (fixed []string, args bool) {
+	if n := len(e); n > 0 && e[n-1] == shellwords.ArgsPlaceholder {
+		return e[:n-1], true
+	}
+	return e, false
+}
+
+// appendedReason says why one of the words appended after an entry's
+// fixed part is not plain, or "" when all are.
+func (p *Policy) appendedReason(extra []string, dir string) string {
+	for _, w := range extra {
+		if why := shellwords.PlainWordReason(w); why != "" {
+			return fmt.Sprintf("appended word %q is %s", w, why)
+		}
+		if why := outsideWorkspace(w, dir, p.Workspace); why != "" {
+			return fmt.Sprintf("appended word %q %s", w, why)
+		}
+	}
+	return ""
+}
+
+// outsideWorkspace returns a reason when word, taken as a path relative to
+// dir, names (or would be created through) a place outside workspace once
+// symlinks are resolved: its deepest existing ancestor must resolve inside.
+func outsideWorkspace(word, dir, workspace string) string {
+	if workspace == "" {
+		workspace = dir
+	}
+	ws, err := filepath.EvalSymlinks(workspace)
+	if err != nil {
+		return "cannot be checked: workspace: " + err.Error()
+	}
+	p := filepath.Join(dir, word)
+	for {
+		if _, err := os.Lstat(p); err == nil {
+			break
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return "names no existing path"
+		}
+		p = parent
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "names a path that cannot be resolved: " + err.Error()
+	}
+	if real != ws && !strings.HasPrefix(real, ws+string(filepath.Separator)) {
+		return fmt.Sprintf("names a path outside the workspace (%s)", real)
+	}
+	return ""
 }
 
 // ErrNotExecutable is wrapped when argv[0] does not name an executable.

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"sync"
+	"time"
 )
 
 // Action is a human's answer to a prompt.
@@ -41,6 +42,11 @@ type PromptRequest struct {
 	// Path is the PATH the coordinator resolves and runs commands with, so
 	// an edited command resolves on the human's screen as it will run.
 	Path string `json:"path,omitempty"`
+	// The session that asked, as its CLI announced it (command) and as the
+	// coordinator saw it (pid from SO_PEERCRED, attach time).
+	SessionCommand []string  `json:"session_command,omitempty"`
+	SessionPID     int       `json:"session_pid,omitempty"`
+	SessionStarted time.Time `json:"session_started,omitzero"`
 }
 
 // Answer is the human's decision. For an edited command Argv is the new
@@ -68,6 +74,10 @@ type Session struct {
 	ID     string
 	Public ed25519.PublicKey
 	Prompt Prompter // nil: every prompt is denied
+	// Command, PID and Started name the session on its prompts.
+	Command []string
+	PID     int
+	Started time.Time
 }
 
 // Registry holds the sessions currently attached to the coordinator. A

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -221,56 +222,8 @@ func (s *Server) serve(ctx context.Context, req *wire.Request, sess *Session, ou
 
 	argv, exe := v.Argv, v.Executable
 	if !v.Auto {
-		out.send(wire.Frame{Type: wire.FramePending, Message: "waiting for approval on the lazaret terminal: " + v.Reason})
-		ans, err := s.ask(ctx, sess, PromptRequest{RequestID: req.RequestID, Profile: req.Profile, Justification: req.Justification,
-			Cwd: req.Cwd, HostDir: hostDir, Command: req.Command, Argv: v.Argv, Executable: v.Executable, Reason: v.Reason,
-			Path: s.cfg.Policy.Path})
-		dec := base
-		dec.Kind, dec.Argv, dec.Executable = EventDecision, v.Argv, v.Executable
-		switch {
-		case ans.Action == Approve && ans.Argv != nil:
-			dec.Decision, dec.Argv, dec.Executable = DecisionEdited, ans.Argv, ans.Executable
-		case ans.Action == Approve:
-			dec.Decision = DecisionApproved
-		case ans.Action == Abort:
-			dec.Decision, dec.Reason = DecisionDenied, "the user stopped lazaret (Q)"
-		default:
-			dec.Decision, dec.Reason = DecisionDenied, "denied by the user"
-		}
-		if ans.Reason != "" {
-			dec.Reason = ans.Reason
-		}
-		if err != nil {
-			dec.Reason = err.Error()
-		}
-		s.audit(ctx, dec)
-		switch {
-		case ans.Action == Abort:
-			out.send(wire.Frame{Type: wire.FrameDenied, Message: "denied: the user stopped lazaret"})
-			return
-		case ans.Action != Approve:
-			msg := "denied by the user"
-			if ans.Reason != "" {
-				msg = "denied: " + ans.Reason
-			}
-			if err != nil {
-				msg = "denied: " + err.Error()
-			}
-			out.send(wire.Frame{Type: wire.FrameDenied, Message: msg})
-			return
-		}
-		if ans.Argv != nil {
-			// The human approved an edited command as resolved on their
-			// screen; resolve it again here and refuse any difference.
-			e2, err := Resolve(ans.Argv[0], hostDir, s.cfg.Policy.Path)
-			if err != nil || e2 != ans.Executable {
-				out.send(wire.Frame{Type: wire.FrameDenied, Message: "denied: the edited command no longer resolves to what was approved"})
-				return
-			}
-			argv, exe = ans.Argv, e2
-		}
-		if argv == nil || exe == "" {
-			out.send(wire.Frame{Type: wire.FrameDenied, Message: "denied: not a runnable simple command"})
+		var ok bool
+		if argv, exe, ok = s.askHuman(ctx, req, sess, v, hostDir, base, out); !ok {
 			return
 		}
 	}
@@ -295,6 +248,71 @@ func (s *Server) serve(ctx context.Context, req *wire.Request, sess *Session, ou
 		out.send(wire.Frame{Type: wire.FrameStderr, Data: []byte("lazaret: host command output truncated\n")})
 	}
 	out.send(wire.Frame{Type: wire.FrameExit, Code: code})
+}
+
+// askHuman shows a request that was not auto-approved to the session's
+// human and returns what to run; ok is false when a denial was sent.
+func (s *Server) askHuman(ctx context.Context, req *wire.Request, sess *Session, v Verdict, hostDir string, base Event, out *frameWriter) (argv []string, exe string, ok bool) {
+	argv, exe = v.Argv, v.Executable
+	out.send(wire.Frame{Type: wire.FramePending, Message: "waiting for approval on the lazaret terminal: " + v.Reason})
+	ans, err := s.ask(ctx, sess, PromptRequest{RequestID: req.RequestID, Profile: req.Profile, Justification: req.Justification,
+		Cwd: req.Cwd, HostDir: hostDir, Command: req.Command, Argv: v.Argv, Executable: v.Executable, Reason: v.Reason,
+		Path: s.cfg.Policy.Path, SessionCommand: sess.Command, SessionPID: sess.PID, SessionStarted: sess.Started})
+	dec := base
+	dec.Kind, dec.Argv, dec.Executable = EventDecision, v.Argv, v.Executable
+	switch {
+	case ans.Action == Approve && ans.Argv != nil:
+		dec.Decision, dec.Argv, dec.Executable = DecisionEdited, ans.Argv, ans.Executable
+	case ans.Action == Approve:
+		dec.Decision = DecisionApproved
+	case ans.Action == Abort:
+		dec.Decision, dec.Reason = DecisionDenied, "the user stopped lazaret (Q)"
+	default:
+		dec.Decision, dec.Reason = DecisionDenied, "denied by the user"
+	}
+	if ans.Reason != "" {
+		dec.Reason = ans.Reason
+	}
+	if err != nil {
+		dec.Reason = err.Error()
+	}
+	s.audit(ctx, dec)
+	switch {
+	case ans.Action == Abort:
+		out.send(wire.Frame{Type: wire.FrameDenied, Message: "denied: the user stopped lazaret"})
+		return nil, "", false
+	case ans.Action != Approve:
+		msg := "denied by the user"
+		if ans.Reason != "" {
+			msg = "denied: " + ans.Reason
+		}
+		if err != nil {
+			msg = "denied: " + err.Error()
+		}
+		out.send(wire.Frame{Type: wire.FrameDenied, Message: msg})
+		return nil, "", false
+	}
+	if ans.Argv != nil {
+		// The human approved an edited command as resolved on their
+		// screen; resolve it again here and refuse any difference.
+		e2, err := Resolve(ans.Argv[0], hostDir, s.cfg.Policy.Path)
+		if err != nil || e2 != ans.Executable {
+			out.send(wire.Frame{Type: wire.FrameDenied, Message: "denied: the edited command no longer resolves to what was approved"})
+			return nil, "", false
+		}
+		argv, exe = ans.Argv, e2
+		// The agent asked for something else: say what runs.
+		asked := fmt.Sprintf("%q", v.Argv)
+		if v.Argv == nil {
+			asked = strconv.Quote(req.Command)
+		}
+		out.send(wire.Frame{Type: wire.FramePending, Message: fmt.Sprintf("the user edited the command; running %q instead of %s", argv, asked)})
+	}
+	if argv == nil || exe == "" {
+		out.send(wire.Frame{Type: wire.FrameDenied, Message: "denied: not a runnable simple command"})
+		return nil, "", false
+	}
+	return argv, exe, true
 }
 
 // ErrTooManyPrompts is the denial of a request while MaxPendingPrompt

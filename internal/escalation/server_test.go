@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
 	"github.com/lazaret-dev/lazaret/internal/escalation/wire"
 	"github.com/lazaret-dev/lazaret/internal/session"
+	"github.com/lazaret-dev/lazaret/internal/shellwords"
 	"github.com/lazaret-dev/lazaret/internal/trust"
 )
 
@@ -73,12 +75,13 @@ func newRig(t *testing.T, auto ...[]string) *rig {
 		t.Fatal(err)
 	}
 	r.sess, _ = session.New()
-	if _, err := r.reg.Register(&Session{ID: r.sess.ID, Public: r.sess.Public, Prompt: r.prompt}); err != nil {
+	if _, err := r.reg.Register(&Session{ID: r.sess.ID, Public: r.sess.Public, Prompt: r.prompt,
+		Command: []string{"shell"}, PID: 4242, Started: time.Unix(2e9, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	srv := NewServer(Config{
 		Profile: "claude", SandboxID: testSandbox, Workspace: r.ws, Registry: r.reg,
-		Policy:   &Policy{AutoApprove: auto, Path: "/usr/bin:/bin"},
+		Policy:   &Policy{AutoApprove: auto, Path: "/usr/bin:/bin", Workspace: r.ws},
 		Executor: &Executor{Env: MinimalEnv("/usr/bin:/bin", "/", "")},
 		Auditor: AuditFunc(func(_ context.Context, e Event) error {
 			r.mu.Lock()
@@ -151,7 +154,7 @@ func (r *rig) eventCount(kind string) int {
 }
 
 func TestAutoApprovedRunsAndReturnsOutput(t *testing.T) {
-	r := newRig(t, []string{"echo"}, []string{"false"})
+	r := newRig(t, []string{"echo", shellwords.ArgsPlaceholder}, []string{"false"})
 	code, out, errOut := r.escalate(r.env(), "--reason", "test", "--", "echo", "hello", "world")
 	if code != 0 || out != "hello world\n" {
 		t.Fatalf("exit %d out %q err %q", code, out, errOut)
@@ -168,7 +171,8 @@ func TestAutoApprovedRunsAndReturnsOutput(t *testing.T) {
 }
 
 func TestShellFormParsedNotShelled(t *testing.T) {
-	r := newRig(t, []string{"echo"})
+	// An exact entry whose words only quoting can express.
+	r := newRig(t, []string{"echo", "a  b", "c"})
 	code, out, errOut := r.escalate(r.env(), "--shell", `echo 'a  b' "c"`, "--reason", "x")
 	if code != 0 || out != "a  b c\n" {
 		t.Fatalf("exit %d out %q err %q", code, out, errOut)
@@ -217,6 +221,10 @@ func TestPromptDecisions(t *testing.T) {
 	if got.Justification != "why" || got.Executable != "/usr/bin/echo" || got.Profile != "claude" || len(got.RequestID) != 32 {
 		t.Fatalf("prompt request %+v", got)
 	}
+	// The prompt names the session that asked.
+	if !slices.Equal(got.SessionCommand, []string{"shell"}) || got.SessionPID != 4242 || !got.SessionStarted.Equal(time.Unix(2e9, 0)) {
+		t.Fatalf("prompt does not name the session: %+v", got)
+	}
 	// Approve.
 	r.prompt.answer = func(PromptRequest) Answer { return Answer{Action: Approve} }
 	if code, out, _ := r.escalate(r.env(), "--", "echo", "approved"); code != 0 || out != "approved\n" {
@@ -226,8 +234,10 @@ func TestPromptDecisions(t *testing.T) {
 	r.prompt.answer = func(PromptRequest) Answer {
 		return Answer{Action: Approve, Argv: []string{"echo", "edited"}, Executable: "/usr/bin/echo"}
 	}
-	if code, out, _ := r.escalate(r.env(), "--", "echo", "original"); code != 0 || out != "edited\n" {
-		t.Fatalf("edit: exit %d out %q", code, out)
+	// The agent is told the command was edited and what ran instead.
+	if code, out, errOut := r.escalate(r.env(), "--", "echo", "original"); code != 0 || out != "edited\n" ||
+		!strings.Contains(errOut, `the user edited the command; running ["echo" "edited"]`) {
+		t.Fatalf("edit: exit %d out %q err %q", code, out, errOut)
 	}
 	// An edit whose resolution differs from what the human saw is refused.
 	r.prompt.answer = func(PromptRequest) Answer {
@@ -443,7 +453,7 @@ func TestRejections(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, []string{"echo"})
+			r := newRig(t, []string{"echo", shellwords.ArgsPlaceholder})
 			// Positive control.
 			req := r.request([]string{"echo", "ran"})
 			if code, out, err := r.send(r.anchor.Dir(), req); code != 0 || out != "ran\n" {
@@ -472,7 +482,7 @@ func TestRejections(t *testing.T) {
 }
 
 func TestReplayRejected(t *testing.T) {
-	r := newRig(t, []string{"echo"})
+	r := newRig(t, []string{"echo", shellwords.ArgsPlaceholder})
 	req := r.request([]string{"echo", "once"})
 	line, _ := req.Encode()
 	cfg, _, _ := trust.ClientConfig(r.anchor.Dir())
@@ -492,7 +502,7 @@ func TestReplayRejected(t *testing.T) {
 }
 
 func TestUnregisteredSessionRejected(t *testing.T) {
-	r := newRig(t, []string{"echo"})
+	r := newRig(t, []string{"echo", shellwords.ArgsPlaceholder})
 	env := r.env()
 	if code, _, _ := r.escalate(env, "--", "echo"); code != 0 {
 		t.Fatal("control failed")

@@ -6,7 +6,6 @@ package prompt
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	tea "charm.land/bubbletea/v2"
@@ -55,6 +54,18 @@ type Model struct {
 	decide  func(Decision)
 	done    bool
 	width   int
+	height  int
+	// sized is set once the terminal reported its size: until then no
+	// line counts as seen.
+	sized bool
+	// offset is the first body line shown; seen marks the body lines that
+	// have been on screen: A is refused until all have.
+	offset int
+	seen   []bool
+	// gen counts shown commands (requests and edits), keying bodyCache.
+	gen       int
+	bodyKey   bodyKey
+	bodyCache []bodyLine
 }
 
 // New returns a model with the first request r.
@@ -84,7 +95,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			}
 		}
 	case tea.WindowSizeMsg:
-		m.width = msg.Width
+		if msg.Width != m.width {
+			m.seen = nil // the body is wrapped anew
+		}
+		m.width, m.height, m.sized = msg.Width, msg.Height, true
 	case tea.KeyPressMsg:
 		if m.mode == editing {
 			m.editKey(msg)
@@ -96,14 +110,86 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.done = true
 		return m, tea.Quit
 	}
+	m.track()
 	return m, nil
 }
 
-func (m *Model) reset() { m.mode, m.buf, m.edited, m.exe, m.note = viewing, nil, nil, "", "" }
+func (m *Model) reset() {
+	m.mode, m.buf, m.edited, m.exe, m.note = viewing, nil, nil, "", ""
+	m.showAgain()
+}
+
+// showAgain starts the request over at its top, unseen: a new request or
+// an edited command must be read to its end before A.
+func (m *Model) showAgain() { m.offset, m.seen, m.gen = 0, nil, m.gen+1 }
+
+// track clamps the scroll offset and marks the lines now on screen seen.
+func (m *Model) track() {
+	s := m.layout()
+	m.offset = s.offset
+	if len(m.seen) != len(s.body) {
+		m.seen = make([]bool, len(s.body))
+	}
+	if s.small || !m.sized {
+		return
+	}
+	for i := s.offset; i < min(s.offset+s.rows, len(s.body)); i++ {
+		m.seen[i] = true
+	}
+}
+
+// unseen counts the body lines and argv words never shown yet.
+func (m *Model) unseen() (lines, words int) {
+	s := m.layout()
+	ws := map[int]bool{}
+	for i, l := range s.body {
+		if i >= len(m.seen) || !m.seen[i] {
+			lines++
+			if l.word >= 0 {
+				ws[l.word] = true
+			}
+		}
+	}
+	return lines, len(ws)
+}
+
+// scroll handles the paging keys; it reports whether k was one.
+func (m *Model) scroll(k string) bool {
+	s := m.layout()
+	switch k {
+	case "down", "j":
+		m.offset++
+	case "up", "k":
+		m.offset--
+	case "pgdown", "space", " ", "f":
+		m.offset += s.rows
+	case "pgup", "b":
+		m.offset -= s.rows
+	case "home", "g":
+		m.offset = 0
+	case "end", "G":
+		m.offset = len(s.body)
+	default:
+		return false
+	}
+	m.offset = min(max(m.offset, 0), max(len(s.body)-s.rows, 0))
+	return true
+}
 
 func (m *Model) viewKey(k tea.KeyPressMsg) {
+	if m.scroll(k.String()) {
+		return
+	}
 	switch strings.ToLower(k.String()) {
 	case "a":
+		if m.layout().small {
+			m.note = "the terminal is too small to show the request: enlarge it before approving"
+			return
+		}
+		if lines, words := m.unseen(); lines > 0 {
+			m.note = fmt.Sprintf("A is refused until you have seen the whole request: %d more lines (%d more words) not shown yet; scroll with ↓, PgDn or Space", lines, words)
+			return
+		}
 		argv, exe := m.queue[0].Argv, m.queue[0].Executable
 		if m.edited != nil {
 			argv, exe = m.edited, m.exe
@@ -146,6 +232,7 @@ func (m *Model) editKey(k tea.KeyPressMsg) {
 			return
 		}
 		m.mode, m.edited, m.exe, m.note = viewing, argv, exe, "edited: check it again, then A to run it"
+		m.showAgain()
 	case "esc":
 		m.mode, m.note = viewing, ""
 	case "backspace":
@@ -222,47 +309,13 @@ func (m *Model) View() tea.View {
 	return v
 }
 
-// Render is the prompt's text (View without the tea wrapper).
+// Render is the prompt's text (View without the tea wrapper): exactly the
+// terminal's height in lines, none wider than it.
 func (m *Model) Render() string {
-	r := m.current()
-	var b strings.Builder
-	line := func(k, v string) { b.WriteString(label.Render(k) + " " + v + "\n") }
-	head := "lazaret: the agent asks to run a command on the HOST"
-	if n := len(m.queue); n > 1 {
-		head += " (" + strconv.Itoa(n-1) + " more waiting)"
+	if len(m.queue) == 0 {
+		return ""
 	}
-	b.WriteString(title.Render(head) + "\n\n")
-	line("request   ", Visible(r.RequestID))
-	line("profile   ", Visible(r.Profile))
-	line("reason    ", Visible(r.Justification))
-	line("cwd       ", Visible(r.Cwd)+"  →  host "+Visible(r.HostDir))
-	if m.edited == nil && r.Reason != "" {
-		line("asked for ", Visible(r.Reason))
-	}
-	b.WriteString("\n")
-	if r.Argv == nil {
-		line("command   ", `"`+Visible(r.Command)+`"`)
-		b.WriteString(warn.Render("not one simple command: it cannot run as it is (never through a shell); E to edit") + "\n")
-	} else {
-		exe := r.Executable
-		if exe == "" {
-			exe = "(not found)"
-		}
-		line("executable", Visible(exe))
-		for i, a := range r.Argv {
-			line(fmt.Sprintf("%-10s", "argv["+strconv.Itoa(i)+"]"), `"`+Visible(a)+`"`)
-		}
-	}
-	b.WriteString("\n")
-	if m.mode == editing {
-		b.WriteString(label.Render("edit> ") + Visible(string(m.buf)) + "█\n")
-		b.WriteString(label.Render("Enter to check the edited command, Esc to go back") + "\n")
-	} else {
-		b.WriteString(keys.Render("[A]") + " approve and run   " + keys.Render("[D]") + " deny   " +
-			keys.Render("[E]") + " edit   " + keys.Render("[Q]") + " abort lazaret\n")
-	}
-	if m.note != "" {
-		b.WriteString(warn.Render(Visible(m.note)) + "\n")
-	}
-	return b.String()
+	l := m.layout()
+	out := append(append(l.top, l.window()...), l.bottom...)
+	return strings.Join(out, "\n") + "\n"
 }

@@ -46,6 +46,14 @@ func resolver(argv0 string, _ escalation.PromptRequest) (string, error) {
 	return "/usr/bin/" + argv0, nil
 }
 
+// newModel is New on a terminal of the classic size, as bubbletea reports
+// it before the first key.
+func newModel(r escalation.PromptRequest, resolve Resolver, decide func(Decision)) *Model {
+	m := New(r, resolve, decide)
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	return m
+}
+
 type recorder struct{ got []Decision }
 
 func (r *recorder) decide(d Decision) { r.got = append(r.got, d) }
@@ -56,7 +64,7 @@ func TestApproveDeny(t *testing.T) {
 		want escalation.Action
 	}{{"a", escalation.Approve}, {"A", escalation.Approve}, {"d", escalation.Deny}, {"D", escalation.Deny}} {
 		rec := &recorder{}
-		m := New(req("r1", "make", "test"), resolver, rec.decide)
+		m := newModel(req("r1", "make", "test"), resolver, rec.decide)
 		_, cmd := m.Update(key(tc.k))
 		if len(rec.got) != 1 || rec.got[0].Answer.Action != tc.want || rec.got[0].RequestID != "r1" || rec.got[0].Answer.Argv != nil {
 			t.Errorf("%s: %+v", tc.k, rec.got)
@@ -69,7 +77,7 @@ func TestApproveDeny(t *testing.T) {
 
 func TestOtherKeysDoNothing(t *testing.T) {
 	rec := &recorder{}
-	m := New(req("r1", "make"), resolver, rec.decide)
+	m := newModel(req("r1", "make"), resolver, rec.decide)
 	for _, k := range []string{"y", "enter", " ", "x"} {
 		m.Update(key(k))
 	}
@@ -80,7 +88,7 @@ func TestOtherKeysDoNothing(t *testing.T) {
 
 func TestQueueAndAbort(t *testing.T) {
 	rec := &recorder{}
-	m := New(req("r1", "make"), resolver, rec.decide)
+	m := newModel(req("r1", "make"), resolver, rec.decide)
 	m.Update(AddMsg{Request: req("r2", "cargo")})
 	m.Update(AddMsg{Request: req("r3", "npm")})
 	if !strings.Contains(plain(m.Render()), "2 more waiting") {
@@ -104,7 +112,7 @@ func TestQueueAndAbort(t *testing.T) {
 
 func TestEditReparsesAndShowsAgain(t *testing.T) {
 	rec := &recorder{}
-	m := New(req("r1", "make", "lint", "--eval=x"), resolver, rec.decide)
+	m := newModel(req("r1", "make", "lint", "--eval=x"), resolver, rec.decide)
 	m.Update(key("e"))
 	if got := string(m.buf); got != "make lint --eval=x" {
 		t.Fatalf("editor starts with %q", got)
@@ -134,7 +142,7 @@ func TestEditReparsesAndShowsAgain(t *testing.T) {
 
 func TestEditUnknownExecutable(t *testing.T) {
 	rec := &recorder{}
-	m := New(req("r1", "make"), resolver, rec.decide)
+	m := newModel(req("r1", "make"), resolver, rec.decide)
 	m.Update(key("e"))
 	m.Update(key("ctrl+u"))
 	typeText(m, "nosuch arg")
@@ -153,7 +161,7 @@ func TestCompoundCannotBeApproved(t *testing.T) {
 	rec := &recorder{}
 	r := req("r1", "x")
 	r.Argv, r.Executable, r.Command = nil, "", "make lint; rm -rf ~"
-	m := New(r, resolver, rec.decide)
+	m := newModel(r, resolver, rec.decide)
 	m.Update(key("a"))
 	if len(rec.got) != 0 || !strings.Contains(plain(m.Render()), "press E to edit") {
 		t.Fatal("compound command approved")
@@ -181,7 +189,7 @@ func rawControls(view string) []rune {
 func TestViewShowsEscapesVisible(t *testing.T) {
 	// printf '\x1b[2J\x1b[Hrm -rf /' with the escapes as real bytes: on a
 	// terminal they would clear the screen and show only "rm -rf /".
-	m := New(req("r1", "printf", "\x1b[2J\x1b[Hrm -rf /"), resolver, func(Decision) {})
+	m := newModel(req("r1", "printf", "\x1b[2J\x1b[Hrm -rf /"), resolver, func(Decision) {})
 	view := plain(m.Render())
 	if !strings.Contains(view, `"\x1b[2J\x1b[Hrm -rf /"`) {
 		t.Fatalf("escape not shown visibly:\n%s", view)
@@ -201,7 +209,7 @@ func TestViewShowsBidiVisible(t *testing.T) {
 	// "file hs.png".
 	r := req("r1", "sh", "file\u202Egnp.sh")
 	r.Justification = "view the \u200bimage\u2066"
-	m := New(r, resolver, func(Decision) {})
+	m := newModel(r, resolver, func(Decision) {})
 	view := plain(m.Render())
 	if !strings.Contains(view, `"file<U+202E>gnp.sh"`) || !strings.Contains(view, "view the <U+200B>image<U+2066>") {
 		t.Fatalf("bidi/zero-width not made visible:\n%s", view)
@@ -215,7 +223,7 @@ func TestViewShowsBidiVisible(t *testing.T) {
 }
 
 func TestViewShowsEveryArgumentOnItsOwnLine(t *testing.T) {
-	m := New(req("r1", "cargo", "fmt", "--check", "a b"), resolver, func(Decision) {})
+	m := newModel(req("r1", "cargo", "fmt", "--check", "a b"), resolver, func(Decision) {})
 	view := plain(m.Render())
 	for _, want := range []string{"r1", "claude", "because", "/workspace", "/home/u/proj", "/usr/bin/cargo",
 		`argv[0]    "cargo"`, `argv[1]    "fmt"`, `argv[2]    "--check"`, `argv[3]    "a b"`} {

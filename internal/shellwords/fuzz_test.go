@@ -48,3 +48,55 @@ func FuzzHasMeta(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseEntry: an accepted entry has fixed words, no placeholder among
+// them, and no metacharacter; the placeholder is only ever the last word.
+func FuzzParseEntry(f *testing.F) {
+	for _, s := range []string{"make lint", "npm test {args}", "{args}", "a {args} b", "a {arg}", "a '{args}'", "a {args", "a;b {args}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fixed, args, err := ParseEntry(s)
+		if err != nil {
+			return
+		}
+		if len(fixed) == 0 || HasMeta(s) {
+			t.Fatalf("ParseEntry(%q) = %q, %v", s, fixed, args)
+		}
+		for _, w := range fixed {
+			if w == ArgsPlaceholder {
+				t.Fatalf("ParseEntry(%q): placeholder among the fixed words %q", s, fixed)
+			}
+		}
+		if words, _ := Split(s); args != (words[len(words)-1] == ArgsPlaceholder) {
+			t.Fatalf("ParseEntry(%q): args=%v", s, args)
+		}
+	})
+}
+
+// FuzzPlainWord: a word PlainWordReason admits is never an option, an
+// assignment, an absolute or home path, a parent reference, and has only
+// the documented characters.
+func FuzzPlainWord(f *testing.F) {
+	for _, s := range []string{"lint", "SHELL=/bin/cat", "-f", "+x", "../x", "/etc", "~", "a/../b", "src/pkg", "ü"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, w string) {
+		if PlainWordReason(w) != "" {
+			return
+		}
+		if w == "" || strings.ContainsAny(w[:1], "-+/~") || strings.ContainsAny(w, "=~ '\"*?[]{}$\\`;|&<>") {
+			t.Fatalf("%q is plain", w)
+		}
+		for _, c := range strings.Split(w, "/") {
+			if c == ".." {
+				t.Fatalf("%q with '..' is plain", w)
+			}
+		}
+		for _, r := range w {
+			if r >= 0x80 || r < 0x20 {
+				t.Fatalf("%q with %U is plain", w, r)
+			}
+		}
+	})
+}

@@ -133,35 +133,94 @@ func unescapeDouble(s string) string {
 	return b.String()
 }
 
+// Reasons shared by many banned names.
+const (
+	runsAny     = "runs any command given in its arguments"
+	runsShell   = "can start a shell or run commands"
+	writesAny   = "writes any file its arguments name"
+	runsPackage = "downloads and runs any package"
+	runsConfig  = "runs commands from its own configuration or arguments"
+	containers  = "controls containers, which can mount the host"
+	pkgManager  = "installs packages, which run maintainer scripts as root"
+)
+
 // bannedExact are executables that can run an arbitrary command chosen by
-// their arguments, configuration or input; they can never be auto-approved.
+// their arguments, configuration or input, or write any file; they can
+// never be auto-approved, whatever their arguments.
 var bannedExact = map[string]string{
 	"git": "git runs hooks, aliases, pagers and filters from repository config",
-	"env": "env runs any command", "sudo": "sudo runs any command as root",
-	"su": "su runs a shell", "doas": "doas runs any command", "pkexec": "pkexec runs any command",
-	"xargs": "xargs runs any command", "find": "find -exec runs any command",
-	"nice": "nice runs any command", "nohup": "nohup runs any command",
-	"timeout": "timeout runs any command", "time": "time runs any command",
-	"setsid": "setsid runs any command", "stdbuf": "stdbuf runs any command",
-	"chroot": "chroot runs any command", "unshare": "unshare runs any command",
-	"nsenter": "nsenter runs any command", "flock": "flock runs any command",
-	"watch": "watch runs any command", "script": "script runs a shell",
-	"strace": "strace runs any command", "ltrace": "ltrace runs any command",
-	"gdb": "gdb runs any command", "busybox": "busybox contains a shell",
-	"ssh": "ssh runs remote and local commands", "parallel": "parallel runs any command",
+	"env": runsAny, "sudo": "sudo runs any command as root", "su": "su runs a shell",
+	"doas": runsAny, "pkexec": runsAny, "runuser": runsAny, "setpriv": runsAny, "capsh": runsAny,
+	"run0": runsAny, "systemd-run": runsAny, "machinectl": runsAny,
+	"xargs": runsAny, "find": "find -exec runs any command", "parallel": runsAny,
+	"nice": runsAny, "ionice": runsAny, "chrt": runsAny, "taskset": runsAny, "numactl": runsAny,
+	"prlimit": runsAny, "nohup": runsAny, "timeout": runsAny, "time": runsAny, "setsid": runsAny,
+	"stdbuf": runsAny, "chroot": runsAny, "unshare": runsAny, "nsenter": runsAny, "flock": runsAny,
+	"watch": runsAny, "script": "script runs a shell", "expect": runsAny, "unbuffer": runsAny,
+	"strace": runsAny, "ltrace": runsAny, "gdb": runsAny, "lldb": runsAny, "valgrind": runsAny,
+	"perf": runsAny, "rr": runsAny, "catchsegv": runsAny, "fakeroot": runsAny, "fakechroot": runsAny,
+	"proot": runsAny, "bwrap": runsAny, "firejail": runsAny, "dbus-run-session": runsAny,
+	"xvfb-run": runsAny, "ssh-agent": runsAny, "chpst": runsAny, "torsocks": runsAny,
+	"proxychains": runsAny, "proxychains4": runsAny, "at": runsAny, "batch": runsAny,
+	"crontab": runsAny, "busybox": "busybox contains a shell", "toybox": "toybox contains a shell",
+	"ssh": "ssh runs remote and local commands (ProxyCommand, -o)", "scp": "scp -S runs any program",
+	"sftp": "sftp -S runs any program", "rsync": "rsync -e runs any command",
+	"socat": "socat EXEC: runs any command", "nc": "nc -e runs any command",
+	"ncat": "ncat -e runs any command", "netcat": "netcat -e runs any command",
 	"exec": "exec replaces the process with any command", "eval": "eval runs any string",
-	"command": "command runs any command", "builtin": "builtin runs shell builtins",
-	"npx": "npx downloads and runs any package", "awk": "awk can run commands with system()",
-	"gawk": "gawk can run commands with system()", "mawk": "mawk can run commands with system()",
-	"sed": "GNU sed can run commands with the e command", "vi": "vi can run a shell",
-	"vim": "vim can run a shell", "nvim": "nvim can run a shell", "emacs": "emacs can run a shell",
-	"less": "less can run a shell", "more": "more can run a shell", "man": "man runs a pager",
-	"tar": "tar --to-command runs any command", "rsync": "rsync -e runs any command",
+	"command": runsAny, "builtin": "builtin runs shell builtins", "source": "source runs a script",
+	"npx": runsPackage, "pnpx": runsPackage, "bunx": runsPackage, "uvx": runsPackage,
+	"pipx": runsPackage, "corepack": runsPackage,
+	"awk": "awk can run commands with system()", "gawk": "gawk can run commands with system()",
+	"mawk": "mawk can run commands with system()", "nawk": "nawk can run commands with system()",
+	"sed": "GNU sed can run commands with the e command and write files with w",
+	"vi":  runsShell, "vim": runsShell, "nvim": runsShell, "view": runsShell, "ex": runsShell,
+	"emacs": runsShell, "nano": runsShell, "ed": runsShell, "pico": runsShell, "joe": runsShell,
+	"less": runsShell, "more": runsShell, "most": runsShell, "pg": runsShell, "man": "man runs a pager",
+	"info": runsShell, "journalctl": "journalctl runs a pager", "systemctl": "systemctl runs a pager and controls services",
+	"tar": "tar --to-command and --checkpoint-action run any command", "zip": "zip -TT runs any command",
+	"cpio": writesAny, "7z": writesAny, "make-shell": runsShell,
+	"tee": writesAny, "dd": writesAny, "cp": writesAny, "mv": writesAny, "install": writesAny,
+	"ln": writesAny, "rm": "rm deletes any file its arguments name", "chmod": "chmod changes any file's mode",
+	"chown": "chown changes any file's owner", "truncate": writesAny, "shred": writesAny,
+	"curl": "curl writes files (-o) and reads a config of options (-K)", "wget": "wget writes files and reads a config (-e, --config)",
+	"docker": containers, "podman": containers, "nerdctl": containers, "buildah": containers,
+	"kubectl": containers, "lima": containers, "limactl": containers, "vagrant": containers,
+	"lazaret": "lazaret controls sandboxes and their escalation", "runsc": containers, "crun": containers, "runc": containers,
+	"dpkg": pkgManager, "apt": pkgManager, "apt-get": pkgManager, "aptitude": pkgManager, "rpm": pkgManager,
+	"yum": pkgManager, "dnf": pkgManager, "zypper": pkgManager, "pacman": pkgManager, "apk": pkgManager,
+	"snap": pkgManager, "flatpak": pkgManager, "brew": pkgManager, "nix": runsPackage, "nix-shell": runsAny,
+	"guix": runsPackage, "opam": runsPackage,
+	"openssl": "openssl loads engines and providers named in its arguments or config",
+	"ld.so":   runsAny, "ld-linux.so.2": runsAny, "ld-linux-x86-64.so.2": runsAny, "ld-linux-aarch64.so.1": runsAny,
+	"gcc": runsConfig, "cc": runsConfig, "clang": runsConfig, "c++": runsConfig, "g++": runsConfig,
+	"vim.basic": runsShell, "vim.tiny": runsShell, "sensible-editor": runsShell, "editor": runsShell,
+	"pager": runsShell, "sensible-pager": runsShell, "x-terminal-emulator": runsAny, "tmux": runsShell,
+	"screen": runsShell,
 }
 
 // bannedPattern catches shells and interpreters with version suffixes
-// (python3.11, perl5.36, bash5).
-var bannedPattern = regexp.MustCompile(`^(sh|bash|dash|zsh|ksh|mksh|fish|csh|tcsh|ash|python|pypy|perl|ruby|irb|node|nodejs|deno|bun|php|lua|luajit|tclsh|wish|expect|osascript|pwsh|powershell|Rscript|julia|guile|racket|java|jshell|groovy|scala|elixir|erl|escript)[0-9.]*(-[0-9.]+)?$`)
+// (python3.11, perl5.36, bash5), and the git-* and lazaret-* helpers.
+var bannedPattern = regexp.MustCompile(`^(sh|bash|rbash|dash|zsh|ksh|ksh93|mksh|pdksh|oksh|yash|posh|fish|csh|tcsh|ash|rc|es|xonsh|nu|elvish|python|pypy|ipython|perl|cperl|ruby|irb|jruby|node|nodejs|deno|bun|php|php-cgi|lua|luajit|texlua|tclsh|wish|osascript|pwsh|powershell|Rscript|R|julia|guile|racket|sbcl|clisp|ecl|java|jshell|groovy|scala|kotlin|elixir|iex|erl|escript|swipl|gforth|ocaml|ghci|runghc|runhaskell|gjs|qjs|rhino|jjs|awk|gawk|mawk|busybox|vim|nvim|emacs|gdb|python-config)[0-9.]*(-[0-9.]+)?$|^(git|lazaret|dpkg|apt|docker|podman|kubectl|gcc|g\+\+|clang|clang\+\+)-`)
+
+// bannedSub are subcommands that download or run code their arguments
+// name (npm exec, go run, pip install), refused even though their tool's
+// other subcommands may be auto-approved.
+var bannedSub = map[string]map[string]string{
+	"npm":      {"exec": runsPackage, "x": runsPackage, "install": runsPackage, "i": runsPackage, "add": runsPackage, "dlx": runsPackage, "explore": runsShell, "edit": runsShell, "config": "npm config can set script-shell"},
+	"yarn":     {"dlx": runsPackage, "exec": runsAny, "add": runsPackage, "node": runsAny, "config": "yarn config can set a shell"},
+	"pnpm":     {"dlx": runsPackage, "exec": runsAny, "add": runsPackage, "create": runsPackage, "config": "pnpm config can set script-shell"},
+	"go":       {"run": "go run builds and runs any package, downloading it if named with @version", "tool": "go tool runs tools named in go.mod or its arguments", "env": "go env -w changes the toolchain and GOFLAGS for later commands"},
+	"cargo":    {"install": runsPackage, "run": "cargo run runs any binary target", "exec": runsAny},
+	"pip":      {"install": runsPackage, "download": runsPackage, "wheel": runsPackage},
+	"pip3":     {"install": runsPackage, "download": runsPackage, "wheel": runsPackage},
+	"uv":       {"run": runsAny, "tool": runsPackage, "pip": runsPackage, "add": runsPackage},
+	"gem":      {"install": runsPackage, "exec": runsPackage},
+	"bundle":   {"exec": runsAny},
+	"poetry":   {"run": runsAny, "add": runsPackage},
+	"composer": {"exec": runsAny, "require": runsPackage, "global": runsPackage, "run-script": runsAny},
+	"dotnet":   {"tool": runsPackage, "exec": runsAny},
+}
 
 // BannedReason returns why the executable named by argv0 may never be
 // auto-approved, or "" when it may. Only the base name counts, so /usr/bin/git
@@ -169,10 +228,39 @@ var bannedPattern = regexp.MustCompile(`^(sh|bash|dash|zsh|ksh|mksh|fish|csh|tcs
 func BannedReason(argv0 string) string {
 	base := filepath.Base(argv0)
 	if r, ok := bannedExact[base]; ok && r != "" {
-		return r
+		if strings.Contains(r, base) {
+			return r
+		}
+		return base + " " + r
 	}
 	if bannedPattern.MatchString(base) {
-		return base + " is a shell or interpreter that runs any code"
+		return base + " is a shell or interpreter (or a tool that runs any command) that runs any code"
+	}
+	return ""
+}
+
+// BannedEntryReason is BannedReason for argv[0] plus the subcommands that
+// run or download code their arguments name (npm exec, go run): the first
+// word after argv[0] that is not an option is the subcommand.
+func BannedEntryReason(argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	if r := BannedReason(argv[0]); r != "" {
+		return r
+	}
+	subs := bannedSub[filepath.Base(argv[0])]
+	for _, w := range argv[1:] {
+		if strings.HasPrefix(w, "-") || strings.HasPrefix(w, "+") {
+			continue
+		}
+		if r, ok := subs[w]; ok {
+			if strings.Contains(r, " "+w+" ") {
+				return r
+			}
+			return filepath.Base(argv[0]) + " " + w + " " + r
+		}
+		break
 	}
 	return ""
 }

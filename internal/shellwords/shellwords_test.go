@@ -52,14 +52,36 @@ func TestHasMeta(t *testing.T) {
 }
 
 func TestBannedReason(t *testing.T) {
-	for _, b := range []string{"git", "/usr/bin/git", "bash", "sh", "python3", "python3.11", "env", "sudo", "xargs", "node", "perl5.36"} {
+	for _, b := range []string{"git", "/usr/bin/git", "bash", "sh", "python3", "python3.11", "env", "sudo", "xargs", "node", "perl5.36",
+		// The attacker's review of issue #12.
+		"find", "awk", "gawk", "mawk", "sed", "perl", "python", "ruby", "node", "deno", "bun", "php", "lua", "tclsh",
+		"busybox", "nice", "nohup", "timeout", "stdbuf", "setsid", "chroot", "unshare", "nsenter", "flock", "watch",
+		"time", "strace", "ltrace", "gdb", "ssh", "scp", "rsync", "tar", "zip", "less", "more", "vi", "vim", "emacs",
+		"nano", "man", "git-upload-pack", "git-shell", "docker", "podman", "kubectl", "lazaret", "lazaret-escalate",
+		"dpkg", "apt", "apt-get", "npx", "pnpx", "bunx", "dash", "zsh", "fish", "ksh", "csh", "tcsh", "script",
+		"expect", "tee", "dd", "cp", "mv", "install", "ln", "curl", "wget", "socat", "nc", "ionice", "taskset"} {
 		if BannedReason(b) == "" {
 			t.Errorf("BannedReason(%q) is empty", b)
 		}
 	}
-	for _, ok := range []string{"make", "cargo", "go", "npm", "ls", "gofmt", "shellcheck", "bashate"} {
+	for _, ok := range []string{"make", "cargo", "go", "npm", "ls", "gofmt", "shellcheck", "bashate", "pytest", "yarn", "pnpm"} {
 		if r := BannedReason(ok); r != "" {
 			t.Errorf("BannedReason(%q) = %q", ok, r)
+		}
+	}
+}
+
+func TestBannedEntryReason(t *testing.T) {
+	for _, b := range [][]string{{"npm", "exec", "x"}, {"npm", "x"}, {"go", "run", "."}, {"npm", "--silent", "install"},
+		{"pnpm", "dlx", "x"}, {"yarn", "dlx"}, {"cargo", "install", "x"}, {"pip3", "install"}, {"/usr/bin/git", "status"}} {
+		if BannedEntryReason(b) == "" {
+			t.Errorf("BannedEntryReason(%q) is empty", b)
+		}
+	}
+	for _, ok := range [][]string{{"make", "lint"}, {"npm", "test"}, {"npm", "run", "lint"}, {"cargo", "fmt", "--check"},
+		{"go", "vet", "./..."}, {"go", "test", "./..."}, {"npm", "test", "install"}} {
+		if r := BannedEntryReason(ok); r != "" {
+			t.Errorf("BannedEntryReason(%q) = %q", ok, r)
 		}
 	}
 }
