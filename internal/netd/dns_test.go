@@ -256,8 +256,8 @@ func TestReadAnswerKeepsTheChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp := answerWith(t, 5, q.question,
-		rrA("other.example.", "140.82.112.9", 60),     // not asked
-		rrA("cdn2.example.net.", "140.82.112.8", 60),  // on the chain, listed before its CNAME
+		rrA("other.example.", "140.82.112.9", 60),    // not asked
+		rrA("cdn2.example.net.", "140.82.112.8", 60), // on the chain, listed before its CNAME
 		rrCNAME("cdn1.example.net.", "cdn2.example.net."),
 		rrCNAME("registry.npmjs.org.", "CDN1.example.net."),
 		rrAAAA("cdn2.example.net.", "2606:4700::1"), // another type
