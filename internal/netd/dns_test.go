@@ -202,6 +202,8 @@ func FuzzReadAnswer(f *testing.F) {
 	b.AResource(dnsmessage.ResourceHeader{Name: q0.Name, Class: dnsmessage.ClassINET, TTL: 5}, dnsmessage.AResource{A: [4]byte{1, 2, 3, 4}})
 	seed, _ := b.Finish()
 	f.Add(seed)
+	f.Add(answerWith(f, 9, q0, rrA("stray.example.", "140.82.112.9", 60), rrCNAME("registry.npmjs.org.", "cdn.example.net."),
+		rrA("cdn.example.net.", "140.82.112.8", 0), rrAAAA("cdn.example.net.", "2606:4700::1")))
 	f.Fuzz(func(t *testing.T, resp []byte) {
 		q := query{id: 1, question: q0, name: "registry.npmjs.org"}
 		out, ls, err := readAnswer(resp, 9, q, time.Second, time.Hour)
@@ -211,9 +213,32 @@ func FuzzReadAnswer(f *testing.F) {
 		if len(out) == 0 {
 			t.Fatal("empty rewritten answer")
 		}
+		if len(ls) > maxLearned {
+			t.Fatalf("%d addresses learned from one answer", len(ls))
+		}
 		for _, l := range ls {
 			if l.ttl < time.Second || l.ttl > time.Hour {
 				t.Fatalf("ttl %v outside the clamp", l.ttl)
+			}
+		}
+		// Whatever is learned is also in the answer returned, and only A
+		// records (the question's type) are learned.
+		var m dnsmessage.Message
+		if err := m.Unpack(out); err != nil {
+			t.Fatalf("rewritten answer does not parse: %v", err)
+		}
+		as := 0
+		for _, rr := range m.Answers {
+			if rr.Header.Type == dnsmessage.TypeA {
+				as++
+			}
+		}
+		if as != len(ls) || len(m.Additionals) != 0 || len(m.Authorities) != 0 {
+			t.Fatalf("learned %d, returned %d A records, %d additionals, %d authorities", len(ls), as, len(m.Additionals), len(m.Authorities))
+		}
+		for _, l := range ls {
+			if !l.addr.Is4() {
+				t.Fatalf("non-A address %s learned for an A query", l.addr)
 			}
 		}
 	})
