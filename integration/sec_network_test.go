@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -199,26 +200,42 @@ func TestSecNetworkDNSAnswerFilter(t *testing.T) {
 // reachable from the control namespace throughout.
 func TestSecNetworkNetdKilledCutsEgress(t *testing.T) {
 	s := newSecNet(t, "kill", "[network]\nallow_egress = [\"192.0.2.0/28\"]\n", nil)
+	pid, _ := strconv.Atoi(s.f.pid(s.a.Sidecar()))
+	s.killAndExpectCut(t, pid, "lazaret-netd")
+}
+
+// TestSecNetworkUplinkKilledCutsEgress: the same when slirp4netns dies
+// (the uplink is the sidecar's too).
+func TestSecNetworkUplinkKilledCutsEgress(t *testing.T) {
+	s := newSecNet(t, "slirp", "[network]\nallow_egress = [\"192.0.2.0/28\"]\n", nil)
+	s.killAndExpectCut(t, uplinkPID(t, s.a.Netns()), "slirp4netns")
+}
+
+// killAndExpectCut checks that an allowed destination is reachable, kills
+// pid, and checks that Watch reports the death naming what, and that the
+// destination is then unreachable on every try while the control still
+// reaches it, with no interface but loopback left in the namespace.
+func (s *secNet) killAndExpectCut(t *testing.T, pid int, what string) {
+	t.Helper()
 	s.f.pair(t, s.agent, s.ctlAgent, true, "tcp", "192.0.2.10:80")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	watched := make(chan error, 1)
 	go func() { watched <- s.comp.Watch(ctx) }()
-	pid, _ := strconv.Atoi(s.f.pid(s.a.Sidecar()))
 	if pid <= 0 {
-		t.Fatal("no sidecar pid")
+		t.Fatalf("no pid for %s", what)
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case err := <-watched:
-		if !errors.Is(err, sidecar.ErrSidecarDied) {
-			t.Fatalf("Watch after the kill: %v", err)
+		if !errors.Is(err, sidecar.ErrSidecarDied) || !strings.Contains(err.Error(), what) {
+			t.Fatalf("Watch after killing %s: %v", what, err)
 		}
 		t.Logf("Watch: %v", err)
 	case <-time.After(2 * time.Minute):
-		t.Fatal("Watch did not see netd die")
+		t.Fatalf("Watch did not see %s die", what)
 	}
 	for range 3 {
 		s.f.pair(t, s.agent, s.ctlAgent, false, "tcp", "192.0.2.10:80")
@@ -228,6 +245,29 @@ func TestSecNetworkNetdKilledCutsEgress(t *testing.T) {
 	}) {
 		t.Errorf("interfaces left in the namespace:\n%s", links)
 	}
+}
+
+// uplinkPID finds the slirp4netns the sidecar attached to the namespace
+// pinned at pin (its argv names the pin, unique to the test's domain).
+func uplinkPID(t *testing.T, pin string) int {
+	t.Helper()
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(string(b), "\x00")
+		if filepath.Base(argv[0]) == "slirp4netns" && slices.Contains(argv, pin) {
+			return pid
+		}
+	}
+	t.Fatalf("no slirp4netns for %s", pin)
+	return 0
 }
 
 // TestSecNetworkSidecarDeathStopsSandbox: through the coordinator, a

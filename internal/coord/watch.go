@@ -101,6 +101,12 @@ func (c *coordinator) watchComponents(ctx context.Context) {
 		go func() {
 			wctx, cancel := c.untilTorndown(ctx)
 			defer cancel()
+			// As for the container: the first session's exec goes first.
+			select {
+			case <-wctx.Done():
+				return
+			case <-time.After(watchDelay):
+			}
 			err := w.Watch(wctx)
 			if err == nil || wctx.Err() != nil {
 				return

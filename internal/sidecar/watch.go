@@ -57,13 +57,9 @@ func (c *Component) Watch(ctx context.Context) error {
 	if u == nil {
 		return nil // not started
 	}
-	info, err := c.o.Podman.InspectContainer(ctx, c.o.Anchor.Sidecar())
-	if err != nil && ctx.Err() != nil {
+	p, err := c.netdProcess(ctx)
+	if ctx.Err() != nil {
 		return nil
-	}
-	var p procwatch.Process
-	if err == nil {
-		p, err = procwatch.Find(info.State.Pid)
 	}
 	if err != nil {
 		return c.died(u, fmt.Errorf("lazaret-netd is not running: %w", err))
@@ -92,6 +88,33 @@ func (c *Component) Watch(ctx context.Context) error {
 			c.refreshHostAddrs(ctx)
 		}
 	}
+}
+
+// netdProcess finds netd's process (the sidecar's only one). podman may
+// fail for a moment on a busy machine (its lock): a failure other than a
+// stopped or missing container is tried again twice.
+func (c *Component) netdProcess(ctx context.Context) (procwatch.Process, error) {
+	var err error
+	for try := 0; try < 3; try++ {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+				return procwatch.Process{}, ctx.Err()
+			case <-time.After(watchInterval):
+			}
+		}
+		var info *podman.ContainerInfo
+		info, err = c.o.Podman.InspectContainer(ctx, c.o.Anchor.Sidecar())
+		switch {
+		case err == nil && !info.State.Running:
+			return procwatch.Process{}, fmt.Errorf("container %s, exit code %d", info.State.Status, info.State.ExitCode)
+		case err == nil:
+			return procwatch.Find(info.State.Pid)
+		case errors.Is(err, podman.ErrNoSuchContainer):
+			return procwatch.Process{}, err
+		}
+	}
+	return procwatch.Process{}, err
 }
 
 // exitOf describes how the sidecar container ended.
