@@ -77,7 +77,7 @@ func (c *Component) Watch(ctx context.Context) error {
 			if c.isClosing() {
 				return nil
 			}
-			return c.died(u, fmt.Errorf("the uplink (slirp4netns) exited: %s", u.LastLine()))
+			return c.died(u, fmt.Errorf("the uplink (slirp4netns) exited (its last output: %s)", u.LastLine()))
 		case <-t.C:
 		}
 		if !p.Alive() && !c.isClosing() {
