@@ -52,7 +52,7 @@ func netHelper(mode string, args []string) int {
 }
 
 // serve is a test host: TCP "ok" on :80, TCP echo on :7, UDP sink on :9
-// and a DNS server on :53 answering every *.test name with 192.0.2.20.
+// and a DNS server on :53 answering *.test names (testAnswers).
 // Every UDP datagram and DNS question is printed (podman logs reads them).
 func serve() int {
 	out := make(chan string, 100)
@@ -122,21 +122,67 @@ func serve() int {
 		m.Additionals = nil
 		if !strings.HasSuffix(q.Name.String(), ".test.") {
 			m.Header.RCode = dnsmessage.RCodeNameError
-		} else if q.Type == dnsmessage.TypeA {
-			m.Answers = []dnsmessage.Resource{{
-				Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 60},
-				Body:   &dnsmessage.AResource{A: [4]byte{192, 0, 2, 20}},
-			}}
-		} else if q.Type == dnsmessage.TypeAAAA {
-			m.Answers = []dnsmessage.Resource{{
-				Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeAAAA, Class: dnsmessage.ClassINET, TTL: 60},
-				Body:   &dnsmessage.AAAAResource{AAAA: netip.MustParseAddr("2001:db8::20").As16()},
-			}}
+		} else {
+			m.Answers = testAnswers(q)
 		}
 		if b, err := m.Pack(); err == nil {
 			dns.WriteTo(b, from)
 		}
 	}
+}
+
+// testAnswerTable is what the test DNS server answers, by the first label
+// of a *.test name: the hostile answers an allowed name may carry (each
+// pointing at a range netd must never open) and, for any other name, the
+// public test host 192.0.3.20 / 3ffe:20::20. "host" answers 192.0.3.30,
+// which the tests tell netd is one of the host's addresses.
+var testAnswerTable = map[string][]string{
+	"meta":       {"169.254.169.254", "fd00:ec2::254"},
+	"loop":       {"127.0.0.1", "::1"},
+	"slirp":      {"10.0.2.2", "10.0.2.3", "fd00::2", "fd00::3"},
+	"lan":        {"192.168.1.1", "10.1.2.3", "172.16.0.1", "100.64.0.1", "fd12::1"},
+	"doc":        {"192.0.2.30", "2001:db8::30"},
+	"host":       {"192.0.3.30"},
+	"mapped":     {"::ffff:169.254.169.254", "::ffff:192.0.3.30"},
+	"nat64":      {"64:ff9b::a9fe:a9fe", "64:ff9b::7f00:1"},
+	"sixtofour":  {"2002:a9fe:a9fe::1", "2002:c000:31e::1"},
+	"mixed":      {"169.254.169.254", "192.0.3.20", "127.0.0.1", "192.0.2.30"},
+	"default":    {"192.0.3.20", "3ffe:20::20"},
+	"cnametrick": nil, // see testAnswers
+}
+
+// testAnswers answers q from testAnswerTable. "cnametrick" answers a
+// CNAME chain to the public host 192.0.3.21 plus an A record for a name
+// not asked (stray.example, 192.0.3.31), which a resolver would ignore
+// but must not open anything.
+func testAnswers(q dnsmessage.Question) []dnsmessage.Resource {
+	label, _, _ := strings.Cut(q.Name.String(), ".")
+	hdr := func(name dnsmessage.Name, typ dnsmessage.Type, ttl uint32) dnsmessage.ResourceHeader {
+		return dnsmessage.ResourceHeader{Name: name, Type: typ, Class: dnsmessage.ClassINET, TTL: ttl}
+	}
+	if label == "cnametrick" && q.Type == dnsmessage.TypeA {
+		target := dnsmessage.MustNewName("edge.cdn.test.")
+		return []dnsmessage.Resource{
+			{Header: hdr(dnsmessage.MustNewName("stray.example."), dnsmessage.TypeA, 60), Body: &dnsmessage.AResource{A: [4]byte{192, 0, 3, 31}}},
+			{Header: hdr(q.Name, dnsmessage.TypeCNAME, 60), Body: &dnsmessage.CNAMEResource{CNAME: target}},
+			{Header: hdr(target, dnsmessage.TypeA, 0), Body: &dnsmessage.AResource{A: [4]byte{192, 0, 3, 21}}},
+		}
+	}
+	addrs, ok := testAnswerTable[label]
+	if !ok {
+		addrs = testAnswerTable["default"]
+	}
+	var rrs []dnsmessage.Resource
+	for _, s := range addrs {
+		a := netip.MustParseAddr(s)
+		switch {
+		case q.Type == dnsmessage.TypeA && a.Is4():
+			rrs = append(rrs, dnsmessage.Resource{Header: hdr(q.Name, dnsmessage.TypeA, 60), Body: &dnsmessage.AResource{A: a.As4()}})
+		case q.Type == dnsmessage.TypeAAAA && a.Is6():
+			rrs = append(rrs, dnsmessage.Resource{Header: hdr(q.Name, dnsmessage.TypeAAAA, 60), Body: &dnsmessage.AAAAResource{AAAA: a.As16()}})
+		}
+	}
+	return rrs
 }
 
 // probeCmd runs one client action:

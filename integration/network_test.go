@@ -42,9 +42,13 @@ allow_domains = ["allowed.test", "v6.allowed.test", "*.wild.test"]
 `
 )
 
-// Addresses of the test hosts (all on the server side of the veth).
-var serverAddrs = []string{"192.0.2.10/24", "192.0.2.20/24", "192.0.2.30/24", "192.0.2.53/24", "169.254.169.254/32"}
-var serverAddrs6 = []string{"2001:db8::a/64", "2001:db8::20/64", "2001:db8::30/64"}
+// Addresses of the test hosts (all on the server side of the veth). The
+// 192.0.3.0/24 and 3ffe:20::/64 hosts stand for public servers (DNS
+// answers may open only such addresses); the veth's connected routes keep
+// every packet to them inside the test's namespaces.
+var serverAddrs = []string{"192.0.2.10/24", "192.0.2.20/24", "192.0.2.30/24", "192.0.2.53/24", "169.254.169.254/32",
+	"192.0.3.20/24", "192.0.3.21/24", "192.0.3.30/24", "192.0.3.31/24"}
+var serverAddrs6 = []string{"2001:db8::a/64", "2001:db8::20/64", "2001:db8::30/64", "3ffe:20::20/64"}
 
 type netFixture struct {
 	t      *testing.T
@@ -115,6 +119,8 @@ func (f *netFixture) wire(client, server string) {
 		c + "ip link add lzv0 type veth peer name lzv1 netns " + sp,
 		c + "ip addr add 192.0.2.1/24 dev lzv0",
 		c + "ip -6 addr add 2001:db8::1/64 dev lzv0 nodad",
+		c + "ip addr add 192.0.3.1/24 dev lzv0",
+		c + "ip -6 addr add 3ffe:20::1/64 dev lzv0 nodad",
 		c + "ip link set lzv0 up",
 		c + "ip route add 169.254.169.254/32 dev lzv0",
 		s + "ip link set lzv1 up",
@@ -343,28 +349,28 @@ func TestNetworkSidecar(t *testing.T) {
 		}
 	})
 	t.Run("allowed name resolves and connects", func(t *testing.T) {
-		// 192.0.2.20 is outside the allowed CIDRs: only the lookup opens it.
-		if out, ok := f.probe(agent, "tcp", "192.0.2.20:80"); ok {
-			t.Fatalf("192.0.2.20 reachable before any lookup: %s", out)
+		// 192.0.3.20 is outside the allowed CIDRs: only the lookup opens it.
+		if out, ok := f.probe(agent, "tcp", "192.0.3.20:80"); ok {
+			t.Fatalf("192.0.3.20 reachable before any lookup: %s", out)
 		}
 		out, ok := f.probe(agent, "resolve", "allowed.test")
-		if !ok || !strings.Contains(out, "addr 192.0.2.20") {
+		if !ok || !strings.Contains(out, "addr 192.0.3.20") {
 			t.Fatalf("resolve allowed.test: %s", out)
 		}
-		if out, ok := f.probe(agent, "tcp", "192.0.2.20:80"); !ok {
+		if out, ok := f.probe(agent, "tcp", "192.0.3.20:80"); !ok {
 			t.Errorf("connect to the resolved address: %s", out)
 		}
 		if out, ok := f.probe(agent, "resolve", "www.wild.test"); !ok {
 			t.Errorf("resolve www.wild.test (*.wild.test): %s", out)
 		}
-		// IPv6: 2001:db8::20 is outside 2001:db8::/124; its AAAA opens it.
-		if out, ok := f.probe(agent, "tcp", "[2001:db8::20]:80"); ok {
-			t.Fatalf("2001:db8::20 reachable before any lookup: %s", out)
+		// IPv6: 3ffe:20::20 is outside every allowed CIDR; its AAAA opens it.
+		if out, ok := f.probe(agent, "tcp", "[3ffe:20::20]:80"); ok {
+			t.Fatalf("3ffe:20::20 reachable before any lookup: %s", out)
 		}
-		if out, ok := f.probe(agent, "resolve6", "v6.allowed.test"); !ok || !strings.Contains(out, "addr 2001:db8::20") {
+		if out, ok := f.probe(agent, "resolve6", "v6.allowed.test"); !ok || !strings.Contains(out, "addr 3ffe:20::20") {
 			t.Fatalf("resolve6 v6.allowed.test: %s", out)
 		}
-		if out, ok := f.probe(agent, "tcp", "[2001:db8::20]:80"); !ok {
+		if out, ok := f.probe(agent, "tcp", "[3ffe:20::20]:80"); !ok {
 			t.Errorf("connect to the resolved IPv6 address: %s", out)
 		}
 	})
@@ -405,7 +411,7 @@ func TestNetworkSidecar(t *testing.T) {
 	})
 	t.Run("net status shows denials", func(t *testing.T) {
 		out := env.MustRun("net", "status")
-		for _, want := range []string{"tcp 192.0.2.30:80", "tcp [2001:db8::30]:80", "tcp 169.254.169.254:80", "dns other.test", "192.0.2.20"} {
+		for _, want := range []string{"tcp 192.0.2.30:80", "tcp [2001:db8::30]:80", "tcp 169.254.169.254:80", "dns other.test", "192.0.3.20"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("net status lacks %q:\n%s", want, out)
 			}

@@ -59,7 +59,9 @@ func init() {
 
 func serve() int {
 	// :5001 sinks everything and answers the byte count; :5002 accepts
-	// and closes; 192.0.2.53:53 answers every A query with 192.0.2.20.
+	// and closes; 192.0.2.53:53 answers every A query with 192.0.3.20 (a
+	// public-looking address, which netd adds to its set as in production;
+	// nothing is sent to it).
 	sink, err := net.Listen("tcp", ":5001")
 	if err != nil {
 		fmt.Println(err)
@@ -116,7 +118,7 @@ func serve() int {
 		if q.Type == dnsmessage.TypeA {
 			m.Answers = []dnsmessage.Resource{{
 				Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 60},
-				Body:   &dnsmessage.AResource{A: [4]byte{192, 0, 2, 20}},
+				Body:   &dnsmessage.AResource{A: [4]byte{192, 0, 3, 20}},
 			}}
 		}
 		if b, err := m.Pack(); err == nil {

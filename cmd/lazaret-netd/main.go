@@ -34,6 +34,19 @@ func (l *addrList) Set(s string) error {
 	return nil
 }
 
+// hostList collects --host-addr values.
+type hostList []netip.Addr
+
+func (l *hostList) String() string { return fmt.Sprint(*l) }
+func (l *hostList) Set(s string) error {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return fmt.Errorf("%q is not an address", s)
+	}
+	*l = append(*l, a)
+	return nil
+}
+
 func parseHostPort(s string, defPort uint16) (netip.AddrPort, error) {
 	if ap, err := netip.ParseAddrPort(s); err == nil {
 		return ap, nil
@@ -60,12 +73,15 @@ func run(args []string) int {
 		control    = fs.String("control", "", "path of the control socket to create")
 		controlFD  = fs.Int("control-fd", 0, "inherited listening control socket descriptor")
 		minTTL     = fs.Duration("min-ttl", 30*time.Second, "shortest time a resolved address stays allowed")
-		maxTTL     = fs.Duration("max-ttl", time.Hour, "longest time a resolved address stays allowed")
+		maxTTL     = fs.Duration("max-ttl", time.Hour, "longest TTL of the answers returned")
+		grace      = fs.Duration("dns-grace", netd.DefaultGrace, "how long a resolved address stays allowed at least after the last answer naming it")
+		hostAddrs  hostList
 		resolvConf = fs.String("resolv-conf", "/etc/resolv.conf", "where to find upstream nameservers when --upstream is not given")
 		upstreams  addrList
 		listen     addrList
 	)
 	fs.Var(&upstreams, "upstream", "upstream DNS server address[:port] (repeatable)")
+	fs.Var(&hostAddrs, "host-addr", "an address of the host, which no DNS answer opens (repeatable)")
 	fs.Var(&listen, "listen", "resolver address[:port] (repeatable; default 127.0.0.1:53 and [::1]:53)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -87,7 +103,7 @@ func run(args []string) int {
 	d, err := netd.New(netd.Config{
 		Policy: p, Upstreams: upstreams, Listen: listen,
 		ControlPath: *control, ControlFD: *controlFD,
-		MinTTL: *minTTL, MaxTTL: *maxTTL, Log: log,
+		MinTTL: *minTTL, MaxTTL: *maxTTL, Grace: *grace, HostAddrs: hostAddrs, Log: log,
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "lazaret-netd: %v\n", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/coord"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/netd/api"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
@@ -87,12 +88,30 @@ func (g *globalOptions) netClient(o *netOptions) (*config.Profile, *domain.Ancho
 	return p, a, sidecar.Client(a), nil
 }
 
-func netUnavailable(err error, a *domain.Anchor) error {
+func netUnavailable(ctx context.Context, g *globalOptions, err error, a *domain.Anchor) error {
+	if errors.Is(err, api.ErrUnavailable) && coordinatorAnswers(ctx, g, a) {
+		// The sandbox runs but its sidecar does not answer: it died (the
+		// coordinator is stopping the sandbox) or is still starting.
+		return withHint(fmt.Errorf("the network sidecar of the sandbox for profile %s in %s does not answer: %w", a.Profile, a.Workspace, err), exitFailure,
+			"`lazaret status` says whether the sandbox is being stopped because lazaret-netd died")
+	}
 	if errors.Is(err, api.ErrUnavailable) {
 		return withHint(fmt.Errorf("no running sandbox for profile %s in %s", a.Profile, a.Workspace), exitFailure,
 			"start it with `lazaret shell`; the policy of a stopped sandbox is the configuration")
 	}
 	return err
+}
+
+// coordinatorAnswers reports whether the domain's coordinator runs.
+func coordinatorAnswers(ctx context.Context, g *globalOptions, a *domain.Anchor) bool {
+	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
+	c, err := coord.Dial(ctx, a.ControlSocket(), g.log)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 func runNetStatus(ctx context.Context, g *globalOptions, o *netOptions) error {
@@ -102,7 +121,7 @@ func runNetStatus(ctx context.Context, g *globalOptions, o *netOptions) error {
 	}
 	st, err := cl.Status(ctx)
 	if err != nil {
-		return netUnavailable(err, a)
+		return netUnavailable(ctx, g, err, a)
 	}
 	if o.json {
 		enc := json.NewEncoder(g.io.Out)
@@ -128,7 +147,7 @@ func runNetAllow(ctx context.Context, g *globalOptions, o *netOptions, target st
 		return err
 	}
 	if _, err := cl.Allow(ctx, target, o.forDur, "lazaret net allow"); err != nil {
-		return netUnavailable(err, a)
+		return netUnavailable(ctx, g, err, a)
 	}
 	g.auditPolicyChange(ctx, a, "net allow", map[string]string{"target": target, "for": o.forDur.String()})
 	if o.forDur > 0 {
@@ -150,7 +169,7 @@ func runNetReload(ctx context.Context, g *globalOptions, o *netOptions) error {
 	}
 	st, err := cl.SetPolicy(ctx, pol, "lazaret net reload")
 	if err != nil {
-		return netUnavailable(err, a)
+		return netUnavailable(ctx, g, err, a)
 	}
 	g.auditPolicyChange(ctx, a, "net reload", map[string]string{"cidrs": fmt.Sprint(len(st.Policy.AllowEgress)), "domains": fmt.Sprint(len(st.Policy.AllowDomains))})
 	fmt.Fprintf(g.io.Out, "reloaded: %d CIDR(s), %d domain(s) allowed\n", len(st.Policy.AllowEgress), len(st.Policy.AllowDomains))
@@ -166,6 +185,16 @@ func printNetStatus(w io.Writer, st *api.Status) {
 	}
 	fmt.Fprintf(tw, "ruleset:\t%s\n", state)
 	fmt.Fprintf(tw, "upstream dns:\t%s\n", strings.Join(st.Upstreams, ", "))
+	if st.Grace > 0 {
+		fmt.Fprintf(tw, "resolved kept:\t%v after the last answer (or its TTL if longer)\n", time.Duration(st.Grace)*time.Second)
+	}
+	if len(st.HostAddrs) > 0 {
+		hs := make([]string, len(st.HostAddrs))
+		for i, h := range st.HostAddrs {
+			hs[i] = h.String()
+		}
+		fmt.Fprintf(tw, "host addresses:\t%s (never opened by a DNS answer)\n", strings.Join(hs, ", "))
+	}
 	fmt.Fprintf(tw, "\nallowed CIDRs:\n")
 	if len(st.Policy.AllowEgress) == 0 {
 		fmt.Fprintf(tw, "  (none)\n")

@@ -139,6 +139,9 @@ func printStatus(w io.Writer, st *ctl.Status) {
 	state := "running"
 	if st.ShuttingDown {
 		state = "shutting down"
+		if st.Reason != "" {
+			state += " (" + st.Reason + ")"
+		}
 	}
 	fmt.Fprintf(tw, "domain\t%s\nprofile\t%s\nworkspace\t%s\ncoordinator\tpid %d, %s, up %s\n",
 		st.Domain, st.Profile, st.Workspace, st.PID, state, roundDuration(time.Duration(st.Uptime)))

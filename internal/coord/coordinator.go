@@ -197,6 +197,7 @@ func (c *coordinator) wait(ctx context.Context) string {
 		return "start failed: " + c.startErr.Error()
 	}
 	go c.watchContainer(ctx)
+	c.watchComponents(ctx)
 	idle := time.NewTimer(c.o.IdleGrace)
 	defer idle.Stop()
 	for {
@@ -265,7 +266,7 @@ func (c *coordinator) attached(s *ctl.Session) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.shuttingDown {
-		return ctl.Errorf(ctl.ErrShuttingDown.Code, "the sandbox is shutting down")
+		return ctl.Errorf(ctl.ErrShuttingDown.Code, "the sandbox is shutting down: %s", c.reason)
 	}
 	c.refs++
 	c.sessionAttached(s)

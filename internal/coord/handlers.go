@@ -23,7 +23,7 @@ func (c *coordinator) handleStatus(ctx context.Context, _ *ctl.Request) (any, er
 		st.Components = append(st.Components, comp.Name())
 	}
 	c.mu.Lock()
-	st.ShuttingDown = c.shuttingDown
+	st.ShuttingDown, st.Reason = c.shuttingDown, c.reason
 	c.mu.Unlock()
 	for _, s := range c.srv.Sessions() {
 		st.Sessions = append(st.Sessions, ctl.SessionStatus{SessionInfo: s.SessionInfo, PeerPID: s.PeerPID, Attached: s.Attached})
@@ -80,6 +80,14 @@ func (c *coordinator) handleExecSpec(ctx context.Context, r *ctl.Request) (any, 
 		return nil, err
 	}
 	req.SessionID = r.Session.ID
+	// A session attached before a component died must not start new
+	// commands in the sandbox that is being stopped.
+	c.mu.Lock()
+	down, reason := c.shuttingDown, c.reason
+	c.mu.Unlock()
+	if down {
+		return nil, ctl.Errorf(ctl.ErrShuttingDown.Code, "the sandbox is shutting down: %s", reason)
+	}
 	env := map[string]string{"LAZARET_SESSION_ID": r.Session.ID}
 	for _, comp := range c.comps {
 		if e, ok := comp.(ExecEnver); ok {

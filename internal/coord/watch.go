@@ -3,12 +3,10 @@ package coord
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/procwatch"
 )
 
 // ReasonContainerExited is the teardown reason when the agent container
@@ -47,27 +45,15 @@ func (c *coordinator) watchContainer(ctx context.Context) {
 		c.log.Warn("cannot watch the container", "err", err)
 		return
 	}
-	pid := info.State.Pid
-	start, err := procStartTime(pid)
+	p, err := procwatch.Find(info.State.Pid)
 	if err != nil {
 		c.containerExited()
 		return
 	}
-	t := time.NewTicker(watchInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.torndown:
-			return
-		case <-t.C:
-		}
-		if st, err := procStartTime(pid); err == nil && st == start {
-			continue
-		}
+	wctx, cancel := c.untilTorndown(ctx)
+	defer cancel()
+	if p.Wait(wctx, watchInterval) == nil {
 		c.containerExited()
-		return
 	}
 }
 
@@ -78,25 +64,70 @@ func (c *coordinator) containerExited() {
 	}
 }
 
-// procStartTime returns field 22 of /proc/<pid>/stat (start time in clock
-// ticks since boot).
-func procStartTime(pid int) (string, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", err
+// untilTorndown is ctx, also cancelled when the teardown has finished.
+func (c *coordinator) untilTorndown(ctx context.Context) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-c.torndown:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	return wctx, cancel
+}
+
+// Watcher is implemented by a component that runs processes of its own
+// beside the container (the network sidecar and its uplink). Watch
+// returns nil when ctx ends, or an error saying what died; the component
+// has by then made the failure safe (the sidecar cuts the namespace off).
+type Watcher interface {
+	Watch(ctx context.Context) error
+}
+
+// watchComponents watches every Watcher component. A dead component stops
+// the sandbox: a sandbox without its sidecar has neither a resolver nor
+// anyone expiring temporary allowances, so restarting netd would have to
+// restore state that died with it; stopping is simpler, and visible. The
+// sessions are told why (teardown broadcasts the reason), new sessions and
+// commands are refused while the teardown runs, and the audit trail
+// records the failure as the sandbox.stop reason.
+func (c *coordinator) watchComponents(ctx context.Context) {
+	for _, comp := range c.comps[:c.prepared] {
+		w, ok := comp.(Watcher)
+		if !ok {
+			continue
+		}
+		go func() {
+			wctx, cancel := c.untilTorndown(ctx)
+			defer cancel()
+			// As for the container: the first session's exec goes first.
+			select {
+			case <-wctx.Done():
+				return
+			case <-time.After(watchDelay):
+			}
+			err := w.Watch(wctx)
+			if err == nil || wctx.Err() != nil {
+				return
+			}
+			c.componentFailed(comp.Name(), err)
+		}()
 	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return "", fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+}
+
+// componentFailed stops the sandbox because a component died. The
+// reason reaches every attached session (one line) and the audit trail
+// (the sandbox.stop entry and each session.end carry it).
+func (c *coordinator) componentFailed(name string, err error) {
+	reason := ReasonComponentFailed(name, err)
+	c.log.Error("component failed; stopping the sandbox", "component", name, "err", err)
+	if c.shutdown(reason, false) {
+		c.poke()
 	}
-	fields := strings.Fields(s[i+1:])
-	// After "pid (comm)": state is field 3, starttime field 22.
-	if len(fields) < 20 {
-		return "", fmt.Errorf("/proc/%d/stat: unexpected format", pid)
-	}
-	if fields[0] == "Z" || fields[0] == "X" {
-		return "", fmt.Errorf("process %d has exited", pid)
-	}
-	return fields[19], nil
+}
+
+// ReasonComponentFailed is the teardown reason when a component died.
+func ReasonComponentFailed(name string, err error) string {
+	return "component " + name + " failed: " + err.Error() + "; the sandbox was stopped"
 }

@@ -65,6 +65,8 @@ type Status struct {
 	Sessions     []SessionStatus `json:"sessions"`
 	Components   []string        `json:"components"`
 	ShuttingDown bool            `json:"shutting_down,omitempty"`
+	// Reason says why it is shutting down (a component that died, a stop).
+	Reason string `json:"reason,omitempty"`
 }
 
 // ContainerStatus is the agent container of a Status.

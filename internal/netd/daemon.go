@@ -39,10 +39,22 @@ type Config struct {
 	// an already listening socket handed over by the host instead.
 	ControlPath string
 	ControlFD   int
-	// MinTTL and MaxTTL clamp how long a resolved address stays allowed.
+	// MinTTL and MaxTTL clamp the TTLs of the answers returned.
 	MinTTL, MaxTTL time.Duration
-	Log            *slog.Logger
+	// Grace is how long a resolved address stays allowed at least, from
+	// the last answer that named it: clients cache addresses well past
+	// the TTL (npm, long-lived HTTP clients); DefaultGrace when zero.
+	Grace time.Duration
+	// HostAddrs are the host's own addresses (every interface, as the
+	// host sees them); an answer naming one of them opens nothing.
+	HostAddrs []netip.Addr
+	// Now is the clock (tests); time.Now when nil.
+	Now func() time.Time
+	Log *slog.Logger
 }
+
+// DefaultGrace is Config.Grace when zero.
+const DefaultGrace = 10 * time.Minute
 
 // Daemon is one running netd.
 type Daemon struct {
@@ -58,6 +70,7 @@ type Daemon struct {
 
 	mu        sync.Mutex
 	policy    netpolicy.Policy // with expiries; Active() is what is installed
+	filter    *netpolicy.LearnFilter
 	applied   bool
 	resolved  map[netip.Addr]api.Resolved
 	denials   map[string]*api.Denial
@@ -83,6 +96,12 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.MaxTTL < cfg.MinTTL {
 		cfg.MaxTTL = max(time.Hour, cfg.MinTTL)
 	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if len(cfg.Listen) == 0 {
 		cfg.Listen = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53"), netip.MustParseAddrPort("[::1]:53")}
 	}
@@ -94,6 +113,7 @@ func New(cfg Config) (*Daemon, error) {
 		cfg:       cfg,
 		log:       log,
 		policy:    cfg.Policy,
+		filter:    netpolicy.NewLearnFilter(cfg.HostAddrs),
 		resolved:  map[netip.Addr]api.Resolved{},
 		denials:   map[string]*api.Denial{},
 		denialLog: "counters only",
@@ -413,6 +433,10 @@ func (d *Daemon) handle(ctx context.Context, req api.Request) api.Response {
 		if err := d.commit(p, what); err != nil {
 			return api.Response{Error: err.Error()}
 		}
+	case api.OpHostAddrs:
+		if err := d.setHostAddrs(req.Addrs, reason); err != nil {
+			return api.Response{Error: err.Error()}
+		}
 	default:
 		return api.Response{Error: fmt.Sprintf("unknown op %q", req.Op)}
 	}
@@ -459,11 +483,15 @@ func (d *Daemon) commit(p netpolicy.Policy, what string) error {
 }
 
 func (d *Daemon) status() api.Status {
-	d.nftMu.Lock()
-	counters, err := netpolicy.Counters(d.nft)
-	d.nftMu.Unlock()
-	if err != nil {
-		d.log.Warn("read counters", "err", err)
+	var counters map[string]uint64
+	if d.nft != nil { // nil before Run
+		var err error
+		d.nftMu.Lock()
+		counters, err = netpolicy.Counters(d.nft)
+		d.nftMu.Unlock()
+		if err != nil {
+			d.log.Warn("read counters", "err", err)
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -476,11 +504,13 @@ func (d *Daemon) status() api.Status {
 		Counters:  counters,
 		DenialLog: d.denialLog,
 		Changes:   slices.Clone(d.changes),
+		HostAddrs: d.filter.Host(),
+		Grace:     int64(d.cfg.Grace / time.Second),
 	}
 	for _, u := range d.cfg.Upstreams {
 		st.Upstreams = append(st.Upstreams, u.String())
 	}
-	now := time.Now()
+	now := d.cfg.Now()
 	for a, r := range d.resolved {
 		if r.Expires.Before(now) {
 			delete(d.resolved, a)
@@ -558,39 +588,16 @@ func (d *Daemon) resolve(ctx context.Context, msg []byte) []byte {
 	return reply(q, dnsmessage.RCodeServerFailure)
 }
 
-// rebindable reports whether a resolved address points inside the host's
-// or the sandbox's own networks (loopback, RFC 1918, ULA, CGNAT,
-// link-local, unspecified, multicast). An allowed name is never allowed to
-// open those: a hostile or hijacked zone could otherwise aim the sandbox at
-// the host's LAN (DNS rebinding). Such networks must be listed in
-// allow_egress to be reachable.
-func rebindable(a netip.Addr) bool {
-	return a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsUnspecified() ||
-		a.IsMulticast() || a.IsInterfaceLocalMulticast() || cgnat.Contains(a)
-}
-
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
+// allowResolved opens the addresses an answer for name carried, except
+// those the learn filter refuses (special-purpose ranges, slirp's and the
+// host's own addresses: a hostile or hijacked zone must not aim the
+// sandbox at the host or its LAN). Each stays open for its TTL or the
+// grace period, whichever is longer, renewed by every answer naming it.
 func (d *Daemon) allowResolved(name string, all []learned) error {
-	var ls []learned
-	for _, l := range all {
-		if rebindable(l.addr) {
-			d.log.Warn("not allowing a private address learned from DNS", "name", name, "addr", l.addr)
-			continue
-		}
-		ls = append(ls, l)
-	}
-	if len(ls) == 0 {
+	rs := d.admit(name, all)
+	if len(rs) == 0 {
 		return nil
 	}
-	now := time.Now()
-	var rs []netpolicy.Resolved
-	d.mu.Lock()
-	for _, l := range ls {
-		prev, ok := d.resolved[l.addr]
-		rs = append(rs, netpolicy.Resolved{Addr: l.addr, TTL: l.ttl, Refresh: ok && prev.Expires.After(now)})
-	}
-	d.mu.Unlock()
 	d.nftMu.Lock()
 	err := netpolicy.AddResolved(d.nft, rs)
 	if err != nil {
@@ -605,7 +612,38 @@ func (d *Daemon) allowResolved(name string, all []learned) error {
 	if err != nil {
 		return err
 	}
+	d.remember(name, rs)
+	return nil
+}
+
+// admit returns the set elements for the addresses of an answer that may
+// be opened, with their timeouts; refused ones are logged and counted.
+func (d *Daemon) admit(name string, all []learned) []netpolicy.Resolved {
+	now := d.cfg.Now()
+	var rs []netpolicy.Resolved
+	var refused []string
 	d.mu.Lock()
+	for _, l := range all {
+		if why := d.filter.Denied(l.addr); why != "" {
+			d.log.Warn("not opening an address learned from DNS", "name", name, "addr", l.addr, "reason", why)
+			refused = append(refused, fmt.Sprintf("dns %s -> %s (%s)", name, l.addr, why))
+			continue
+		}
+		prev, ok := d.resolved[l.addr]
+		rs = append(rs, netpolicy.Resolved{Addr: l.addr, TTL: max(l.ttl, d.cfg.Grace), Refresh: ok && prev.Expires.After(now)})
+	}
+	d.mu.Unlock()
+	for _, r := range refused {
+		d.countDenial(r)
+	}
+	return rs
+}
+
+// remember records addresses the kernel took, until their timeout.
+func (d *Daemon) remember(name string, rs []netpolicy.Resolved) {
+	now := d.cfg.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if len(d.resolved) >= netpolicy.MaxResolved {
 		for a, r := range d.resolved {
 			if r.Expires.Before(now) {
@@ -613,10 +651,36 @@ func (d *Daemon) allowResolved(name string, all []learned) error {
 			}
 		}
 	}
-	for _, l := range ls {
-		d.resolved[l.addr] = api.Resolved{Name: name, Addr: l.addr.String(), Expires: now.Add(l.ttl).UTC()}
+	for _, r := range rs {
+		d.resolved[r.Addr] = api.Resolved{Name: name, Addr: r.Addr.String(), Expires: now.Add(r.TTL).UTC()}
+	}
+}
+
+// setHostAddrs replaces the host addresses the learn filter refuses and
+// closes resolved addresses that are now the host's.
+func (d *Daemon) setHostAddrs(addrs []netip.Addr, reason string) error {
+	f := netpolicy.NewLearnFilter(addrs)
+	var stale []netip.Addr
+	d.mu.Lock()
+	d.filter = f
+	for a := range d.resolved {
+		if f.Denied(a) != "" {
+			stale = append(stale, a)
+			delete(d.resolved, a)
+		}
 	}
 	d.mu.Unlock()
+	what := fmt.Sprintf("%s: host addresses %v", reason, f.Host())
+	if len(stale) > 0 {
+		d.nftMu.Lock()
+		err := netpolicy.RemoveResolved(d.nft, stale)
+		d.nftMu.Unlock()
+		if err != nil {
+			return fmt.Errorf("closing resolved addresses of the host: %w", err)
+		}
+		what += fmt.Sprintf("; closed %v", stale)
+	}
+	d.logChange(what)
 	return nil
 }
 

@@ -86,6 +86,7 @@ func startTun(t *testing.T) *tunSeen {
 	mustSh(t, "ip", "link", "set", "lzt0", "up")
 	mustSh(t, "ip", "addr", "add", "192.0.2.1/24", "dev", "lzt0")
 	mustSh(t, "ip", "route", "add", "198.51.100.0/24", "dev", "lzt0")
+	mustSh(t, "ip", "route", "add", "192.0.3.0/24", "dev", "lzt0")
 	s := &tunSeen{seen: map[string]bool{}}
 	go func() {
 		buf := make([]byte, 65536)
@@ -112,7 +113,7 @@ func (s *tunSeen) leaves(t *testing.T, dst string, marker int) bool {
 	if c, err := d.Dial("tcp", dst); err == nil {
 		c.Close()
 	}
-	mk := "192.0.2.10:" + string(rune('0'+marker%10)) + "1"
+	mk := fmt.Sprintf("192.0.2.10:%d", 1000+marker) // unique per call: a marker seen before would not bound the wait
 	deadline := time.Now().Add(10 * time.Second)
 	for !s.has("tcp " + mk) {
 		if time.Now().After(deadline) {
@@ -129,8 +130,10 @@ func (s *tunSeen) leaves(t *testing.T, dst string, marker int) bool {
 	return s.has("tcp " + dst)
 }
 
-// fakeUpstream answers A queries with 198.51.100.7 (tcp.pkg.example:
-// 198.51.100.8, and over UDP only truncated, so netd must retry over TCP).
+// fakeUpstream answers A queries with 192.0.3.7, a public address
+// (tcp.pkg.example: 192.0.3.8, and over UDP only truncated, so netd must
+// retry over TCP; host.pkg.example: 192.0.3.30, which the test calls a
+// host address).
 func fakeUpstream(t *testing.T) (netip.AddrPort, func() int) {
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -158,9 +161,12 @@ func fakeUpstream(t *testing.T) (netip.AddrPort, func() int) {
 		if q.Name.String() == "tcp.pkg.example." && !tcp {
 			m.Header.Truncated = true
 		} else if q.Type == dnsmessage.TypeA {
-			a := [4]byte{198, 51, 100, 7}
+			a := [4]byte{192, 0, 3, 7}
 			if tcp {
 				a[3] = 8
+			}
+			if q.Name.String() == "host.pkg.example." {
+				a[3] = 30
 			}
 			m.Answers = []dnsmessage.Resource{{
 				Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 600},
@@ -209,12 +215,13 @@ func daemonInNamespace(t *testing.T) {
 	tun := startTun(t)
 	up, queries := fakeUpstream(t)
 	sock := filepath.Join(t.TempDir(), "netd.sock")
-	pol, err := netpolicy.FromConfig([]netip.Prefix{netip.MustParsePrefix("192.0.2.0/28")}, []string{"pkg.example", "tcp.pkg.example"})
+	pol, err := netpolicy.FromConfig([]netip.Prefix{netip.MustParsePrefix("192.0.2.0/28")}, []string{"pkg.example", "tcp.pkg.example", "host.pkg.example"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d, err := New(Config{Policy: pol, Upstreams: []netip.AddrPort{up}, ControlPath: sock,
-		Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")}, MinTTL: time.Second})
+		Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")}, MinTTL: time.Second,
+		HostAddrs: []netip.Addr{netip.MustParseAddr("192.0.3.30")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,20 +250,21 @@ func daemonInNamespace(t *testing.T) {
 		return dd.DialContext(ctx, network, "127.0.0.1:53")
 	}}
 	// Before the lookup the address is closed; the lookup opens it.
-	if tun.leaves(t, "198.51.100.7:443", 1) {
-		t.Fatal("198.51.100.7 open before any lookup")
+	if tun.leaves(t, "192.0.3.7:443", 1) {
+		t.Fatal("192.0.3.7 open before any lookup")
 	}
 	addrs, err := res.LookupNetIP(ctx, "ip4", "pkg.example")
-	if err != nil || len(addrs) != 1 || addrs[0] != netip.MustParseAddr("198.51.100.7") {
+	if err != nil || len(addrs) != 1 || addrs[0] != netip.MustParseAddr("192.0.3.7") {
 		t.Fatalf("lookup pkg.example: %v %v", addrs, err)
 	}
-	if !tun.leaves(t, "198.51.100.7:443", 2) {
+	if !tun.leaves(t, "192.0.3.7:443", 2) {
 		t.Error("resolved address not allowed")
 	}
+	hostAddressAnswers(t, ctx, tun, res, cl)
 	// A truncated UDP answer is fetched again over TCP (from a marked
 	// socket, like every upstream exchange).
 	addrs, err = res.LookupNetIP(ctx, "ip4", "tcp.pkg.example")
-	if err != nil || len(addrs) != 1 || addrs[0] != netip.MustParseAddr("198.51.100.8") {
+	if err != nil || len(addrs) != 1 || addrs[0] != netip.MustParseAddr("192.0.3.8") {
 		t.Errorf("lookup over TCP fallback: %v %v", addrs, err)
 	}
 	before := queries()
@@ -339,13 +347,13 @@ func daemonInNamespace(t *testing.T) {
 	}
 
 	// A policy without pkg.example closes the address it resolved to.
-	if !tun.leaves(t, "198.51.100.7:444", 7) {
+	if !tun.leaves(t, "192.0.3.7:444", 7) {
 		t.Fatal("resolved address closed too early")
 	}
 	if _, err := cl.SetPolicy(ctx, netpolicy.Policy{AllowEgress: pol.AllowEgress}, "test: drop the domain"); err != nil {
 		t.Fatal(err)
 	}
-	if tun.leaves(t, "198.51.100.7:445", 8) {
+	if tun.leaves(t, "192.0.3.7:445", 8) {
 		t.Error("address of a name no longer allowed still open")
 	}
 
@@ -355,5 +363,36 @@ func daemonInNamespace(t *testing.T) {
 	done <- nil
 	if tun.leaves(t, "198.51.100.11:443", 9) {
 		t.Error("namespace opened when netd stopped")
+	}
+}
+
+// hostAddressAnswers: an allowed name whose answer is one of the host's
+// addresses opens nothing. Positive control: once netd is told the host
+// no longer has that address, the same answer opens it; told again, it
+// is closed at once.
+func hostAddressAnswers(t *testing.T, ctx context.Context, tun *tunSeen, res *net.Resolver, cl *api.Client) {
+	t.Helper()
+	lookup := func() {
+		addrs, err := res.LookupNetIP(ctx, "ip4", "host.pkg.example")
+		if err != nil || len(addrs) != 1 || addrs[0] != netip.MustParseAddr("192.0.3.30") {
+			t.Fatalf("lookup host.pkg.example: %v %v", addrs, err)
+		}
+	}
+	lookup()
+	if tun.leaves(t, "192.0.3.30:443", 11) {
+		t.Error("an answer naming a host address opened it")
+	}
+	if err := cl.SetHostAddrs(ctx, nil, "test"); err != nil {
+		t.Fatal(err)
+	}
+	lookup()
+	if !tun.leaves(t, "192.0.3.30:443", 12) {
+		t.Error("control: the same answer without the host address did not open it")
+	}
+	if err := cl.SetHostAddrs(ctx, []netip.Addr{netip.MustParseAddr("192.0.3.30")}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if tun.leaves(t, "192.0.3.30:444", 13) {
+		t.Error("a resolved address that became the host's stayed open")
 	}
 }

@@ -218,9 +218,16 @@ type learned struct {
 	ttl  time.Duration
 }
 
+// maxLearned bounds the addresses one answer may add (and return): a huge
+// answer cannot fill the allow sets at once.
+const maxLearned = 32
+
 // readAnswer checks an upstream response against the query and returns it
 // rewritten for the client (the client's ID, TTLs clamped to at most max)
-// together with the A/AAAA addresses and their clamped TTLs.
+// together with the addresses it may open and their clamped TTLs. Only
+// records on the CNAME chain of the name asked, of the type asked (and
+// the chain's CNAMEs), stay in the answer: a record for another name is
+// one the client would not use but netd would have opened.
 func readAnswer(resp []byte, id uint16, q query, minTTL, maxTTL time.Duration) ([]byte, []learned, error) {
 	var m dnsmessage.Message
 	if err := m.Unpack(resp); err != nil {
@@ -232,24 +239,41 @@ func readAnswer(resp []byte, id uint16, q query, minTTL, maxTTL time.Duration) (
 	if len(m.Questions) != 1 || !strings.EqualFold(m.Questions[0].Name.String(), q.question.Name.String()) || m.Questions[0].Type != q.question.Type {
 		return nil, nil, fmt.Errorf("upstream answer: question mismatch")
 	}
+	chain := cnameChain(m.Answers, q.question.Name.String())
 	var ls []learned
+	var kept []dnsmessage.Resource
 	maxSec := uint32(maxTTL / time.Second)
-	for i := range m.Answers {
-		rr := &m.Answers[i]
+	for _, rr := range m.Answers {
+		if !chain[strings.ToLower(rr.Header.Name.String())] {
+			continue
+		}
 		if rr.Header.TTL > maxSec {
 			rr.Header.TTL = maxSec
 		}
 		ttl := max(time.Duration(rr.Header.TTL)*time.Second, minTTL)
+		var a netip.Addr
 		switch body := rr.Body.(type) {
+		case *dnsmessage.CNAMEResource:
+			kept = append(kept, rr)
+			continue
 		case *dnsmessage.AResource:
-			ls = append(ls, learned{netip.AddrFrom4(body.A), ttl})
+			a = netip.AddrFrom4(body.A)
 		case *dnsmessage.AAAAResource:
-			ls = append(ls, learned{netip.AddrFrom16(body.AAAA).Unmap(), ttl})
+			// Not unmapped: ::ffff:a.b.c.d must reach the filter as what it
+			// is, not as an IPv4 address.
+			a = netip.AddrFrom16(body.AAAA)
+		default:
+			continue
 		}
+		if rr.Header.Type != q.question.Type || len(ls) == maxLearned {
+			continue
+		}
+		ls = append(ls, learned{a, ttl})
+		kept = append(kept, rr)
 	}
-	// Only the answer section goes back: authority and additional records
-	// could carry addresses that were never added to the allow sets.
-	m.Authorities, m.Additionals = nil, nil
+	// Authority and additional records could carry addresses that were
+	// never added to the allow sets.
+	m.Answers, m.Authorities, m.Additionals = kept, nil, nil
 	m.Header.ID = q.id
 	m.Header.RecursionDesired = q.rd
 	out, err := m.Pack()
@@ -257,6 +281,26 @@ func readAnswer(resp []byte, id uint16, q query, minTTL, maxTTL time.Duration) (
 		return nil, nil, fmt.Errorf("repack answer: %w", err)
 	}
 	return out, ls, nil
+}
+
+// cnameChain is the set of names (lower case, with the trailing dot) on
+// the CNAME chain from name through the answer section, whatever the
+// records' order; its length is bounded by the number of records.
+func cnameChain(answers []dnsmessage.Resource, name string) map[string]bool {
+	chain := map[string]bool{strings.ToLower(name): true}
+	for grew := true; grew; {
+		grew = false
+		for _, rr := range answers {
+			c, ok := rr.Body.(*dnsmessage.CNAMEResource)
+			if !ok || !chain[strings.ToLower(rr.Header.Name.String())] {
+				continue
+			}
+			if t := strings.ToLower(c.CNAME.String()); !chain[t] {
+				chain[t], grew = true, true
+			}
+		}
+	}
+	return chain
 }
 
 // markedDialer dials upstream with netd's socket mark, which the ruleset

@@ -202,6 +202,8 @@ func FuzzReadAnswer(f *testing.F) {
 	b.AResource(dnsmessage.ResourceHeader{Name: q0.Name, Class: dnsmessage.ClassINET, TTL: 5}, dnsmessage.AResource{A: [4]byte{1, 2, 3, 4}})
 	seed, _ := b.Finish()
 	f.Add(seed)
+	f.Add(answerWith(f, 9, q0, rrA("stray.example.", "140.82.112.9", 60), rrCNAME("registry.npmjs.org.", "cdn.example.net."),
+		rrA("cdn.example.net.", "140.82.112.8", 0), rrAAAA("cdn.example.net.", "2606:4700::1")))
 	f.Fuzz(func(t *testing.T, resp []byte) {
 		q := query{id: 1, question: q0, name: "registry.npmjs.org"}
 		out, ls, err := readAnswer(resp, 9, q, time.Second, time.Hour)
@@ -211,22 +213,185 @@ func FuzzReadAnswer(f *testing.F) {
 		if len(out) == 0 {
 			t.Fatal("empty rewritten answer")
 		}
+		if len(ls) > maxLearned {
+			t.Fatalf("%d addresses learned from one answer", len(ls))
+		}
 		for _, l := range ls {
 			if l.ttl < time.Second || l.ttl > time.Hour {
 				t.Fatalf("ttl %v outside the clamp", l.ttl)
 			}
 		}
+		// Whatever is learned is also in the answer returned, and only A
+		// records (the question's type) are learned.
+		var m dnsmessage.Message
+		if err := m.Unpack(out); err != nil {
+			t.Fatalf("rewritten answer does not parse: %v", err)
+		}
+		as := 0
+		for _, rr := range m.Answers {
+			if rr.Header.Type == dnsmessage.TypeA {
+				as++
+			}
+		}
+		if as != len(ls) || len(m.Additionals) != 0 || len(m.Authorities) != 0 {
+			t.Fatalf("learned %d, returned %d A records, %d additionals, %d authorities", len(ls), as, len(m.Additionals), len(m.Authorities))
+		}
+		for _, l := range ls {
+			if !l.addr.Is4() {
+				t.Fatalf("non-A address %s learned for an A query", l.addr)
+			}
+		}
 	})
 }
 
-func TestRebindable(t *testing.T) {
-	for a, want := range map[string]bool{
-		"10.1.2.3": true, "192.168.1.1": true, "172.16.0.1": true, "127.0.0.1": true, "100.64.0.1": true,
-		"169.254.169.254": true, "fd00::1": true, "fe80::1": true, "::1": true, "0.0.0.0": true, "224.0.0.1": true,
-		"140.82.112.3": false, "192.0.2.20": false, "2606:4700::1": false,
-	} {
-		if got := rebindable(netip.MustParseAddr(a)); got != want {
-			t.Errorf("rebindable(%s) = %v, want %v", a, got, want)
+// answerWith builds an upstream answer to q holding rrs.
+func answerWith(t testing.TB, id uint16, q dnsmessage.Question, rrs ...dnsmessage.Resource) []byte {
+	t.Helper()
+	m := dnsmessage.Message{Header: dnsmessage.Header{ID: id, Response: true}, Questions: []dnsmessage.Question{q}, Answers: rrs}
+	out, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func rrA(name, addr string, ttl uint32) dnsmessage.Resource {
+	return dnsmessage.Resource{Header: dnsmessage.ResourceHeader{Name: dnsmessage.MustNewName(name), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: ttl},
+		Body: &dnsmessage.AResource{A: netip.MustParseAddr(addr).As4()}}
+}
+
+func rrAAAA(name, addr string) dnsmessage.Resource {
+	return dnsmessage.Resource{Header: dnsmessage.ResourceHeader{Name: dnsmessage.MustNewName(name), Type: dnsmessage.TypeAAAA, Class: dnsmessage.ClassINET, TTL: 60},
+		Body: &dnsmessage.AAAAResource{AAAA: netip.MustParseAddr(addr).As16()}}
+}
+
+func rrCNAME(name, target string) dnsmessage.Resource {
+	return dnsmessage.Resource{Header: dnsmessage.ResourceHeader{Name: dnsmessage.MustNewName(name), Type: dnsmessage.TypeCNAME, Class: dnsmessage.ClassINET, TTL: 60},
+		Body: &dnsmessage.CNAMEResource{CNAME: dnsmessage.MustNewName(target)}}
+}
+
+// TestReadAnswerKeepsTheChain: only records on the CNAME chain of the name
+// asked, of the type asked, are learned and returned; a record for a name
+// not asked, a record of another type and records past the cap are
+// dropped from both. A mapped AAAA stays IPv6 (for the filter to refuse).
+// Positive control: the same addresses on the chain are learned.
+func TestReadAnswerKeepsTheChain(t *testing.T) {
+	q, err := parseQuery(mkQuery(t, "Registry.npmjs.org.", dnsmessage.TypeA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := answerWith(t, 5, q.question,
+		rrA("other.example.", "140.82.112.9", 60),    // not asked
+		rrA("cdn2.example.net.", "140.82.112.8", 60), // on the chain, listed before its CNAME
+		rrCNAME("cdn1.example.net.", "cdn2.example.net."),
+		rrCNAME("registry.npmjs.org.", "CDN1.example.net."),
+		rrAAAA("cdn2.example.net.", "2606:4700::1"), // another type
+		rrA("registry.npmjs.org.", "140.82.112.7", 0),
+	)
+	out, ls, err := readAnswer(resp, 5, q, 30*time.Second, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range ls {
+		got = append(got, l.addr.String())
+		if l.ttl != 30*time.Second && l.ttl != time.Minute {
+			t.Errorf("%s ttl %v", l.addr, l.ttl)
 		}
+	}
+	if strings.Join(got, " ") != "140.82.112.8 140.82.112.7" {
+		t.Errorf("learned %v; want the chain's A records only", got)
+	}
+	var m dnsmessage.Message
+	if err := m.Unpack(out); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Answers) != 4 {
+		t.Errorf("answer returned has %d records, want 4 (2 CNAME, 2 A): %+v", len(m.Answers), m.Answers)
+	}
+
+	q6, _ := parseQuery(mkQuery(t, "registry.npmjs.org.", dnsmessage.TypeAAAA))
+	_, ls, err = readAnswer(answerWith(t, 6, q6.question, rrAAAA("registry.npmjs.org.", "::ffff:169.254.169.254")), 6, q6, time.Second, time.Hour)
+	if err != nil || len(ls) != 1 || !ls[0].addr.Is4In6() {
+		t.Errorf("mapped AAAA learned as %+v, %v; want it kept IPv6", ls, err)
+	}
+	var huge []dnsmessage.Resource
+	for i := range 300 {
+		huge = append(huge, rrA("registry.npmjs.org.", netip.AddrFrom4([4]byte{140, 82, byte(i >> 8), byte(i)}).String(), 60))
+	}
+	out, ls, err = readAnswer(answerWith(t, 7, q.question, huge...), 7, q, time.Second, time.Hour)
+	if err != nil || len(ls) != maxLearned {
+		t.Errorf("huge answer: learned %d, %v; want %d", len(ls), err, maxLearned)
+	}
+	if err := m.Unpack(out); err != nil || len(m.Answers) != maxLearned {
+		t.Errorf("huge answer: %d records returned", len(m.Answers))
+	}
+}
+
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+// TestAdmitFiltersAndGrace: the daemon's bookkeeping with a fake clock.
+// An answer's host, metadata, loopback, private and slirp addresses are
+// refused (and counted); a public one is admitted for the grace period
+// rather than its 60 s TTL, renewed by the next answer, and forgotten
+// after the grace period without one. Positive control: with no host
+// addresses given, the same host address is admitted.
+func TestAdmitFiltersAndGrace(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	host := netip.MustParseAddr("140.82.112.50")
+	d, err := New(Config{HostAddrs: []netip.Addr{host}, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := netip.MustParseAddr("140.82.112.3")
+	var ls []learned
+	for _, s := range []string{"140.82.112.50", "169.254.169.254", "127.0.0.1", "10.0.2.2", "10.0.2.3", "192.168.1.1", "fd00:ec2::254", "::ffff:140.82.112.50", "64:ff9b::8c52:7032", pub.String()} {
+		ls = append(ls, learned{netip.MustParseAddr(s), time.Minute})
+	}
+	rs := d.admit("registry.npmjs.org", ls)
+	if len(rs) != 1 || rs[0].Addr != pub || rs[0].TTL != DefaultGrace || rs[0].Refresh {
+		t.Fatalf("admitted %+v; want only %s for %v", rs, pub, DefaultGrace)
+	}
+	if st := d.status(); len(st.Denials) != len(ls)-1 {
+		t.Errorf("refused addresses counted %d times: %+v", len(st.Denials), st.Denials)
+	}
+	d.remember("registry.npmjs.org", rs)
+
+	// 5 minutes later (past the TTL) it is still open; a new answer
+	// renews it for another grace period.
+	clk.t = clk.t.Add(5 * time.Minute)
+	if len(d.status().Resolved) != 1 {
+		t.Fatal("resolved address forgotten at the end of its TTL")
+	}
+	rs = d.admit("registry.npmjs.org", ls)
+	if len(rs) != 1 || !rs[0].Refresh || rs[0].TTL != DefaultGrace {
+		t.Fatalf("second answer %+v; want a refresh for %v", rs, DefaultGrace)
+	}
+	d.remember("registry.npmjs.org", rs)
+	clk.t = clk.t.Add(DefaultGrace - time.Second)
+	if len(d.status().Resolved) != 1 {
+		t.Error("renewed address forgotten before the grace period ended")
+	}
+	clk.t = clk.t.Add(2 * time.Second)
+	if n := len(d.status().Resolved); n != 0 {
+		t.Errorf("address kept %d entries past the grace period", n)
+	}
+	// A TTL longer than the grace period wins.
+	if rs := d.admit("x", []learned{{pub, 30 * time.Minute}}); rs[0].TTL != 30*time.Minute {
+		t.Errorf("long TTL shortened to %v", rs[0].TTL)
+	}
+
+	// Positive control: without host addresses the same answer admits
+	// the host address (and only it and the public one).
+	d2, _ := New(Config{Now: clk.now})
+	rs = d2.admit("registry.npmjs.org", ls)
+	var got []string
+	for _, r := range rs {
+		got = append(got, r.Addr.String())
+	}
+	if strings.Join(got, " ") != "140.82.112.50 64:ff9b::8c52:7032 140.82.112.3" {
+		t.Errorf("without host addresses admitted %v", got)
 	}
 }

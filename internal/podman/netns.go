@@ -147,6 +147,12 @@ func (c *Client) StartUplink(ctx context.Context, path string, o UplinkOptions) 
 	return u, nil
 }
 
+// Done is closed when slirp4netns has exited (stopped or died).
+func (u *Uplink) Done() <-chan struct{} { return u.done }
+
+// LastLine is the last line slirp4netns wrote, for an error message.
+func (u *Uplink) LastLine() string { return lastLogLine(u.log.String()) }
+
 // Stop ends slirp4netns: the exit descriptor is closed, then SIGKILL after
 // 2 s. Safe to call more than once.
 func (u *Uplink) Stop() {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -52,6 +54,9 @@ type Options struct {
 	NetdArgs []string
 	// ReadyTimeout bounds the wait for the ruleset; 20 s when zero.
 	ReadyTimeout time.Duration
+	// HostAddrs lists the host's own addresses, which no DNS answer
+	// opens; HostAddrs (this package's) when nil. Tests name others.
+	HostAddrs func() ([]netip.Addr, error)
 }
 
 // Component runs the Network Sidecar of one sandbox. Prepare pins a new
@@ -72,6 +77,11 @@ type Component struct {
 	readyE  error              // its result, read after ready is closed
 	uplink  *podman.Uplink
 	started bool // the sidecar container may exist
+
+	hostAddrs []netip.Addr  // what netd was last told
+	closing   chan struct{} // closed when Close begins: Watch ends quietly
+	closeOnce sync.Once
+	mu        sync.Mutex // guards uplink between Close and Watch
 }
 
 // NewComponent is the coordinator's constructor: the profile's merged
@@ -103,7 +113,10 @@ func New(o Options) *Component {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Component{o: o, autoImage: auto}
+	if o.HostAddrs == nil {
+		o.HostAddrs = HostAddrs
+	}
+	return &Component{o: o, autoImage: auto, closing: make(chan struct{})}
 }
 
 // Name implements sandbox.Component.
@@ -126,6 +139,9 @@ func (c *Component) Spec() (*podman.ContainerSpec, error) {
 	cmd := []string{"--control-fd", "3", "--policy", pol}
 	for _, u := range c.o.Upstreams {
 		cmd = append(cmd, "--upstream", u)
+	}
+	for _, a := range c.hostAddrs {
+		cmd = append(cmd, "--host-addr", a.String())
 	}
 	cmd = append(cmd, c.o.NetdArgs...)
 	return &podman.ContainerSpec{
@@ -155,6 +171,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 		return c.err
 	}
 	var netdBin string
+	var err error
 	if c.autoImage {
 		// A content tag: no podman call is needed to know it holds the
 		// installed lazaret-netd. Without one installed, ImageRef() is
@@ -162,6 +179,10 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 		if ref, bin, err := InstalledImageRef(); err == nil {
 			c.o.Image, netdBin = ref, bin
 		}
+	}
+	// Without the host's addresses netd could open them: fail the start.
+	if c.hostAddrs, err = c.o.HostAddrs(); err != nil {
+		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
 	}
 	sspec, err := c.Spec()
 	if err != nil {
@@ -228,7 +249,9 @@ func (c *Component) start(ctx context.Context, name string, args []string, lf *o
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
 	}
+	c.mu.Lock()
 	c.uplink = u
+	c.mu.Unlock()
 	c.o.Log.Info("network sidecar ready", "name", name)
 	return nil
 }
@@ -270,16 +293,18 @@ var errImageMissing = errors.New("sidecar image missing")
 // removes the control socket. The agent container is removed first (by the
 // coordinator); the namespace is freed when its last process is gone.
 func (c *Component) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() { close(c.closing) })
 	if c.cancel != nil {
 		c.cancel()
 		<-c.ready
 		c.cancel = nil
 	}
 	var errs []error
-	if c.uplink != nil {
-		c.uplink.Stop()
-		c.uplink = nil
-	}
+	c.mu.Lock()
+	u := c.uplink
+	c.uplink = nil
+	c.mu.Unlock()
+	u.Stop() // nil-safe
 	if c.started {
 		// --depend: a container still joined to the namespace (by
 		// --network container:) would otherwise block the removal.

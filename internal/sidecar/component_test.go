@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -80,5 +81,35 @@ func TestPrepareRefusesBadPolicy(t *testing.T) {
 	}
 	if err := c.Close(context.Background()); err != nil {
 		t.Errorf("Close after a failed Prepare: %v", err)
+	}
+}
+
+// TestHostAddrsReachNetd: the sidecar collects every address of the
+// host's interfaces (the coordinator runs on the host) and passes each to
+// netd as --host-addr, so no DNS answer can open one.
+func TestHostAddrsReachNetd(t *testing.T) {
+	addrs, err := HostAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ia := range ifaddrs {
+		p, err := netip.ParsePrefix(ia.String())
+		if err == nil && !slices.Contains(addrs, p.Addr().Unmap()) {
+			t.Errorf("host address %s missing from %v", p.Addr(), addrs)
+		}
+	}
+	c := New(Options{Anchor: testAnchor(t), Podman: &podman.Client{}})
+	c.hostAddrs = []netip.Addr{netip.MustParseAddr("140.82.112.50"), netip.MustParseAddr("2a00:1450::1")}
+	spec, err := c.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Join(spec.Command, " ")
+	if !strings.Contains(line, "--host-addr 140.82.112.50 --host-addr 2a00:1450::1") {
+		t.Errorf("netd command lacks the host addresses: %s", line)
 	}
 }

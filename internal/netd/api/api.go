@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
@@ -25,6 +26,9 @@ const (
 	OpStatus    = "status"     // report the state
 	OpSetPolicy = "set_policy" // replace the whole policy
 	OpAllow     = "allow"      // add one CIDR or domain, optionally expiring
+	// OpHostAddrs replaces the host's own addresses, which no DNS answer
+	// opens (the coordinator refreshes them when the host's change).
+	OpHostAddrs = "host_addrs"
 )
 
 // MaxMessage bounds one request or response line.
@@ -41,6 +45,8 @@ type Request struct {
 	ForSeconds int64 `json:"for_seconds,omitempty"`
 	// Reason is logged with the change ("lazaret net allow", "reload").
 	Reason string `json:"reason,omitempty"`
+	// Addrs are the host's addresses (OpHostAddrs).
+	Addrs []netip.Addr `json:"addrs,omitempty"`
 }
 
 // Response answers a Request.
@@ -65,6 +71,11 @@ type Status struct {
 	// DenialLog says how denials are seen ("nflog" or "counters only").
 	DenialLog string   `json:"denial_log"`
 	Changes   []Change `json:"changes"`
+	// HostAddrs are the host addresses no DNS answer opens.
+	HostAddrs []netip.Addr `json:"host_addrs"`
+	// Grace is how long (seconds) a resolved address stays open at least
+	// after the last answer that named it.
+	Grace int64 `json:"grace_seconds"`
 }
 
 // Resolved is an address added to the allow sets by an allowed name.
@@ -160,6 +171,12 @@ func (c *Client) SetPolicy(ctx context.Context, p netpolicy.Policy, reason strin
 		return nil, err
 	}
 	return resp.Status, nil
+}
+
+// SetHostAddrs replaces the host addresses no DNS answer opens.
+func (c *Client) SetHostAddrs(ctx context.Context, addrs []netip.Addr, reason string) error {
+	_, err := c.Do(ctx, Request{Op: OpHostAddrs, Addrs: addrs, Reason: reason})
+	return err
 }
 
 // Allow adds a CIDR, address or domain pattern, for d (0 = permanent).
