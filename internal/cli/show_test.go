@@ -31,7 +31,7 @@ func noTerminalControl(t *testing.T, what, out string) {
 
 func TestStatusFieldsEscaped(t *testing.T) {
 	st := &ctl.Status{Domain: "abc", Profile: "p", Workspace: "/ws/" + hostileText,
-		Container: ctl.ContainerStatus{Name: hostileText, State: "running", Image: hostileText, Runtime: "runsc"},
+		Container:  ctl.ContainerStatus{Name: hostileText, State: "running", Image: hostileText, Runtime: "runsc"},
 		Components: []string{hostileText}}
 	var s ctl.SessionStatus
 	s.ID = "0123456789abcdef"

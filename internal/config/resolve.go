@@ -97,4 +97,3 @@ func (c *Config) ProfileNames() []string {
 	sort.Strings(names)
 	return names
 }
-
