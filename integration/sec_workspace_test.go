@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -98,7 +99,7 @@ func TestWorkspaceRepoSubdirectory(t *testing.T) {
 			t.Errorf("branch mode: the agent's write reached the host at %s", p)
 		}
 	}
-	if out := runIn(t, e, sub, "domain").Stdout; !strings.Contains(out, "workspace  "+e.Workspace+"\n") {
+	if out := runIn(t, e, sub, "domain").Stdout; !regexp.MustCompile(`(?m)^workspace +` + regexp.QuoteMeta(e.Workspace) + `$`).MatchString(out) {
 		t.Errorf("lazaret domain in %s:\n%s", sub, out)
 	}
 	runIn(t, e, sub, "stop")
