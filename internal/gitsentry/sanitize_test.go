@@ -33,6 +33,7 @@ func hostileRepo(t testing.TB) (string, *Review) {
 	write(t, filepath.Join(ws, "install.sh"), hostileScript)
 	write(t, filepath.Join(ws, hostileName), "plain\n")
 	write(t, filepath.Join(ws, "a.txt"), "one\ntwo\x1b[2K\x1b[1A\b\bX\nthree\n")
+	write(t, filepath.Join(ws, "blob.bin"), "\x00\x01\x1b[8m\xff\xfe binary")
 	hg(t, ws, "add", ".")
 	hg(t, ws, "-c", "user.name="+hostileAuthor, "commit", "-q", "-m", hostileMessage)
 	hg(t, ws, "checkout", "-q", "main")
@@ -179,8 +180,10 @@ func rawGit(t *testing.T, dir string, args ...string) string {
 // that git apply reads), and it applies.
 func TestReviewPipeDiffIsThePatch(t *testing.T) {
 	ws, r := hostileRepo(t)
-	write(t, filepath.Join(ws, "bin.dat"), "")
 	out, _ := review(t, r, ViewPipe, "diff")
+	if !strings.Contains(out, "GIT binary patch") {
+		t.Errorf("no binary patch for blob.bin:\n%s", out)
+	}
 	base := rawGit(t, ws, "merge-base", "main", "lazaret/agent-p")
 	want := rawGit(t, ws, "-c", "core.quotePath=true", "diff", "--no-color", "--binary", strings.TrimSpace(base), "lazaret/agent-p")
 	if out != want {
@@ -191,7 +194,6 @@ func TestReviewPipeDiffIsThePatch(t *testing.T) {
 			t.Errorf("metadata line with a control character: %q", l)
 		}
 	}
-	os.Remove(filepath.Join(ws, "bin.dat"))
 	cmd := exec.Command("git", "-C", ws, "apply", "--index", "-")
 	cmd.Stdin = strings.NewReader(out)
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -199,6 +201,9 @@ func TestReviewPipeDiffIsThePatch(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(filepath.Join(ws, "install.sh")); string(data) != hostileScript {
 		t.Errorf("applied install.sh = %q", data)
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, "blob.bin")); string(data) != "\x00\x01\x1b[8m\xff\xfe binary" {
+		t.Errorf("applied blob.bin = %q", data)
 	}
 	if _, err := os.Stat(filepath.Join(ws, hostileName)); err != nil {
 		t.Errorf("file with CR in its name not created: %v", err)
