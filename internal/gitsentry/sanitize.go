@@ -115,14 +115,20 @@ func (r *renderer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Close renders a last line without a newline.
+// Close renders a last line without a newline, and ends its colour.
 func (r *renderer) Close() error {
-	if len(r.buf) == 0 {
+	r.out = r.out[:0]
+	if len(r.buf) > 0 {
+		r.line(r.buf, false)
+		r.buf = nil
+	}
+	if r.cont && r.view == ViewTerminal && r.sgr() != "" {
+		r.out = append(r.out, sgrReset...)
+	}
+	r.cont = false
+	if len(r.out) == 0 {
 		return nil
 	}
-	r.out = r.out[:0]
-	r.line(r.buf, false)
-	r.buf = nil
 	_, err := r.w.Write(r.out)
 	return err
 }

@@ -230,6 +230,18 @@ func TestRenderPatchMetadataEscaped(t *testing.T) {
 	}
 }
 
+// TestRenderTerminalEndsColour: a last line without a newline, or cut
+// into pieces, still ends with lazaret's reset.
+func TestRenderTerminalEndsColour(t *testing.T) {
+	var b bytes.Buffer
+	r := newRenderer(&b, ViewTerminal, kindPatch)
+	r.Write([]byte("@@ -1 +1 @@\n-a\n+" + strings.Repeat("x", maxRenderLine+10)))
+	r.Close()
+	if !strings.HasSuffix(b.String(), "x"+sgrReset) || strings.Count(b.String(), sgrAdd) != 1 {
+		t.Errorf("colour not ended: ...%q", b.String()[max(0, b.Len()-20):])
+	}
+}
+
 // FuzzRenderReview: whatever git (or the agent's git) prints, in whatever
 // pieces, a terminal view holds no escape sequence but lazaret's colours
 // and no control, C1, bidi or invisible character but newline and tab;
@@ -255,6 +267,9 @@ func FuzzRenderReview(f *testing.F) {
 			r.Close()
 			out := b.String()
 			if view == ViewTerminal {
+				if last := strings.LastIndex(out, "\x1b["); last >= 0 && !strings.HasPrefix(out[last:], sgrReset) {
+					t.Fatalf("colour left on at the end: %q", out[last:])
+				}
 				out = stripPalette(t, out)
 			}
 			for _, l := range strings.Split(out, "\n") {
