@@ -132,8 +132,10 @@ func (g *globalOptions) gitPreflight(ctx context.Context, p *config.Profile, a *
 	if err != nil {
 		return err
 	}
-	if mode, err := gitsentry.ResolveMode(p.GitMode, a.Workspace); err == nil && mode == gitsentry.ModeDirect {
-		fmt.Fprintln(g.io.ErrOut, directModeNotice(a.Workspace))
+	if startsSandbox(a) {
+		if mode, err := gitsentry.ResolveMode(p.GitMode, a.Workspace); err == nil && mode == gitsentry.ModeDirect {
+			fmt.Fprintln(g.io.ErrOut, directModeNotice(a.Workspace))
+		}
 	}
 	if notice != "" {
 		// The notice names paths of the repository: shown escaped.

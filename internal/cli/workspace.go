@@ -65,7 +65,16 @@ func (g *globalOptions) chooseWorkspace(cfg *config.Config, p *config.Profile, e
 	return ws, nil
 }
 
-// directModeNotice is the one line a session start prints in direct mode:
+// startsSandbox reports whether a session about to connect will start the
+// sandbox (no coordinator socket yet), so that start-up notices are said
+// once per start and a session joining a running sandbox prints nothing of
+// its own on stderr.
+func startsSandbox(a *domain.Anchor) bool {
+	_, err := os.Lstat(a.ControlSocket())
+	return err != nil
+}
+
+// directModeNotice is the one line a sandbox start prints in direct mode:
 // the agent's writes go straight to the user's files, with no branch to
 // review first.
 func directModeNotice(ws string) string {
