@@ -132,11 +132,6 @@ func (g *globalOptions) gitPreflight(ctx context.Context, p *config.Profile, a *
 	if err != nil {
 		return err
 	}
-	if startsSandbox(a) {
-		if mode, err := gitsentry.ResolveMode(p.GitMode, a.Workspace); err == nil && mode == gitsentry.ModeDirect {
-			fmt.Fprintln(g.io.ErrOut, directModeNotice(a.Workspace))
-		}
-	}
 	if notice != "" {
 		// The notice names paths of the repository: shown escaped.
 		fmt.Fprintf(g.io.ErrOut, "lazaret: %s\n", visible.Line(notice))

@@ -65,13 +65,20 @@ func (g *globalOptions) chooseWorkspace(cfg *config.Config, p *config.Profile, e
 	return ws, nil
 }
 
-// startsSandbox reports whether a session about to connect will start the
-// sandbox (no coordinator socket yet), so that start-up notices are said
-// once per start and a session joining a running sandbox prints nothing of
-// its own on stderr.
-func startsSandbox(a *domain.Anchor) bool {
-	_, err := os.Lstat(a.ControlSocket())
-	return err != nil
+// directModeAnnouncer is called by a session before it connects; the
+// function it returns is called once the sandbox runs and prints the
+// direct-mode line if this session started the sandbox (there was no
+// coordinator socket): said once per start, only when the agent really
+// runs, and never by a session joining a running sandbox (whose stderr
+// stays the command's own).
+func (g *globalOptions) directModeAnnouncer(p *config.Profile, a *domain.Anchor) func() {
+	if _, err := os.Lstat(a.ControlSocket()); err == nil {
+		return func() {}
+	}
+	if mode, err := gitsentry.ResolveMode(p.GitMode, a.Workspace); err != nil || mode != gitsentry.ModeDirect {
+		return func() {}
+	}
+	return func() { fmt.Fprintln(g.io.ErrOut, directModeNotice(a.Workspace)) }
 }
 
 // directModeNotice is the one line a sandbox start prints in direct mode:
