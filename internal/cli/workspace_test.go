@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/domain"
 )
 
 func TestEnclosingRepo(t *testing.T) {
@@ -58,5 +62,31 @@ func TestDirectModeNoticeOneLine(t *testing.T) {
 	n := directModeNotice("/ws/\x1b[8mx\ny")
 	if strings.Count(n, "\n") != 0 || strings.Contains(n, "\x1b") || !strings.Contains(n, "direct mode") {
 		t.Errorf("notice %q", n)
+	}
+}
+
+// TestDirectModeAnnouncer: the line is printed by the session that starts
+// a direct-mode sandbox only.
+func TestDirectModeAnnouncer(t *testing.T) {
+	base := t.TempDir()
+	ws := filepath.Join(base, "ws")
+	os.MkdirAll(ws, 0o755)
+	a, err := domain.New("default", ws, filepath.Join(base, "data"), filepath.Join(base, "run"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	g := &globalOptions{io: IO{ErrOut: &b}}
+	g.directModeAnnouncer(&config.Profile{}, a)()
+	if !strings.Contains(b.String(), "direct mode: the agent writes "+ws) || strings.Count(b.String(), "\n") != 1 {
+		t.Errorf("starting a direct-mode sandbox: %q", b.String())
+	}
+	b.Reset()
+	g.directModeAnnouncer(&config.Profile{GitMode: "branch"}, a)()
+	os.MkdirAll(filepath.Dir(a.ControlSocket()), 0o700)
+	os.WriteFile(a.ControlSocket(), nil, 0o600)
+	g.directModeAnnouncer(&config.Profile{}, a)()
+	if b.Len() != 0 {
+		t.Errorf("branch mode or joining a running sandbox printed %q", b.String())
 	}
 }
