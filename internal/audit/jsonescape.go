@@ -1,42 +1,8 @@
 package audit
 
-import (
-	"fmt"
-	"unicode/utf8"
-
-	"github.com/lazaret-dev/lazaret/internal/visible"
-)
+import "github.com/lazaret-dev/lazaret/internal/visible"
 
 // EscapeJSON rewrites the hidden characters (bidi controls, zero-width and
 // other format characters, C1 controls) left raw by encoding/json as \u
-// escapes. The result is the same JSON value, but printing it on a
-// terminal cannot reorder or hide text. b must be valid JSON, where such
-// characters can only occur inside strings.
-func EscapeJSON(b []byte) []byte {
-	clean := true
-	for _, r := range string(b) {
-		if r >= 0x80 && visible.Hidden(r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return b
-	}
-	out := make([]byte, 0, len(b)+32)
-	for i := 0; i < len(b); {
-		r, size := utf8.DecodeRune(b[i:])
-		if r >= 0x80 && visible.Hidden(r) && !(r == utf8.RuneError && size == 1) {
-			if r > 0xffff {
-				r -= 0x10000
-				out = fmt.Appendf(out, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
-			} else {
-				out = fmt.Appendf(out, `\u%04x`, r)
-			}
-		} else {
-			out = append(out, b[i:i+size]...)
-		}
-		i += size
-	}
-	return out
-}
+// escapes (visible.JSON). b must be valid JSON.
+func EscapeJSON(b []byte) []byte { return visible.JSON(b) }

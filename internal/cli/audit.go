@@ -323,7 +323,7 @@ func runAudit(ctx context.Context, g *globalOptions, o *auditOptions, profile st
 	if errors.Is(err, errNoTrail) {
 		if !o.follow {
 			if !o.json {
-				fmt.Fprintf(g.io.ErrOut, "lazaret: no audit trail yet for profile %s in %s\n", a.Profile, a.Workspace)
+				fmt.Fprintf(g.io.ErrOut, "lazaret: no audit trail yet for profile %s in %s\n", a.Profile, field(a.Workspace))
 			}
 			return nil
 		}

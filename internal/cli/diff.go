@@ -3,16 +3,15 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/gitsentry"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
 // reviewTarget is what every review command (diff, log, merge,
@@ -55,15 +54,18 @@ func (g *globalOptions) openReview(ctx context.Context, profile string) (*review
 	}, nil
 }
 
-// terminalOut returns the writer for git output shown to the user and the
-// --color value: on a terminal, colors with every other control character
-// made visible (the content is the agent's); elsewhere the raw bytes, so
-// `lazaret diff > x.patch` stays a patch.
-func (g *globalOptions) terminalOut() (io.Writer, string) {
-	if f, ok := g.io.Out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		return gitsentry.SafeTerminal(f), "always"
+// terminalOut is the view of review output on stdout: escaped and coloured
+// by lazaret on a terminal (plain with NO_COLOR set), escaped text and an
+// applicable patch elsewhere (gitsentry.View). Either way no escape
+// sequence of the agent's reaches the user.
+func (g *globalOptions) terminalOut() gitsentry.View {
+	if f, ok := g.io.Out.(*os.File); !ok || !isTerminal(f) {
+		return gitsentry.ViewPipe
 	}
-	return g.io.Out, "never"
+	if os.Getenv("NO_COLOR") != "" {
+		return gitsentry.ViewTerminalPlain
+	}
+	return gitsentry.ViewTerminal
 }
 
 type diffOptions struct {
@@ -103,9 +105,9 @@ func runDiff(ctx context.Context, g *globalOptions, o *diffOptions, profile stri
 	if err != nil {
 		return err
 	}
-	// On a terminal, out makes control characters visible: the diff shows
-	// the agent's content (and, with --uncommitted, comes from its git).
-	out, color := g.terminalOut()
+	// The diff shows the agent's content (and, with --uncommitted, comes
+	// from its git): see terminalOut.
+	view := g.terminalOut()
 	if o.uncommitted {
 		running, err := gitsentry.SandboxRunning(ctx, t.podman, t.anchor.Container())
 		if err != nil {
@@ -115,9 +117,9 @@ func runDiff(ctx context.Context, g *globalOptions, o *diffOptions, profile stri
 			return withHint(fmt.Errorf("--uncommitted: the sandbox %s is not running", t.anchor.Container()), exitUsage,
 				"uncommitted changes live only in the agent's clone; start the sandbox, or drop --uncommitted to see its commits")
 		}
-		return gitsentry.UncommittedDiff(ctx, t.podman, t.anchor.Container(), out, g.io.ErrOut, o.stat)
+		return gitsentry.UncommittedDiff(ctx, t.podman, t.anchor.Container(), g.io.Out, g.io.ErrOut, o.stat, view)
 	}
-	return t.review.Diff(ctx, out, g.io.ErrOut, o.stat, color)
+	return t.review.Diff(ctx, g.io.Out, g.io.ErrOut, o.stat, view)
 }
 
 // gitPreflight runs before a session starts the sandbox (exec, shell): a
@@ -131,7 +133,8 @@ func (g *globalOptions) gitPreflight(ctx context.Context, p *config.Profile, a *
 		return err
 	}
 	if notice != "" {
-		fmt.Fprintf(g.io.ErrOut, "lazaret: %s\n", notice)
+		// The notice names paths of the repository: shown escaped.
+		fmt.Fprintf(g.io.ErrOut, "lazaret: %s\n", visible.Line(notice))
 	}
 	return nil
 }

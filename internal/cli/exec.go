@@ -187,9 +187,11 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
+	announce := g.directModeAnnouncer(p, a)
 	if err := coord.Connect(cctx, a, client, hello, coord.Spawn{Args: args}, g.log); err != nil {
 		return sessionError(err)
 	}
+	announce()
 	defer client.Close()
 	if err := link.Register(cctx, client); err != nil && !errors.Is(err, sessionlink.ErrDisabled) {
 		return err

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
 // Exit codes of lazaret's own failures. A command run in the sandbox
@@ -75,7 +77,11 @@ func exitCode(err error, stderr io.Writer) int {
 	default:
 		code, hint = classify(err)
 	}
-	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	// Error messages quote what failed, and that is often the agent's
+	// text (a file name in a merge conflict, git's or podman's stderr, a
+	// ref name): shown escaped, on one line, like every other piece of
+	// sandbox text.
+	msg := visible.Line(strings.ReplaceAll(err.Error(), "\n", " "))
 	fmt.Fprintf(stderr, "lazaret: %s\n", msg)
 	if hint != "" {
 		fmt.Fprintf(stderr, "hint: %s\n", hint)

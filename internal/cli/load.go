@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -35,10 +34,13 @@ func (g *globalOptions) loadConfig() (*config.Config, error) {
 }
 
 // resolveDomain picks the profile (empty means "default") and builds the
-// Domain Anchor of workspace (empty means the current directory), which
-// must be an existing directory and not contain the data root; the
-// profile's volumes are checked for this domain too. The runtime directory is created (0700,
-// owner-checked); the socket dir comes from the configuration.
+// Domain Anchor of workspace (empty means --workspace, else the current
+// directory or the top level of the repository it is in: see
+// chooseWorkspace), which must be an existing directory that
+// config.CheckWorkspace accepts; the profile's volumes are checked for
+// this domain too. Nothing is created before these checks pass; then the
+// runtime directory is (0700, owner-checked); the socket dir comes from
+// the configuration.
 func (g *globalOptions) resolveDomain(cfg *config.Config, profile, workspace string) (*config.Profile, *domain.Anchor, error) {
 	if profile == "" {
 		profile = config.DefaultProfileName
@@ -50,24 +52,8 @@ func (g *globalOptions) resolveDomain(cfg *config.Config, profile, workspace str
 	if err != nil {
 		return nil, nil, withHint(err, exitUsage, "pick a profile listed above, or add [profiles.<name>] to the configuration (`lazaret init` writes an example)")
 	}
-	if workspace == "" {
-		if workspace, err = os.Getwd(); err != nil {
-			return nil, nil, fmt.Errorf("current directory: %w", err)
-		}
-	}
-	fi, err := os.Stat(workspace)
+	ws, err := g.chooseWorkspace(cfg, p, workspace)
 	if err != nil {
-		return nil, nil, usageError{fmt.Errorf("workspace: %w", err)}
-	}
-	if !fi.IsDir() {
-		return nil, nil, usageError{fmt.Errorf("workspace %s: not a directory", workspace)}
-	}
-	// Refuse a dangerous workspace before creating anything.
-	ws, err := domain.Canonical(workspace)
-	if err != nil {
-		return nil, nil, fmt.Errorf("workspace %s: %w", workspace, err)
-	}
-	if err := cfg.CheckWorkspace(ws); err != nil {
 		return nil, nil, err
 	}
 	runtimeDir, err := domain.RuntimeDir()

@@ -30,6 +30,7 @@ func runLog(ctx context.Context, g *globalOptions, o *logOptions, profile string
 	if err != nil {
 		return err
 	}
-	out, color := g.terminalOut()
-	return t.review.Log(ctx, out, g.io.ErrOut, o.oneline, color)
+	// Commit messages, author and ref names are the agent's: see
+	// terminalOut.
+	return t.review.Log(ctx, g.io.Out, g.io.ErrOut, o.oneline, g.terminalOut())
 }

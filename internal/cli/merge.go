@@ -40,10 +40,10 @@ func runMerge(ctx context.Context, g *globalOptions, o *mergeOptions, profile st
 		return err
 	}
 	if res.UpToDate {
-		fmt.Fprintf(g.io.Out, "%s: already up to date with %s\n", res.Branch, t.review.Map.AgentBranch())
+		fmt.Fprintf(g.io.Out, "%s: already up to date with %s\n", field(res.Branch), t.review.Map.AgentBranch())
 		return nil
 	}
-	fmt.Fprintf(g.io.Out, "merged %s into %s (%s..%s)\n", t.review.Map.AgentBranch(), res.Branch, short(res.Before), short(res.After))
+	fmt.Fprintf(g.io.Out, "merged %s into %s (%s..%s)\n", t.review.Map.AgentBranch(), field(res.Branch), short(res.Before), short(res.After))
 	return nil
 }
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -124,9 +123,7 @@ func runNetStatus(ctx context.Context, g *globalOptions, o *netOptions) error {
 		return netUnavailable(ctx, g, err, a)
 	}
 	if o.json {
-		enc := json.NewEncoder(g.io.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		return writeJSON(g.io.Out, st)
 	}
 	printNetStatus(g.io.Out, st)
 	return nil
@@ -212,7 +209,7 @@ func printNetStatus(w io.Writer, st *api.Status) {
 	if len(st.Resolved) > 0 {
 		fmt.Fprintf(tw, "\nresolved addresses:\n")
 		for _, r := range st.Resolved {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", r.Addr, r.Name, expiry(r.Expires))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", field(r.Addr), field(r.Name), expiry(r.Expires))
 		}
 	}
 	var total uint64
@@ -229,7 +226,7 @@ func printNetStatus(w io.Writer, st *api.Status) {
 		fmt.Fprintf(tw, "  (none)\n")
 	}
 	for _, d := range st.Denials {
-		fmt.Fprintf(tw, "  %s\t%d\tlast %s\n", d.Dest, d.Count, d.Last.Local().Format(time.TimeOnly))
+		fmt.Fprintf(tw, "  %s\t%d\tlast %s\n", field(d.Dest), d.Count, d.Last.Local().Format(time.TimeOnly))
 	}
 }
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -93,9 +92,7 @@ func runPs(ctx context.Context, g *globalOptions, o *psOptions) error {
 		}
 	}
 	if o.json {
-		enc := json.NewEncoder(g.io.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(running)
+		return writeJSON(g.io.Out, running)
 	}
 	if len(running) == 0 {
 		fmt.Fprintln(g.io.Out, "no sandbox running")
@@ -104,8 +101,8 @@ func runPs(ctx context.Context, g *globalOptions, o *psOptions) error {
 	tw := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DOMAIN\tPROFILE\tSESSIONS\tUPTIME\tCONTAINER\tWORKSPACE")
 	for _, st := range running {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", st.Domain, st.Profile, len(st.Sessions),
-			roundDuration(time.Duration(st.Uptime)), st.Container.Name, st.Workspace)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", field(st.Domain), field(st.Profile), len(st.Sessions),
+			roundDuration(time.Duration(st.Uptime)), field(st.Container.Name), field(st.Workspace))
 	}
 	return tw.Flush()
 }

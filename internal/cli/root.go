@@ -25,6 +25,7 @@ type IO struct {
 type globalOptions struct {
 	io         IO
 	configPath string
+	workspace  string // --workspace: the directory taken as is
 	verbose    bool
 	allowRoot  bool
 	log        *slog.Logger
@@ -71,6 +72,7 @@ real git on an agent branch, and human-approved host escalation.`,
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.configPath, "config", "", "configuration file (default $XDG_CONFIG_HOME/lazaret/config.toml)")
+	pf.StringVar(&g.workspace, "workspace", "", "the Agent Workspace, taken as is (default: the current directory, or the top level of the git repository it is in)")
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "debug logs on stderr")
 	pf.BoolVar(&g.allowRoot, "allow-root", false, "allow running as root (not rootless; not recommended)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })

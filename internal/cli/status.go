@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -88,12 +87,10 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 		}
 	}
 	if o.json {
-		enc := json.NewEncoder(g.io.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeJSON(g.io.Out, out)
 	}
 	if !out.Running {
-		fmt.Fprintf(g.io.Out, "not running: profile %s in %s (domain %s)\n", a.Profile, a.Workspace, a.Hash)
+		fmt.Fprintf(g.io.Out, "not running: profile %s in %s (domain %s)\n", a.Profile, field(a.Workspace), a.Hash)
 	} else {
 		printStatus(g.io.Out, out.Status)
 	}
@@ -129,7 +126,7 @@ func printOverlayRecords(w io.Writer, recs []stateanchor.Record) {
 		if digest == "" {
 			digest = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.12s\t%s\t%s\n", r.Dir, r.Image, r.ImageID, digest, r.MountedAt.Local().Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%.12s\t%s\t%s\n", field(r.Dir), field(r.Image), field(r.ImageID), field(digest), r.MountedAt.Local().Format(time.DateTime))
 	}
 	tw.Flush()
 }
@@ -144,11 +141,12 @@ func printStatus(w io.Writer, st *ctl.Status) {
 		}
 	}
 	fmt.Fprintf(tw, "domain\t%s\nprofile\t%s\nworkspace\t%s\ncoordinator\tpid %d, %s, up %s\n",
-		st.Domain, st.Profile, st.Workspace, st.PID, state, roundDuration(time.Duration(st.Uptime)))
-	fmt.Fprintf(tw, "container\t%s (%s)\nimage\t%s\nruntime\t%s\n", st.Container.Name, st.Container.State, st.Container.Image, st.Container.Runtime)
+		field(st.Domain), field(st.Profile), field(st.Workspace), st.PID, state, roundDuration(time.Duration(st.Uptime)))
+	fmt.Fprintf(tw, "container\t%s (%s)\nimage\t%s\nruntime\t%s\n",
+		field(st.Container.Name), field(st.Container.State), field(st.Container.Image), field(st.Container.Runtime))
 	comps := "none"
 	if len(st.Components) > 0 {
-		comps = strings.Join(st.Components, ", ")
+		comps = field(strings.Join(st.Components, ", "))
 	}
 	fmt.Fprintf(tw, "components\t%s\nsessions\t%d\n", comps, len(st.Sessions))
 	tw.Flush()
@@ -158,7 +156,7 @@ func printStatus(w io.Writer, st *ctl.Status) {
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nSESSION\tPID\tTTY\tATTACHED\tCOMMAND")
 	for _, s := range st.Sessions {
-		fmt.Fprintf(tw, "%s\t%d\t%v\t%s ago\t%s\n", s.ID[:12], s.PeerPID, s.TTY, roundDuration(time.Since(s.Attached)), strings.Join(s.Command, " "))
+		fmt.Fprintf(tw, "%s\t%d\t%v\t%s ago\t%s\n", field(s.ID[:min(12, len(s.ID))]), s.PeerPID, s.TTY, roundDuration(time.Since(s.Attached)), argvField(s.Command))
 	}
 	tw.Flush()
 }

@@ -132,7 +132,7 @@ func runStopAll(ctx context.Context, g *globalOptions) error {
 				mu.Unlock()
 				return
 			}
-			fmt.Fprintf(g.io.Out, "stopped %s\n", d.Status.Container.Name)
+			fmt.Fprintf(g.io.Out, "stopped %s\n", field(d.Status.Container.Name))
 		}()
 	}
 	wg.Wait()

@@ -72,7 +72,8 @@ func IsSecurity(err error) bool {
 		return false
 	}
 	var e *Error
-	return errors.As(err, &e) && e.IsSecurity
+	var we *WorkspaceError
+	return errors.As(err, &e) && e.IsSecurity || errors.As(err, &we)
 }
 
 // Errors returns every *Error in err, in order (nil if there is none).

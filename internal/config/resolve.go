@@ -97,21 +97,3 @@ func (c *Config) ProfileNames() []string {
 	sort.Strings(names)
 	return names
 }
-
-// CheckWorkspace refuses a canonical workspace that would hand the sandbox
-// far more than a project: the host root, a kernel filesystem, a directory
-// containing the Storage Root (such as the home directory, with every
-// credential in it), or a path that would inject mount options.
-func (c *Config) CheckWorkspace(ws string) error {
-	err := checkPathChars(ws)
-	if err == nil {
-		err = checkSystemPath(ws)
-	}
-	if err == nil && c.DataRoot != "" && within(c.DataRoot, ws) {
-		err = securityErrf("%s contains lazaret's data_root %s: run lazaret in a project directory", quoteValue(ws), c.DataRoot)
-	}
-	if err != nil {
-		return locate("workspace", err)
-	}
-	return nil
-}

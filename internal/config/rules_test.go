@@ -3,6 +3,7 @@ package config
 import (
 	"net/netip"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -387,17 +388,64 @@ func TestStarterPasses(t *testing.T) {
 	}
 }
 
+// TestCheckWorkspace: each refused directory with the reason named, and
+// the positive controls next to them (a project directory beside or
+// inside the same places) accepted.
 func TestCheckWorkspace(t *testing.T) {
 	root := testEnv(t)
-	c := mustParse(t, "")
-	for _, ws := range []string{"/", "/proc", root, root + "/data", root + "/data/lazaret", "/a,b"} {
-		if err := c.CheckWorkspace(ws); !IsSecurity(err) {
-			t.Errorf("CheckWorkspace(%q) = %v", ws, err)
+	home := root + "/home"
+	for _, d := range []string{".ssh/keys", ".gnupg", ".config/lazaret", ".config/nvim", ".local/share", ".local/bin", ".cache", "proj", "src/a", "other/.ssh"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
+			t.Fatal(err)
 		}
 	}
-	for _, ws := range []string{root + "/home/proj", "/srv/proj", root + "/home"} {
+	cfgFile := filepath.Join(root, "proj-with-config", "lazaret.toml")
+	os.MkdirAll(filepath.Dir(cfgFile), 0o700)
+	os.WriteFile(cfgFile, nil, 0o600)
+	c := mustParse(t, "")
+	inUse, err := Parse(cfgFile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		c        *Config
+		ws, want string
+	}{
+		{c, "/", "is the host root /"},
+		{c, "/proc", "system directory /proc"},
+		{c, "/etc/ssh", "system directory /etc"},
+		{c, "/usr", "system directory /usr"},
+		{c, "/var/tmp", "shared directory"},
+		{c, "/home", "shared directory"},
+		{c, "/var", "shared directory"},
+		{c, root, "contains your home directory"},
+		{c, home, "is your home directory"},
+		{c, home + "/.ssh", "credential directory"},
+		{c, home + "/.ssh/keys", "credential directory"},
+		{c, home + "/.gnupg", "credential directory"},
+		{c, home + "/.local/bin", "credential directory"},
+		{c, home + "/.local", "contains or is inside a credential directory"},
+		{c, home + "/.local/share", "is or contains"},
+		{c, home + "/.cache", "is or contains"},
+		{c, root + "/cfg", "lazaret's configuration directory"},
+		{c, root + "/cfg/lazaret", "lazaret's configuration directory"},
+		{c, home + "/.config", "is or contains " + home + "/.config"},
+		{c, root + "/data", "data_root"},
+		{c, root + "/data/lazaret", "data_root"},
+		{c, root + "/data/lazaret/domains/x/workspace", "data_root"},
+		{c, root + "/run", "runtime directory"},
+		{c, root + "/run/lazaret", "runtime directory"},
+		{inUse, root + "/proj-with-config", "configuration file " + cfgFile},
+		{c, "/a,b", "mount options"},
+	} {
+		err := tc.c.CheckWorkspace(tc.ws)
+		if !IsSecurity(err) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("CheckWorkspace(%q) = %v, want a security error with %q", tc.ws, err, tc.want)
+		}
+	}
+	for _, ws := range []string{home + "/proj", home + "/src/a", home + "/src", "/srv/proj", "/tmp/proj", home + "/.config/nvim", home + "/other"} {
 		if err := c.CheckWorkspace(ws); err != nil {
-			t.Errorf("CheckWorkspace(%q) = %v", ws, err)
+			t.Errorf("CheckWorkspace(%q) = %v, want it accepted", ws, err)
 		}
 	}
 }

@@ -45,19 +45,26 @@ func (r *Review) agentTip(ctx context.Context) (string, error) {
 	return tip, nil
 }
 
-// stream runs git in the working tree with its output on out and errOut.
-func (r *Review) stream(ctx context.Context, out, errOut io.Writer, args ...string) error {
+// streamView runs git in the working tree with its output, of kind,
+// rendered for view on out and errOut.
+func (r *Review) streamView(ctx context.Context, out, errOut io.Writer, view View, kind outputKind, args ...string) error {
 	cmd := r.Git.Command(ctx, r.Repo.TopLevel, args...)
-	cmd.Stdout, cmd.Stderr = out, errOut
-	if err := cmd.Run(); err != nil {
+	var closeStreams func() error
+	cmd.Stdout, cmd.Stderr, closeStreams = viewStreams(out, errOut, view, kind)
+	err := cmd.Run()
+	if cerr := closeStreams(); err == nil && cerr != nil {
+		return cerr
+	}
+	if err != nil {
 		return r.Git.wrap(args, err, "")
 	}
 	return nil
 }
 
 // Diff shows what the agent changed since it forked from the host's
-// current history: git diff <merge-base>..<agent tip>.
-func (r *Review) Diff(ctx context.Context, out, errOut io.Writer, stat bool, color string) error {
+// current history: git diff <merge-base>..<agent tip>, rendered for view
+// (sanitize.go).
+func (r *Review) Diff(ctx context.Context, out, errOut io.Writer, stat bool, view View) error {
 	tip, err := r.agentTip(ctx)
 	if err != nil {
 		return err
@@ -70,28 +77,26 @@ func (r *Review) Diff(ctx context.Context, out, errOut io.Writer, stat bool, col
 	if err != nil {
 		return fmt.Errorf("no common history between HEAD and %s: %w", r.Map.AgentBranch(), err)
 	}
-	args := []string{"diff", "--color=" + color}
+	kind := kindPatch
 	if stat {
-		args = append(args, "--stat")
+		kind = kindText
 	}
-	return r.stream(ctx, out, errOut, append(args, base, tip, "--")...)
+	return r.streamView(ctx, out, errOut, view, kind, append(diffArgs(view, stat), base, tip, "--")...)
 }
 
-// Log lists the agent's commits that the host's HEAD does not have.
-func (r *Review) Log(ctx context.Context, out, errOut io.Writer, oneline bool, color string) error {
+// Log lists the agent's commits that the host's HEAD does not have,
+// rendered for view (sanitize.go).
+func (r *Review) Log(ctx context.Context, out, errOut io.Writer, oneline bool, view View) error {
 	tip, err := r.agentTip(ctx)
 	if err != nil {
 		return err
 	}
-	args := []string{"log", "--color=" + color}
-	if oneline {
-		args = append(args, "--oneline")
-	}
+	args, kind := logArgs(oneline)
 	args = append(args, tip)
 	if head, err := r.Repo.Head(ctx, r.Git); err == nil {
 		args = append(args, "--not", head)
 	}
-	return r.stream(ctx, out, errOut, append(args, "--")...)
+	return r.streamView(ctx, out, errOut, view, kind, append(args, "--")...)
 }
 
 // MergeResult says what Merge did.

@@ -44,7 +44,7 @@ func FuzzEscape(f *testing.F) {
 					t.Fatalf("Escape(%q) = %q keeps %U", s, out, r)
 				}
 			}
-			if !strings.ContainsAny(s, "\\\x00\x01\x02\x03\x04\x05\x06\x07\x08\t\n\v\f\r\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f\x7f") && utf8.ValidString(s) && !strings.ContainsFunc(s, Hidden) && out != s {
+			if !strings.ContainsAny(s, "\\\x00\x01\x02\x03\x04\x05\x06\x07\x08\t\n\v\f\r\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f\x7f") && utf8.ValidString(s) && !strings.ContainsFunc(s, Hidden) && !strings.ContainsFunc(s, isMark) && out != s {
 				t.Fatalf("Escape changed harmless text %q to %q", s, out)
 			}
 		}

@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/gitsentry"
+)
+
+// workspaceHint is the way out of a refused workspace.
+const workspaceHint = "cd into a project directory, or name one with --workspace DIR (see docs/CONFIG.md, \"Workspace\")"
+
+// chooseWorkspace returns the canonical Agent Workspace. An explicit
+// directory (the argument, set by the CLI for its coordinator, or
+// --workspace) is taken as is. Otherwise it is the current directory, or,
+// when that is inside a git repository and the profile is not in direct
+// mode, the repository's top level: branch mode needs the top level, and
+// mounting a subdirectory read-write instead would hand the agent the
+// user's files without the user having asked for direct mode. Either way
+// config.CheckWorkspace must accept the result (exit code 5 and a hint
+// otherwise), before anything is created.
+func (g *globalOptions) chooseWorkspace(cfg *config.Config, p *config.Profile, explicit string) (string, error) {
+	if explicit == "" {
+		explicit = g.workspace
+	}
+	dir := explicit
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", fmt.Errorf("current directory: %w", err)
+		}
+		dir = wd
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return "", usageError{fmt.Errorf("workspace: %w", err)}
+	}
+	if !fi.IsDir() {
+		return "", usageError{fmt.Errorf("workspace %s: not a directory", dir)}
+	}
+	ws, err := domain.Canonical(dir)
+	if err != nil {
+		return "", fmt.Errorf("workspace %s: %w", dir, err)
+	}
+	if explicit == "" && p.GitMode != gitsentry.ModeDirect && !gitsentry.HasGitEntry(ws) {
+		if top := enclosingRepo(ws, func(d string) bool { return cfg.CheckWorkspace(d) == nil }); top != "" {
+			if g.log != nil {
+				g.log.Debug("workspace is the top level of the repository around the current directory", "top", top, "cwd", ws)
+			}
+			ws = top
+		}
+	}
+	if err := cfg.CheckWorkspace(ws); err != nil {
+		var we *config.WorkspaceError
+		if errors.As(err, &we) {
+			return "", withHint(err, exitSecurity, workspaceHint)
+		}
+		return "", err
+	}
+	return ws, nil
+}
+
+// directModeAnnouncer is called by a session before it connects; the
+// function it returns is called once the sandbox runs and prints the
+// direct-mode line if this session started the sandbox (there was no
+// coordinator socket): said once per start, only when the agent really
+// runs, and never by a session joining a running sandbox (whose stderr
+// stays the command's own).
+func (g *globalOptions) directModeAnnouncer(p *config.Profile, a *domain.Anchor) func() {
+	if _, err := os.Lstat(a.ControlSocket()); err == nil {
+		return func() {}
+	}
+	if mode, err := gitsentry.ResolveMode(p.GitMode, a.Workspace); err != nil || mode != gitsentry.ModeDirect {
+		return func() {}
+	}
+	return func() { fmt.Fprintln(g.io.ErrOut, directModeNotice(a.Workspace)) }
+}
+
+// directModeNotice is the one line a sandbox start prints in direct mode:
+// the agent's writes go straight to the user's files, with no branch to
+// review first.
+func directModeNotice(ws string) string {
+	return fmt.Sprintf("lazaret: direct mode: the agent writes %s on the host itself (no agent branch to review; a git repository's top level gives branch mode)", field(ws))
+}
+
+// enclosingRepo returns the nearest ancestor of dir holding a .git entry,
+// if that repository is the user's (the directory and its .git are owned
+// by this uid, or by root, who can do anything anyway: a .git planted by
+// another user in a shared parent is not taken) and acceptable says it may be a workspace (the home directory of
+// a dotfiles repository is not: then dir stays the workspace). "" when
+// there is none.
+func enclosingRepo(dir string, acceptable func(string) bool) string {
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		if gitsentry.HasGitEntry(d) {
+			if ownedByMe(d) && ownedByMe(filepath.Join(d, ".git")) && acceptable(d) {
+				return d
+			}
+			return ""
+		}
+		if d == "/" {
+			return ""
+		}
+	}
+}
+
+func ownedByMe(path string) bool {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && (int(st.Uid) == os.Getuid() || st.Uid == 0)
+}
