@@ -229,6 +229,9 @@ func background(t *testing.T, e *Env, stdin io.Reader, args ...string) (*exec.Cm
 	var errb bytes.Buffer
 	cmd.Stdin = stdin
 	cmd.Stderr = &errb
+	// A test that fails before it closes stdin must not hang in Cleanup:
+	// Wait would wait for the stdin copier forever.
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
