@@ -515,6 +515,17 @@ func TestEscalationPromptThroughPTY(t *testing.T) {
 			out, _ := Podman(t, "ps", "-a", "--filter", "label=lazaret.data_root="+e.DataRoot, "--format", "{{.Names}}")
 			return !strings.Contains(out, "lazaret-default-")
 		})
+		// Audited as the human's Q on that request, and the stop as
+		// aborted from the prompt; not as a `lazaret stop`.
+		res := e.Run("audit")
+		for _, want := range []string{"aborted by the user (Q)", "aborted from the escalation prompt"} {
+			if !strings.Contains(res.Stdout, want) {
+				t.Errorf("audit lacks %s:\n%s", want, res.Stdout)
+			}
+		}
+		if strings.Contains(res.Stdout, "lazaret stop") {
+			t.Errorf("the Q abort is audited as a `lazaret stop`:\n%s", res.Stdout)
+		}
 	})
 }
 

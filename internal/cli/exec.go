@@ -154,8 +154,8 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 		promptTTY = stdin
 	}
 	var client *ctl.Client
-	link, err := sessionlink.New(sessionlink.Options{TTY: promptTTY, Pause: gate.Pause, Resume: gate.Resume,
-		Abort: func() { _ = client.Call(context.Background(), ctl.TypeStop, nil, nil) }})
+	// Q at a prompt stops the sandbox through client (sessionlink).
+	link, err := sessionlink.New(sessionlink.Options{TTY: promptTTY, Pause: gate.Pause, Resume: gate.Resume})
 	if err != nil {
 		return err
 	}

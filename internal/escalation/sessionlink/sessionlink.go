@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/ctl"
@@ -24,6 +25,8 @@ type Link struct {
 	anchor    *session.Anchor
 	runner    *prompt.Runner
 	sandboxID string
+	mu        sync.Mutex
+	client    *ctl.Client // set by Install; the Q answer stops through it
 	// TTL of delegations; session.DefaultDelegationTTL when zero.
 	TTL time.Duration
 }
@@ -37,8 +40,10 @@ type Options struct {
 	// forwarding around a prompt (attach.Gate).
 	Pause  func(flush func() error) io.Reader
 	Resume func()
-	// Abort runs when the human presses Q: the CLI asks the coordinator to
-	// stop.
+	// Abort runs when the human presses Q. Nil (the CLI) asks the
+	// coordinator, on the connection given to Install, to stop the sandbox
+	// as aborted from the escalation prompt (so the audit trail records
+	// the human's Q, not a `lazaret stop`).
 	Abort func()
 }
 
@@ -48,7 +53,12 @@ func New(o Options) (*Link, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &prompt.Runner{TTY: o.TTY, OnAbort: o.Abort, Pause: o.Pause, Resume: o.Resume,
+	l := &Link{anchor: a}
+	abort := o.Abort
+	if abort == nil {
+		abort = l.stopAborted
+	}
+	l.runner = &prompt.Runner{TTY: o.TTY, OnAbort: abort, Pause: o.Pause, Resume: o.Resume,
 		Resolve: func(argv0 string, r escalation.PromptRequest) (string, error) {
 			// Resolved as the coordinator will (it checks again and refuses
 			// a difference).
@@ -58,7 +68,18 @@ func New(o Options) (*Link, error) {
 			}
 			return escalation.Resolve(argv0, r.HostDir, escalation.SafePath(path))
 		}}
-	return &Link{anchor: a, runner: r}, nil
+	return l, nil
+}
+
+// stopAborted asks the coordinator to stop the sandbox because the human
+// answered Q.
+func (l *Link) stopAborted() {
+	l.mu.Lock()
+	c := l.client
+	l.mu.Unlock()
+	if c != nil {
+		_ = c.Call(context.Background(), ctl.TypeStop, ctl.StopRequest{Cause: ctl.StopCauseEscalationAbort}, nil)
+	}
 }
 
 // SessionID is LAZARET_SESSION_ID.
@@ -66,6 +87,9 @@ func (l *Link) SessionID() string { return l.anchor.ID }
 
 // Install registers the prompt handlers on c; call it before Connect.
 func (l *Link) Install(c *ctl.Client) {
+	l.mu.Lock()
+	l.client = c
+	l.mu.Unlock()
 	c.Handle(escalation.TypePrompt, func(ctx context.Context, req *ctl.Request) (any, error) {
 		var pr escalation.PromptRequest
 		if err := req.Decode(&pr); err != nil {
