@@ -23,7 +23,7 @@ func classify(err error) (int, string) {
 	case errors.Is(err, podman.ErrNoSuchImage):
 		return exitSetup, "run `lazaret image build` to build the local images"
 	case errors.Is(err, locate.ErrNotFound):
-		return exitSetup, "run `lazaret doctor` to see what is missing (the pinned runsc is installed by `make install`)"
+		return exitSetup, "run `lazaret doctor` to see what is missing (`make install` installs lazaret's companion binaries and the pinned runsc)"
 	case errors.Is(err, gitsentry.ErrNoCommits):
 		return exitUsage, "branch mode starts the agent from your current commit: commit once, or set git_mode = \"direct\" in the profile"
 	case errors.Is(err, gitsentry.ErrBranchModeNeedsRepo), errors.Is(err, gitsentry.ErrNotRepository), errors.Is(err, gitsentry.ErrBareRepository):
@@ -37,7 +37,7 @@ func classify(err error) (int, string) {
 	case errors.Is(err, gitsentry.ErrMergeConflict):
 		return exitFailure, "resolve it by hand: `git merge lazaret/agent-<profile>`, or ask the agent to rebase onto your branch"
 	case errors.Is(err, gitsentry.ErrSandboxRunning):
-		return exitFailure, "stop the sandbox first (`lazaret stop`)"
+		return exitFailure, "stop the sandbox first (`lazaret stop [PROFILE]`)"
 	case errors.Is(err, gitsentry.ErrGitNotInstalled):
 		return exitSetup, "install git on the host"
 	}

@@ -188,7 +188,7 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	if err := coord.Connect(cctx, a, client, hello, coord.Spawn{Args: args}, g.log); err != nil {
-		return sessionError(err)
+		return sessionError(err, p.Name)
 	}
 	defer client.Close()
 	if err := link.Register(cctx, client); err != nil && !errors.Is(err, sessionlink.ErrDisabled) {
@@ -264,7 +264,7 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 		return nil
 	case podman.ExitPodmanError:
 		return withHint(errors.New("podman exec failed (exit 125; podman's message is above)"), exitFailure,
-			"if the sandbox's container is gone or broken, `lazaret stop` and run the command again")
+			"if the sandbox's container is gone or broken, "+verbLine("stop", p.Name)+" and run the command again")
 	}
 	return exitError{code}
 }
@@ -292,10 +292,10 @@ func signalInSandbox(pm *podman.Client, spec ctl.ExecSpec, pidFile string, sig o
 }
 
 // sessionError adds the fix to errors of reaching or starting the sandbox.
-func sessionError(err error) error {
+func sessionError(err error, profile string) error {
 	var am *ctl.APIMismatchError
 	if errors.As(err, &am) {
-		return withHint(err, exitSetup, "a coordinator of another lazaret version is running")
+		return withHint(err, exitSetup, "a coordinator of another lazaret version runs this sandbox: stop it with "+verbLine("stop", profile)+" and retry")
 	}
 	return err
 }

@@ -46,8 +46,8 @@ func run(args []string, streams IO) int {
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
-	err := root.ExecuteContext(ctx)
-	return exitCode(err, streams.ErrOut)
+	cmd, err := root.ExecuteContextC(ctx)
+	return exitCode(usageHint(cmd, err), streams.ErrOut)
 }
 
 func newRootCmd(g *globalOptions) *cobra.Command {
@@ -73,7 +73,7 @@ real git on an agent branch, and human-approved host escalation.`,
 	pf.StringVar(&g.configPath, "config", "", "configuration file (default $XDG_CONFIG_HOME/lazaret/config.toml)")
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "debug logs on stderr")
 	pf.BoolVar(&g.allowRoot, "allow-root", false, "allow running as root (not rootless; not recommended)")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(flagError)
 
 	root.AddCommand(
 		newVersionCmd(g),
@@ -88,5 +88,7 @@ real git on an agent branch, and human-approved host escalation.`,
 		newAuditCmd(g),
 		newNetCmd(g),
 	)
+	groupCommands(root)
+	g.completeProfilesEverywhere(root)
 	return root
 }
