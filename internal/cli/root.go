@@ -88,6 +88,7 @@ real git on an agent branch, and human-approved host escalation.`,
 		newAuditCmd(g),
 		newNetCmd(g),
 	)
+	root.InitDefaultCompletionCmd() // now, so that the walks below see it
 	groupCommands(root)
 	g.completeProfilesEverywhere(root)
 	return root
