@@ -236,6 +236,7 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 		opts.Signal = func(sig os.Signal) { signalInSandbox(pm, spec, pidFile, sig, g) }
 	}
 	code, err := attach.Run(pc, opts)
+	link.WaitAbort() // a Q at a prompt: the stop is recorded before this session detaches
 	if err != nil {
 		return fmt.Errorf("podman exec: %w", err)
 	}

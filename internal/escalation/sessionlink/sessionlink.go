@@ -27,6 +27,7 @@ type Link struct {
 	sandboxID string
 	mu        sync.Mutex
 	client    *ctl.Client // set by Install; the Q answer stops through it
+	aborting  sync.WaitGroup
 	// TTL of delegations; session.DefaultDelegationTTL when zero.
 	TTL time.Duration
 }
@@ -43,7 +44,7 @@ type Options struct {
 	// Abort runs when the human presses Q. Nil (the CLI) asks the
 	// coordinator, on the connection given to Install, to stop the sandbox
 	// as aborted from the escalation prompt (so the audit trail records
-	// the human's Q, not a `lazaret stop`).
+	// the human's Q, not a `lazaret stop`); see WaitAbort.
 	Abort func()
 }
 
@@ -54,11 +55,7 @@ func New(o Options) (*Link, error) {
 		return nil, err
 	}
 	l := &Link{anchor: a}
-	abort := o.Abort
-	if abort == nil {
-		abort = l.stopAborted
-	}
-	l.runner = &prompt.Runner{TTY: o.TTY, OnAbort: abort, Pause: o.Pause, Resume: o.Resume,
+	l.runner = &prompt.Runner{TTY: o.TTY, OnAbort: o.Abort, Pause: o.Pause, Resume: o.Resume,
 		Resolve: func(argv0 string, r escalation.PromptRequest) (string, error) {
 			// Resolved as the coordinator will (it checks again and refuses
 			// a difference).
@@ -72,15 +69,29 @@ func New(o Options) (*Link, error) {
 }
 
 // stopAborted asks the coordinator to stop the sandbox because the human
-// answered Q.
+// answered Q. It is called before the answer is sent back, so the request
+// is on its way before the denied command can end the session (a session
+// ending first would be audited as "the last session ended"); the call
+// itself runs beside the reply, which the coordinator needs to finish the
+// request before it tears down.
 func (l *Link) stopAborted() {
 	l.mu.Lock()
 	c := l.client
 	l.mu.Unlock()
-	if c != nil {
-		_ = c.Call(context.Background(), ctl.TypeStop, ctl.StopRequest{Cause: ctl.StopCauseEscalationAbort}, nil)
+	if c == nil {
+		return
 	}
+	l.aborting.Add(1)
+	go func() {
+		defer l.aborting.Done()
+		_ = c.Call(context.Background(), ctl.TypeStop, ctl.StopRequest{Cause: ctl.StopCauseEscalationAbort}, nil)
+	}()
 }
+
+// WaitAbort waits until a stop asked by a Q answer has been answered (the
+// sandbox is gone) or the connection closed; the CLI calls it when the
+// command ends, before it detaches.
+func (l *Link) WaitAbort() { l.aborting.Wait() }
 
 // SessionID is LAZARET_SESSION_ID.
 func (l *Link) SessionID() string { return l.anchor.ID }
@@ -98,6 +109,9 @@ func (l *Link) Install(c *ctl.Client) {
 		a, err := l.runner.Prompt(ctx, pr)
 		if err != nil && a.Reason == "" {
 			a.Reason = err.Error()
+		}
+		if a.Action == escalation.Abort && l.runner.OnAbort == nil {
+			l.stopAborted()
 		}
 		return &a, nil
 	})
