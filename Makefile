@@ -1,6 +1,7 @@
 # Lazaret — build, run and test.
 #
 #   make run [ARGS='exec -- git status']   set up what is missing, build, open a sandboxed shell here
+#   make install [PREFIX=…]                set up, install the binaries and the docs (share/doc/lazaret)
 #   make test                              unit, fuzz seeds, CLI scripts and the integration suite
 #   make bench                             benchmarks against the bare podman/runsc baseline
 #
@@ -17,10 +18,12 @@ ROOT_USER  := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 PREFIX     ?= $(if $(ROOT_USER),/usr/local,$(HOME)/.local)
 ARGS       ?= shell
 BINARIES   := lazaret lazaret-escalate lazaret-escalate-go lazaret-netd lazaret-fsmonitor
+DOCS       := README.md $(wildcard docs/*.md)
+DOCDIR     ?= $(PREFIX)/share/doc/lazaret
 
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build install install-bin setup run test unit lint integration bench fuzz clean
+.PHONY: all build install install-bin install-doc setup run test unit lint integration bench fuzz clean
 
 all: build
 
@@ -38,6 +41,14 @@ install-bin: build
 	install -m 0755 $(addprefix bin/,$(BINARIES)) $(PREFIX)/bin/
 	ln -sf lazaret $(PREFIX)/bin/lazaret-runsc
 
+# install-doc installs the README and docs/*.md into DOCDIR
+# ($(PREFIX)/share/doc/lazaret).
+install-doc:
+	install -d $(DOCDIR)
+	install -m 0644 $(DOCS) $(DOCDIR)/
+
+# install runs scripts/setup, which installs the binaries (install-bin) and
+# the documentation (install-doc) into PREFIX.
 install:
 	PREFIX=$(PREFIX) scripts/setup
 

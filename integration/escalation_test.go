@@ -515,6 +515,23 @@ func TestEscalationPromptThroughPTY(t *testing.T) {
 			out, _ := Podman(t, "ps", "-a", "--filter", "label=lazaret.data_root="+e.DataRoot, "--format", "{{.Names}}")
 			return !strings.Contains(out, "lazaret-default-")
 		})
+		// Audited as the human's Q on that request, and the stop as
+		// aborted from the prompt (the sandbox.stop entry is written once
+		// the container is gone); not as a `lazaret stop`, nor as the
+		// session ending.
+		var trail string
+		Eventually(t, time.Minute, "the sandbox stop in the audit trail", func() bool {
+			trail = e.Run("audit").Stdout
+			return strings.Contains(trail, "sandbox.stop") && strings.Count(trail, "sandbox.stop") == strings.Count(trail, "sandbox.start")
+		})
+		for _, want := range []string{`reason="aborted by the user (Q)"`, "reason=aborted from the escalation prompt"} {
+			if !strings.Contains(trail, want) {
+				t.Errorf("audit lacks %s:\n%s", want, trail)
+			}
+		}
+		if strings.Contains(trail, "lazaret stop") {
+			t.Errorf("the Q abort is audited as a `lazaret stop`:\n%s", trail)
+		}
 	})
 }
 

@@ -12,16 +12,18 @@ import (
 // classify maps errors of the internal packages to an exit code and a hint.
 func classify(err error) (int, string) {
 	switch {
-	case config.IsSecurity(err):
-		return exitSecurity, "the configuration asks for something unsafe; fix the key named above (see docs/CONFIG.md)"
 	case config.Errors(err) != nil:
-		return exitConfig, "fix the key named above; `lazaret config check` lists every problem (see docs/CONFIG.md)"
+		code := exitConfig
+		if config.IsSecurity(err) {
+			code = exitSecurity
+		}
+		return code, configHint(config.Errors(err), false)
 	case errors.Is(err, podman.ErrNotInstalled):
 		return exitSetup, "run `lazaret doctor` (or `make run`, which installs what is missing)"
 	case errors.Is(err, podman.ErrNoSuchImage):
 		return exitSetup, "run `lazaret image build` to build the local images"
 	case errors.Is(err, locate.ErrNotFound):
-		return exitSetup, "run `lazaret doctor` to see what is missing (the pinned runsc is installed by `make install`)"
+		return exitSetup, "run `lazaret doctor` to see what is missing (`make install` installs lazaret's companion binaries and the pinned runsc)"
 	case errors.Is(err, gitsentry.ErrNoCommits):
 		return exitUsage, "branch mode starts the agent from your current commit: commit once, or set git_mode = \"direct\" in the profile"
 	case errors.Is(err, gitsentry.ErrBranchModeNeedsRepo), errors.Is(err, gitsentry.ErrNotRepository), errors.Is(err, gitsentry.ErrBareRepository):
@@ -35,9 +37,46 @@ func classify(err error) (int, string) {
 	case errors.Is(err, gitsentry.ErrMergeConflict):
 		return exitFailure, "resolve it by hand: `git merge lazaret/agent-<profile>`, or ask the agent to rebase onto your branch"
 	case errors.Is(err, gitsentry.ErrSandboxRunning):
-		return exitFailure, "stop the sandbox first (`lazaret stop`)"
+		return exitFailure, "stop the sandbox first (`lazaret stop [PROFILE]`)"
 	case errors.Is(err, gitsentry.ErrGitNotInstalled):
 		return exitSetup, "install git on the host"
 	}
 	return exitFailure, ""
+}
+
+// configHint says what to do about configuration errors, true to the
+// first one: a key of the file, the TOML syntax, the file itself, the
+// profile or workspace of the command line, or where the file is looked
+// for. listed is true when every error was printed (`lazaret config check`).
+func configHint(errs []*config.Error, listed bool) string {
+	e := errs[0]
+	for _, x := range errs {
+		if x.IsSecurity {
+			e = x // the refusal matters most
+			break
+		}
+	}
+	// With more than one problem, the message itself ends "(and N more;
+	// run `lazaret config check`)".
+	key := "the key named above"
+	if listed && len(errs) > 1 {
+		key = "the keys named above"
+	}
+	switch {
+	case e.Key == config.WorkspaceKey:
+		return "run lazaret in a project directory (not /, a system directory, or a directory containing lazaret's data_root)"
+	case e.Key == config.ProfileKey:
+		return "name a profile defined in the configuration, or add [profiles.<name>] to it (`lazaret init` writes an example)"
+	case e.IsSecurity && e.Key == "":
+		return "lazaret reads only a configuration file owned by you (or root) and not writable by others: fix its owner or mode"
+	case e.IsSecurity:
+		return "the configuration asks for something unsafe: change " + key + " (see " + docRef("CONFIG.md") + ")"
+	case e.Key != "":
+		return "fix " + key + " (see " + docRef("CONFIG.md") + ")"
+	case e.Line > 0:
+		return "fix the TOML syntax on the line named above (see docs/CONFIG.md)"
+	case e.File != "":
+		return "the configuration must be a readable regular file of at most 1 MiB; pass another with --config"
+	}
+	return "set HOME (or XDG_CONFIG_HOME), or pass --config FILE"
 }

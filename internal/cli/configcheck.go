@@ -27,32 +27,19 @@ func newConfigCmd(g *globalOptions) *cobra.Command {
 func runConfigCheck(g *globalOptions) error {
 	cfg, err := g.loadConfig()
 	if errs := config.Errors(err); errs != nil {
-		// Every problem on its own line, not only the first.
-		code, hint := classify(err)
-		for _, e := range errs {
-			fmt.Fprintf(g.io.ErrOut, "lazaret: %s\n", e)
-		}
-		fmt.Fprintf(g.io.ErrOut, "hint: %s\n", hint)
-		return exitError{code}
+		return reportConfigErrors(g, err, errs)
 	}
 	if err != nil {
 		return err
 	}
 	// A sandbox of a profile whose env:VAR is unset here cannot start;
 	// say so, though other commands accept the file.
-	var unset []error
+	var unset []*config.Error
 	for _, name := range cfg.ProfileNames() {
-		if err := cfg.Profiles[name].CheckEnv(); err != nil {
-			unset = append(unset, err)
-		}
+		unset = append(unset, config.Errors(cfg.Profiles[name].CheckEnv())...)
 	}
 	if len(unset) > 0 {
-		for _, e := range unset {
-			fmt.Fprintf(g.io.ErrOut, "lazaret: %s\n", e)
-		}
-		_, hint := classify(unset[0])
-		fmt.Fprintf(g.io.ErrOut, "hint: %s\n", hint)
-		return exitError{exitConfig}
+		return reportConfigErrors(g, config.ErrorList(unset), unset)
 	}
 	// Accepted, but what they run is decided by files in the workspace.
 	for _, w := range cfg.Escalation.RunnerWarnings {
@@ -65,4 +52,29 @@ func runConfigCheck(g *globalOptions) error {
 	}
 	fmt.Fprintf(g.io.Out, "ok: %s (profiles: %s)\n", cfg.File, strings.Join(cfg.ProfileNames(), ", "))
 	return nil
+}
+
+// reportConfigErrors prints every problem on its own line, as
+// "file:line: key: message" (the form editors jump to), then their count
+// and one hint; the exit code is the configuration's (or security's).
+func reportConfigErrors(g *globalOptions, err error, errs []*config.Error) error {
+	for _, e := range errs {
+		fmt.Fprintf(g.io.ErrOut, "%s\n", e)
+	}
+	where := "the configuration"
+	if f := errs[0].File; f != "" {
+		where = f
+	}
+	fmt.Fprintf(g.io.ErrOut, "lazaret: %s in %s\n", plural(len(errs), "problem"), where)
+	code, _ := classify(err)
+	fmt.Fprintf(g.io.ErrOut, "hint: %s\n", configHint(errs, true))
+	return exitError{code}
+}
+
+// plural is "1 problem", "3 problems".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

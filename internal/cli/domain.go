@@ -12,20 +12,26 @@ import (
 )
 
 type domainOptions struct {
-	profile string
-	json    bool
+	profile     string // PROFILE, or the deprecated --profile
+	profileFlag string
+	json        bool
 }
 
 func newDomainCmd(g *globalOptions) *cobra.Command {
 	o := &domainOptions{}
 	cmd := &cobra.Command{
-		Use:   "domain",
+		Use:   "domain [PROFILE]",
 		Short: "Print the Domain Anchor of the current directory, every host resource it scopes and the profile's volumes",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return runDomain(g, o) },
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if o.profile, err = g.profileOf(cmd, firstArg(args), o.profileFlag, ""); err != nil {
+				return err
+			}
+			return runDomain(g, o)
+		},
 	}
-	cmd.Flags().StringVarP(&o.profile, "profile", "p", config.DefaultProfileName, "profile name")
-	_ = cmd.RegisterFlagCompletionFunc("profile", g.completeProfiles)
+	addDeprecatedProfileFlag(g, cmd, false, &o.profileFlag)
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	return cmd
 }

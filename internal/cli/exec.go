@@ -154,8 +154,8 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 		promptTTY = stdin
 	}
 	var client *ctl.Client
-	link, err := sessionlink.New(sessionlink.Options{TTY: promptTTY, Pause: gate.Pause, Resume: gate.Resume,
-		Abort: func() { _ = client.Call(context.Background(), ctl.TypeStop, nil, nil) }})
+	// Q at a prompt stops the sandbox through client (sessionlink).
+	link, err := sessionlink.New(sessionlink.Options{TTY: promptTTY, Pause: gate.Pause, Resume: gate.Resume})
 	if err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	defer cancel()
 	announce := g.directModeAnnouncer(p, a)
 	if err := coord.Connect(cctx, a, client, hello, coord.Spawn{Args: args}, g.log); err != nil {
-		return sessionError(err)
+		return sessionError(err, p.Name)
 	}
 	announce()
 	defer client.Close()
@@ -238,6 +238,7 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 		opts.Signal = func(sig os.Signal) { signalInSandbox(pm, spec, pidFile, sig, g) }
 	}
 	code, err := attach.Run(pc, opts)
+	link.WaitAbort() // a Q at a prompt: the stop is recorded before this session detaches
 	if err != nil {
 		return fmt.Errorf("podman exec: %w", err)
 	}
@@ -266,7 +267,7 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 		return nil
 	case podman.ExitPodmanError:
 		return withHint(errors.New("podman exec failed (exit 125; podman's message is above)"), exitFailure,
-			"if the sandbox's container is gone or broken, `lazaret stop` and run the command again")
+			"if the sandbox's container is gone or broken, "+verbLine("stop", p.Name)+" and run the command again")
 	}
 	return exitError{code}
 }
@@ -294,10 +295,10 @@ func signalInSandbox(pm *podman.Client, spec ctl.ExecSpec, pidFile string, sig o
 }
 
 // sessionError adds the fix to errors of reaching or starting the sandbox.
-func sessionError(err error) error {
+func sessionError(err error, profile string) error {
 	var am *ctl.APIMismatchError
 	if errors.As(err, &am) {
-		return withHint(err, exitSetup, "a coordinator of another lazaret version is running")
+		return withHint(err, exitSetup, "a coordinator of another lazaret version runs this sandbox: stop it with "+verbLine("stop", profile)+" and retry")
 	}
 	return err
 }

@@ -46,7 +46,7 @@ func (g *globalOptions) resolveDomain(cfg *config.Config, profile, workspace str
 		profile = config.DefaultProfileName
 	}
 	if err := config.ValidProfileName(profile); err != nil {
-		return nil, nil, usageError{fmt.Errorf("--profile: %w", err)}
+		return nil, nil, usageError{fmt.Errorf("profile: %w", err)}
 	}
 	p, err := cfg.Profile(profile)
 	if err != nil {

@@ -23,9 +23,21 @@ import (
 // sidecar's control socket directly (its path comes from the Domain
 // Anchor); the coordinator is not involved.
 type netOptions struct {
-	profile string
-	json    bool
-	forDur  time.Duration
+	profile     string // PROFILE, or the deprecated --profile
+	profileFlag string
+	json        bool
+	forDur      time.Duration
+}
+
+// netProfile takes PROFILE from args[:n] (n is 0 or 1) like every verb.
+func (g *globalOptions) netProfile(cmd *cobra.Command, o *netOptions, args []string, n int, usage string) error {
+	positional := ""
+	if n > 0 {
+		positional = args[0]
+	}
+	p, err := g.profileOf(cmd, positional, o.profileFlag, usage)
+	o.profile = p
+	return err
 }
 
 func newNetCmd(g *globalOptions) *cobra.Command {
@@ -35,39 +47,51 @@ func newNetCmd(g *globalOptions) *cobra.Command {
 		Short: "Inspect and change the egress policy of a running sandbox",
 		Long: `The network sidecar (lazaret-netd) enforces the sandbox's egress allowlist:
 allow_egress CIDRs and allow_domains names. These commands change it while
-the sandbox runs; established connections are kept.`,
+the sandbox runs; established connections are kept. Like every verb, they
+act on the sandbox of PROFILE (default: "default") in the current directory.`,
 	}
-	cmd.PersistentFlags().StringVarP(&o.profile, "profile", "p", config.DefaultProfileName, "profile name")
-	_ = cmd.RegisterFlagCompletionFunc("profile", g.completeProfiles)
+	addDeprecatedProfileFlag(g, cmd, true, &o.profileFlag)
 
 	status := &cobra.Command{
-		Use:   "status",
-		Short: "Show the active allow sets, resolved names and recent denials",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Use:               "status [PROFILE]",
+		Short:             "Show the active allow sets, resolved names and recent denials",
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: g.completeProfileArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.netProfile(cmd, o, args, len(args), ""); err != nil {
+				return err
+			}
 			return runNetStatus(cmd.Context(), g, o)
 		},
 	}
 	status.Flags().BoolVar(&o.json, "json", false, "print JSON")
 
 	allow := &cobra.Command{
-		Use:   "allow CIDR|ADDRESS|DOMAIN",
+		Use:   "allow [PROFILE] CIDR|ADDRESS|DOMAIN",
 		Short: "Allow a CIDR, an address or a domain (exact or *.suffix) now, optionally for a while",
 		Example: `  lazaret net allow 140.82.112.0/20
-  lazaret net allow registry.npmjs.org --for 10m
+  lazaret net allow claude registry.npmjs.org --for 10m
   lazaret net allow '*.githubusercontent.com'`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: g.completeProfileArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runNetAllow(cmd.Context(), g, o, args[0])
+			if err := g.netProfile(cmd, o, args, len(args)-1, " TARGET"); err != nil {
+				return err
+			}
+			return runNetAllow(cmd.Context(), g, o, args[len(args)-1])
 		},
 	}
 	allow.Flags().DurationVar(&o.forDur, "for", 0, "expire after this long (e.g. 10m); permanent until the sandbox stops when not given")
 
 	reload := &cobra.Command{
-		Use:   "reload",
-		Short: "Re-read the configuration and replace the sandbox's allowlist with it",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Use:               "reload [PROFILE]",
+		Short:             "Re-read the configuration and replace the sandbox's allowlist with it",
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: g.completeProfileArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.netProfile(cmd, o, args, len(args), ""); err != nil {
+				return err
+			}
 			return runNetReload(cmd.Context(), g, o)
 		},
 	}
@@ -96,7 +120,7 @@ func netUnavailable(ctx context.Context, g *globalOptions, err error, a *domain.
 	}
 	if errors.Is(err, api.ErrUnavailable) {
 		return withHint(fmt.Errorf("no running sandbox for profile %s in %s", a.Profile, a.Workspace), exitFailure,
-			"start it with `lazaret shell`; the policy of a stopped sandbox is the configuration")
+			"start it with "+verbLine("shell", a.Profile)+"; the policy of a stopped sandbox is the configuration")
 	}
 	return err
 }

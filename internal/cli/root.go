@@ -47,8 +47,8 @@ func run(args []string, streams IO) int {
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
-	err := root.ExecuteContext(ctx)
-	return exitCode(err, streams.ErrOut)
+	cmd, err := root.ExecuteContextC(ctx)
+	return exitCode(usageHint(cmd, err), streams.ErrOut)
 }
 
 func newRootCmd(g *globalOptions) *cobra.Command {
@@ -75,7 +75,7 @@ real git on an agent branch, and human-approved host escalation.`,
 	pf.StringVar(&g.workspace, "workspace", "", "the Agent Workspace, taken as is (default: the current directory, or the top level of the git repository it is in)")
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "debug logs on stderr")
 	pf.BoolVar(&g.allowRoot, "allow-root", false, "allow running as root (not rootless; not recommended)")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(flagError)
 
 	root.AddCommand(
 		newVersionCmd(g),
@@ -90,5 +90,8 @@ real git on an agent branch, and human-approved host escalation.`,
 		newAuditCmd(g),
 		newNetCmd(g),
 	)
+	root.InitDefaultCompletionCmd() // now, so that the walks below see it
+	groupCommands(root)
+	g.completeProfilesEverywhere(root)
 	return root
 }

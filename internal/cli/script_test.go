@@ -49,6 +49,11 @@ func TestScripts(t *testing.T) {
 					return err
 				}
 			}
+			repo, err := filepath.Abs(filepath.Join("..", ".."))
+			if err != nil {
+				return err
+			}
+			e.Setenv("REPO", repo) // for scripts that check the Makefile
 			e.Setenv("WORK", work)
 			e.Setenv("DATA", data)
 			e.Setenv("HOME", filepath.Join(work, "home"))

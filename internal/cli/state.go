@@ -211,7 +211,7 @@ func runStateReset(ctx context.Context, g *globalOptions, o *stateOptions, profi
 
 func stateBusy(a *domain.Anchor, why string) error {
 	return withHint(fmt.Errorf("state reset: the sandbox of profile %s in %s is in use: %s", a.Profile, a.Workspace, why),
-		exitFailure, "stop it first with `lazaret stop`")
+		exitFailure, "stop it first with "+verbLine("stop", a.Profile))
 }
 
 // stateSandboxRunning reports whether a coordinator answers on the domain's

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -64,7 +63,7 @@ func DefaultPath() (string, error) {
 	}
 	home, err := homeDir()
 	if err != nil {
-		return "", &Error{Key: "config", Msg: err.Error()}
+		return "", &Error{Msg: "cannot locate the configuration file: " + err.Error()}
 	}
 	return filepath.Join(home, ".config", "lazaret", "config.toml"), nil
 }
@@ -150,13 +149,16 @@ func Parse(file string, data []byte) (*Config, error) {
 		return nil, v.result()
 	}
 	var fc fileConfig
-	dec := toml.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&fc); err != nil {
-		return nil, v.decodeError(err)
+	if !v.decodeAll(data, &fc) {
+		return nil, v.result()
 	}
 	cfg := v.build(&fc)
 	if len(v.errs) > 0 {
+		// The file is refused anyway: list the unset env:VAR too, so
+		// that one `lazaret config check` shows every problem.
+		for _, name := range cfg.ProfileNames() {
+			v.errs = append(v.errs, cfg.Profiles[name].envErrs...)
+		}
 		return nil, v.result()
 	}
 	cfg.File = file
@@ -233,6 +235,12 @@ func expectedType(key keyPath) string {
 		return "a table"
 	}
 	last := key[len(key)-1]
+	if strings.HasPrefix(last, "[") && len(key) > 1 {
+		if key[len(key)-2] == "volumes" {
+			return "a table {host, container, mode}"
+		}
+		return "a string"
+	}
 	if len(key) == 4 && key[0] == "profiles" && key[2] == "env" {
 		return "a string"
 	}
@@ -440,9 +448,7 @@ func (v *validator) profile(cfg *Config, guard *hostGuard, name string, fp *file
 		val, err := resolveEnvValue(fp.Env[n], v.lookupEnv)
 		var unset *unsetEnvError
 		if errors.As(err, &unset) {
-			if p.envErr == nil {
-				p.envErr = &Error{File: v.file, Line: v.pos.lookup(ek), Key: ek.String(), Msg: unset.Error()}
-			}
+			p.envErrs = append(p.envErrs, &Error{File: v.file, Line: v.pos.lookup(ek), Key: ek.String(), Msg: unset.Error()})
 			continue
 		}
 		if err != nil {

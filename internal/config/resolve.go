@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/lazaret-dev/lazaret/internal/suggest"
 )
 
 // ResolvedVolume is a volume ready for podman: the host path expanded for
@@ -76,7 +78,7 @@ func locate(key string, err error) error {
 // Profile returns the named profile or an error listing the known ones.
 func (c *Config) Profile(name string) (*Profile, error) {
 	if err := ValidProfileName(name); err != nil {
-		return nil, locate("--profile", err)
+		return nil, locate(ProfileKey, err)
 	}
 	if p, ok := c.Profiles[name]; ok {
 		return p, nil
@@ -85,8 +87,17 @@ func (c *Config) Profile(name string) (*Profile, error) {
 	if c.File != "" {
 		where = c.File
 	}
-	return nil, &Error{Key: "--profile", Msg: fmt.Sprintf("unknown profile %s (defined in %s: %s)", quoteValue(name), where, strings.Join(c.ProfileNames(), ", "))}
+	names := c.ProfileNames()
+	return nil, &Error{Key: ProfileKey, Msg: fmt.Sprintf("unknown profile %s (defined in %s: %s)%s",
+		quoteValue(name), where, strings.Join(names, ", "), suggest.Hint(name, names))}
 }
+
+// ProfileKey and WorkspaceKey are the Error keys of a profile or workspace
+// given on the command line rather than in the file.
+const (
+	ProfileKey   = "profile"
+	WorkspaceKey = "workspace"
+)
 
 // ProfileNames returns the configured profile names, sorted.
 func (c *Config) ProfileNames() []string {

@@ -1,10 +1,12 @@
 package config
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -314,15 +316,54 @@ func TestDataRootAndSocketDir(t *testing.T) {
 	}
 }
 
+// TestAllErrorsInOnePass: an unknown key, a type error, a bad CIDR and a
+// bad profile name in one file are all reported, in line order (go-toml
+// alone stops at the first unknown key or type error).
+func TestAllErrorsInOnePass(t *testing.T) {
+	testEnv(t)
+	doc := `data_rot = "/tmp/x"
+[network]
+allow_egress = ["10.0.0.0/33", "10.0.0.0/8"]
+[profiles."bad name"]
+image = "x:1"
+[profiles.claude]
+image = "y:1"
+git_mode = 5
+allow_egres = ["1.2.3.4/32"]
+env = { A = "x", B = 2 }
+volumes = [{ host = "~/src", container = "/c", mode = "rw", hots = "x" }]
+[profiles.other]
+image = "z:1"
+allow_domains = ["bad domain"]
+`
+	_, err := parse(t, doc)
+	var got []string
+	for _, e := range Errors(err) {
+		got = append(got, fmt.Sprintf("%d %s", e.Line, e.Key))
+	}
+	want := []string{
+		"1 data_rot", "3 network.allow_egress[0]", `4 profiles."bad name"`, "8 profiles.claude.git_mode",
+		"9 profiles.claude.allow_egres", "10 profiles.claude.env.B", "11 profiles.claude.volumes[0].hots",
+		"14 profiles.other.allow_domains[0]",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("errors:\n%s\nwant:\n%s\n(%v)", strings.Join(got, "\n"), strings.Join(want, "\n"), err)
+	}
+}
+
 func TestDecodeErrors(t *testing.T) {
 	testEnv(t)
 	for _, c := range []struct{ doc, key, msg string }{
 		{"data_root = 5\n", "data_root", "wrong type: got integer, want a string"},
 		{"[escalation]\nenabled = \"yes\"\n", "escalation.enabled", "want a boolean"},
 		{"[profiles.claude]\nimage = \"x:1\"\nbogus = 1\n", "profiles.claude.bogus", "unknown key"},
-		{"[profiles.claude]\nimage = \"x:1\"\nvolumes = [{host = \"/a\", hst = \"/b\"}]\n", "profiles.claude.hst", "unknown key"},
+		{"[profiles.claude]\nimage = \"x:1\"\nvolumes = [{host = \"/a\", hst = \"/b\"}]\n", "profiles.claude.volumes[0].hst", "unknown key; did you mean host?"},
 		{"[network]\nallow_egress = \"10.0.0.0/8\"\n", "network.allow_egress", "want an array of strings"},
-		{"[profiles.claude]\nenv = {A = 1}\n", "profiles.claude.env", "want a table of strings"},
+		{"[profiles.claude]\nimage = \"x:1\"\nenv = {A = 1}\n", "profiles.claude.env.A", "wrong type: got integer, want a string"},
+		{"[profiles.claude]\nimage = \"x:1\"\nenv = 1\n", "profiles.claude.env", "want a table of strings"},
+		{"[network]\nallow_egress = [\"10.0.0.0/8\", 5]\n", "network.allow_egress[1]", "wrong type: got integer, want a string"},
+		{"[profiles.claude]\nimage = \"x:1\"\nvolumes = [1]\n", "profiles.claude.volumes[0]", "wrong type: got integer, want a table {host, container, mode}"},
+		{"[profil.claude]\nimage = \"x:1\"\n", "profil", "unknown key; did you mean profiles?"},
 		{"data_root = \"/a\"\ndata_root = \"/b\"\n", "data_root", "already defined"},
 		{"unknown_top = 1\n", "unknown_top", "unknown key"},
 	} {

@@ -68,15 +68,24 @@ type Profile struct {
 	// file and volumeLines locate errors found by ResolveVolumes.
 	file        string
 	volumeLines []int
-	// envErr is the first env:VAR whose host variable is unset. It only
-	// matters when a sandbox starts (CheckEnv), so `lazaret stop` or
+	// envErrs are the env:VAR entries whose host variable is unset. They
+	// only matter when a sandbox starts (CheckEnv), so `lazaret stop` or
 	// `lazaret status` work without the agent's API keys in the shell.
-	envErr error
+	envErrs ErrorList
 }
 
-// CheckEnv reports an env entry whose env:VAR host variable was unset when
-// the configuration was loaded; commands that start a sandbox call it.
-func (p *Profile) CheckEnv() error { return p.envErr }
+// CheckEnv reports the env entries whose env:VAR host variable was unset
+// when the configuration was loaded (an *Error, or an ErrorList for more
+// than one); commands that start a sandbox call it.
+func (p *Profile) CheckEnv() error {
+	switch len(p.envErrs) {
+	case 0:
+		return nil
+	case 1:
+		return p.envErrs[0]
+	}
+	return p.envErrs
+}
 
 // Volume is a custom bind mount as written in the file; Host may contain
 // tokens until ResolveVolumes expands it.

@@ -53,7 +53,7 @@ var sharedParents = []string{"/home", "/root", "/var", "/var/tmp", "/tmp", "/opt
 // options.
 func (c *Config) CheckWorkspace(ws string) error {
 	if err := checkPathChars(ws); err != nil {
-		return locate("workspace", err)
+		return locate(WorkspaceKey, err)
 	}
 	if why := newHostGuard(c.DataRoot, c.File).workspaceRefusal(ws); why != "" {
 		return &WorkspaceError{Dir: ws, Why: why}

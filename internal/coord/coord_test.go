@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -407,4 +408,25 @@ func TestListenRefusesLiveSocket(t *testing.T) {
 	}
 	ln2.Close()
 	var _ net.Listener = ln2
+}
+
+// TestStopReason: a stop without a cause is `lazaret stop`; the escalation
+// prompt's Q is recorded as such; any other cause is refused (no
+// free-text reason from a client reaches the audit trail).
+func TestStopReason(t *testing.T) {
+	for _, tc := range []struct {
+		payload string
+		want    string
+	}{
+		{"", ReasonStopped},
+		{`{}`, ReasonStopped},
+		{`{"cause":"escalation_abort"}`, ReasonAborted},
+		{`{"cause":"anything the client likes"}`, ""},
+		{`[1]`, ""},
+	} {
+		got, err := stopReason(&ctl.Request{Type: ctl.TypeStop, Payload: json.RawMessage(tc.payload)})
+		if got != tc.want || (err == nil) != (tc.want != "") {
+			t.Errorf("payload %q: %q, %v; want %q", tc.payload, got, err, tc.want)
+		}
+	}
 }

@@ -43,6 +43,7 @@ const (
 // Reasons pushed to sessions with ctl.Shutdown.
 const (
 	ReasonStopped    = "the sandbox was stopped by `lazaret stop`"
+	ReasonAborted    = "aborted from the escalation prompt"
 	ReasonTerminated = "the session coordinator was terminated"
 	ReasonIdle       = "no session attached"
 	ReasonLastDetach = "the last session ended"

@@ -50,7 +50,27 @@ func (c *coordinator) handleStatus(ctx context.Context, _ *ctl.Request) (any, er
 	return st, nil
 }
 
-func (c *coordinator) handleStop(ctx context.Context, _ *ctl.Request) (any, error) {
+// stopReason is the teardown reason of a stop request: a `lazaret stop`,
+// or the human's Q at an escalation prompt. An unknown cause is refused.
+func stopReason(r *ctl.Request) (string, error) {
+	var sr ctl.StopRequest
+	if err := r.Decode(&sr); err != nil {
+		return "", err
+	}
+	switch sr.Cause {
+	case "":
+		return ReasonStopped, nil
+	case ctl.StopCauseEscalationAbort:
+		return ReasonAborted, nil
+	}
+	return "", ctl.Errorf(ctl.ErrBadRequest.Code, "stop: unknown cause %q", sr.Cause)
+}
+
+func (c *coordinator) handleStop(ctx context.Context, r *ctl.Request) (any, error) {
+	reason, err := stopReason(r)
+	if err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	late := c.stopClosed
 	if !late {
@@ -61,7 +81,7 @@ func (c *coordinator) handleStop(ctx context.Context, _ *ctl.Request) (any, erro
 		return struct{}{}, nil // already torn down
 	}
 	defer c.stopWG.Done()
-	c.shutdown(ReasonStopped, false)
+	c.shutdown(reason, false)
 	c.poke()
 	select {
 	case <-c.torndown:

@@ -157,7 +157,7 @@ func TestAPIMismatch(t *testing.T) {
 	if m.Error == nil || m.Error.Code != ErrAPIMismatch.Code {
 		t.Fatalf("reply %+v", m)
 	}
-	if !strings.Contains(m.Error.Message, "coordinator speaks API 1, this lazaret speaks 999: run `lazaret stop` and retry") {
+	if !strings.Contains(m.Error.Message, "coordinator speaks API 1, this lazaret speaks 999") {
 		t.Fatalf("message %q", m.Error.Message)
 	}
 }

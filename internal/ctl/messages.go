@@ -20,6 +20,17 @@ const (
 	TypeShutdown = "shutdown"
 )
 
+// StopRequest is the optional payload of TypeStop: who asked. Without it
+// (or with an empty Cause) the stop is a `lazaret stop`.
+type StopRequest struct {
+	Cause string `json:"cause,omitempty"`
+}
+
+// StopCauseEscalationAbort: the human answered Q (abort lazaret) to an
+// escalation prompt. Causes are a closed set so that the audit trail
+// never records a free-text reason chosen by a client.
+const StopCauseEscalationAbort = "escalation_abort"
+
 // Hello opens a connection. A connection with Session set is an attached
 // Client Session and counts as a reference that keeps the sandbox alive;
 // one without (status, stop, ps) does not.

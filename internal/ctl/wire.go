@@ -84,7 +84,7 @@ type APIMismatchError struct {
 }
 
 func (e *APIMismatchError) Error() string {
-	return fmt.Sprintf("coordinator speaks API %d, this lazaret speaks %d: run `lazaret stop` and retry", e.Coordinator, e.Client)
+	return fmt.Sprintf("coordinator speaks API %d, this lazaret speaks %d", e.Coordinator, e.Client)
 }
 
 // Is lets errors.Is(err, ErrAPIMismatch) match.

@@ -67,6 +67,11 @@ const (
 	DecisionDenied   = "denied"   // the human denied or aborted, or no terminal
 )
 
+// ReasonAbortedByUser is the reason of a denial the human gave with Q
+// (abort lazaret); the CLI then stops the sandbox with
+// ctl.StopCauseEscalationAbort.
+const ReasonAbortedByUser = "aborted by the user (Q)"
+
 // Auditor receives every request, decision, result and rejection. The
 // coordinator adapts the state store's append-only audit chain to it.
 type Auditor interface {

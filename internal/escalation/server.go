@@ -266,7 +266,7 @@ func (s *Server) askHuman(ctx context.Context, req *wire.Request, sess *Session,
 	case ans.Action == Approve:
 		dec.Decision = DecisionApproved
 	case ans.Action == Abort:
-		dec.Decision, dec.Reason = DecisionDenied, "the user stopped lazaret (Q)"
+		dec.Decision, dec.Reason = DecisionDenied, ReasonAbortedByUser
 	default:
 		dec.Decision, dec.Reason = DecisionDenied, "denied by the user"
 	}
@@ -279,7 +279,7 @@ func (s *Server) askHuman(ctx context.Context, req *wire.Request, sess *Session,
 	s.audit(ctx, dec)
 	switch {
 	case ans.Action == Abort:
-		out.send(wire.Frame{Type: wire.FrameDenied, Message: "denied: the user stopped lazaret"})
+		out.send(wire.Frame{Type: wire.FrameDenied, Message: "denied: " + ReasonAbortedByUser + "; lazaret is stopping the sandbox"})
 		return nil, "", false
 	case ans.Action != Approve:
 		msg := "denied by the user"

@@ -248,7 +248,7 @@ func TestPromptDecisions(t *testing.T) {
 	}
 	// Abort.
 	r.prompt.answer = func(PromptRequest) Answer { return Answer{Action: Abort} }
-	if code, _, errOut := r.escalate(r.env(), "--", "echo", "x"); code != client.ExitDenied || !strings.Contains(errOut, "stopped lazaret") {
+	if code, _, errOut := r.escalate(r.env(), "--", "echo", "x"); code != client.ExitDenied || !strings.Contains(errOut, "denied: "+ReasonAbortedByUser) {
 		t.Fatalf("abort: exit %d err %q", code, errOut)
 	}
 	// An unparsable command can never be approved as it is.

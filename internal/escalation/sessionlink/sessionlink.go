@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/ctl"
@@ -24,6 +25,9 @@ type Link struct {
 	anchor    *session.Anchor
 	runner    *prompt.Runner
 	sandboxID string
+	mu        sync.Mutex
+	client    *ctl.Client // set by Install; the Q answer stops through it
+	aborting  sync.WaitGroup
 	// TTL of delegations; session.DefaultDelegationTTL when zero.
 	TTL time.Duration
 }
@@ -37,8 +41,10 @@ type Options struct {
 	// forwarding around a prompt (attach.Gate).
 	Pause  func(flush func() error) io.Reader
 	Resume func()
-	// Abort runs when the human presses Q: the CLI asks the coordinator to
-	// stop.
+	// Abort runs when the human presses Q. Nil (the CLI) asks the
+	// coordinator, on the connection given to Install, to stop the sandbox
+	// as aborted from the escalation prompt (so the audit trail records
+	// the human's Q, not a `lazaret stop`); see WaitAbort.
 	Abort func()
 }
 
@@ -48,7 +54,8 @@ func New(o Options) (*Link, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &prompt.Runner{TTY: o.TTY, OnAbort: o.Abort, Pause: o.Pause, Resume: o.Resume,
+	l := &Link{anchor: a}
+	l.runner = &prompt.Runner{TTY: o.TTY, OnAbort: o.Abort, Pause: o.Pause, Resume: o.Resume,
 		Resolve: func(argv0 string, r escalation.PromptRequest) (string, error) {
 			// Resolved as the coordinator will (it checks again and refuses
 			// a difference).
@@ -58,14 +65,42 @@ func New(o Options) (*Link, error) {
 			}
 			return escalation.Resolve(argv0, r.HostDir, escalation.SafePath(path))
 		}}
-	return &Link{anchor: a, runner: r}, nil
+	return l, nil
 }
+
+// stopAborted asks the coordinator to stop the sandbox because the human
+// answered Q. It is called before the answer is sent back, so the request
+// is on its way before the denied command can end the session (a session
+// ending first would be audited as "the last session ended"); the call
+// itself runs beside the reply, which the coordinator needs to finish the
+// request before it tears down.
+func (l *Link) stopAborted() {
+	l.mu.Lock()
+	c := l.client
+	l.mu.Unlock()
+	if c == nil {
+		return
+	}
+	l.aborting.Add(1)
+	go func() {
+		defer l.aborting.Done()
+		_ = c.Call(context.Background(), ctl.TypeStop, ctl.StopRequest{Cause: ctl.StopCauseEscalationAbort}, nil)
+	}()
+}
+
+// WaitAbort waits until a stop asked by a Q answer has been answered (the
+// sandbox is gone) or the connection closed; the CLI calls it when the
+// command ends, before it detaches.
+func (l *Link) WaitAbort() { l.aborting.Wait() }
 
 // SessionID is LAZARET_SESSION_ID.
 func (l *Link) SessionID() string { return l.anchor.ID }
 
 // Install registers the prompt handlers on c; call it before Connect.
 func (l *Link) Install(c *ctl.Client) {
+	l.mu.Lock()
+	l.client = c
+	l.mu.Unlock()
 	c.Handle(escalation.TypePrompt, func(ctx context.Context, req *ctl.Request) (any, error) {
 		var pr escalation.PromptRequest
 		if err := req.Decode(&pr); err != nil {
@@ -74,6 +109,9 @@ func (l *Link) Install(c *ctl.Client) {
 		a, err := l.runner.Prompt(ctx, pr)
 		if err != nil && a.Reason == "" {
 			a.Reason = err.Error()
+		}
+		if a.Action == escalation.Abort && l.runner.OnAbort == nil {
+			l.stopAborted()
 		}
 		return &a, nil
 	})

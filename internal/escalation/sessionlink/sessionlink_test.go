@@ -62,6 +62,13 @@ func (tm *terminal) shows(s string) bool {
 // coordinator runs the escalation component behind a real control socket.
 func coordinator(t *testing.T) (*escalation.Component, *domain.Anchor, string) {
 	t.Helper()
+	return coordinatorWith(t, nil, nil)
+}
+
+// coordinatorWith is coordinator with an auditor and extra handlers
+// registered on the control socket.
+func coordinatorWith(t *testing.T, aud escalation.Auditor, handlers map[string]ctl.HandlerFunc) (*escalation.Component, *domain.Anchor, string) {
+	t.Helper()
 	base := t.TempDir()
 	ws := filepath.Join(base, "ws")
 	os.MkdirAll(ws, 0o755)
@@ -72,7 +79,10 @@ func coordinator(t *testing.T) (*escalation.Component, *domain.Anchor, string) {
 		t.Fatal(err)
 	}
 	srv := ctl.NewServer(os.Getuid(), nil)
-	comp := escalation.NewComponent(escalation.ComponentOptions{Anchor: a, Server: srv})
+	for typ, h := range handlers {
+		srv.Handle(typ, h)
+	}
+	comp := escalation.NewComponent(escalation.ComponentOptions{Anchor: a, Server: srv, Auditor: aud})
 	if err := comp.Prepare(context.Background(), &podman.ContainerSpec{}); err != nil {
 		t.Fatal(err)
 	}
@@ -229,5 +239,84 @@ func TestDisabledCoordinator(t *testing.T) {
 	env := map[string]string{}
 	if err := l.ExecEnv(env); err != nil || len(env) != 0 {
 		t.Fatalf("delegation without escalation: %v %v", env, err)
+	}
+}
+
+// recorder is an escalation.Auditor keeping the decisions.
+type recorder struct {
+	mu        sync.Mutex
+	decisions []escalation.Event
+}
+
+func (r *recorder) Audit(_ context.Context, e escalation.Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.Kind == escalation.EventDecision {
+		r.decisions = append(r.decisions, e)
+	}
+	return nil
+}
+
+// TestQStopsAsAborted: the human's Q at a prompt is audited as their
+// denial of that request ("aborted by the user (Q)") and the sandbox stop
+// the CLI asks for carries the escalation-abort cause, not a plain
+// `lazaret stop`. Control: a D answer denies without asking for a stop.
+func TestQStopsAsAborted(t *testing.T) {
+	aud := &recorder{}
+	stops := make(chan ctl.StopRequest, 4)
+	_, a, sock := coordinatorWith(t, aud, map[string]ctl.HandlerFunc{
+		ctl.TypeStop: func(_ context.Context, r *ctl.Request) (any, error) {
+			var sr ctl.StopRequest
+			if err := r.Decode(&sr); err != nil {
+				return nil, err
+			}
+			stops <- sr
+			return struct{}{}, nil
+		},
+	})
+	tm := newTerminal(t)
+	l := attach(t, sock, tm.tty)
+	answer := func(key string) int {
+		t.Helper()
+		tm.mu.Lock()
+		tm.out.Reset()
+		tm.mu.Unlock()
+		done := escalate(a, l, "--reason", "r", "--", "echo", "x")
+		for i := 0; !tm.shows("abort lazaret"); i++ {
+			if i > 1000 {
+				t.Fatal("prompt never shown")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		tm.ptmx.Write([]byte(key))
+		return <-done
+	}
+	if code := answer("d"); code != client.ExitDenied {
+		t.Fatalf("d: exit %d", code)
+	}
+	if code := answer("q"); code != client.ExitDenied {
+		t.Fatalf("q: exit %d", code)
+	}
+	select {
+	case sr := <-stops:
+		if sr.Cause != ctl.StopCauseEscalationAbort {
+			t.Fatalf("stop cause %q, want %q", sr.Cause, ctl.StopCauseEscalationAbort)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Q did not ask the coordinator to stop")
+	}
+	if len(stops) != 0 {
+		t.Fatalf("more than one stop (the D answer asked for one?)")
+	}
+	aud.mu.Lock()
+	defer aud.mu.Unlock()
+	if len(aud.decisions) != 2 {
+		t.Fatalf("decisions %+v", aud.decisions)
+	}
+	if d := aud.decisions[0]; d.Decision != escalation.DecisionDenied || d.Reason == escalation.ReasonAbortedByUser {
+		t.Fatalf("control D decision %+v", d)
+	}
+	if d := aud.decisions[1]; d.Decision != escalation.DecisionDenied || d.Reason != escalation.ReasonAbortedByUser {
+		t.Fatalf("Q decision %+v, want denied: %s", d, escalation.ReasonAbortedByUser)
 	}
 }
