@@ -536,3 +536,53 @@ func mustEnsureClone(t *testing.T, ctx context.Context, g *Git, repo *HostRepo, 
 	}
 	c.Close()
 }
+
+// TestReviewRunsNoDriver: the agent's branch selects a textconv driver
+// through .gitattributes and carries a signed-looking commit; with the
+// repository set up to run a command for both, lazaret diff and log run
+// neither. Control: plain git diff and log of the same commits do.
+func TestReviewRunsNoDriver(t *testing.T) {
+	ws, r := agentRepo(t, "AGENT")
+	marks := t.TempDir()
+	gpg := filepath.Join(marks, "gpg.sh")
+	write(t, gpg, "#!/bin/sh\ntouch "+filepath.Join(marks, "gpg")+"\nexit 1\n")
+	hg(t, ws, "config", "diff.tc.textconv", "touch "+filepath.Join(marks, "textconv")+"; cat")
+	hg(t, ws, "config", "diff.external", "touch "+filepath.Join(marks, "external")+" #")
+	hg(t, ws, "config", "log.showSignature", "true")
+	hg(t, ws, "config", "gpg.program", gpg)
+	hg(t, ws, "checkout", "-q", "lazaret/agent-p")
+	write(t, filepath.Join(ws, ".gitattributes"), "* diff=tc\n")
+	hg(t, ws, "add", ".gitattributes")
+	hg(t, ws, "commit", "-q", "-m", "attributes")
+	raw := hg(t, ws, "cat-file", "commit", "HEAD")
+	signed := strings.Replace(raw, "\n\n", "\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n iQEz\n -----END PGP SIGNATURE-----\n\n", 1)
+	cmd := exec.Command("git", "-C", ws, "hash-object", "-t", "commit", "-w", "--stdin")
+	cmd.Stdin = strings.NewReader(signed + "\n")
+	oid, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hg(t, ws, "update-ref", "refs/heads/lazaret/agent-p", strings.TrimSpace(string(oid)))
+	hg(t, ws, "checkout", "-q", "main")
+	// Attributes come from the working tree (as after a merge).
+	write(t, filepath.Join(ws, ".gitattributes"), "* diff=tc\n")
+	var out bytes.Buffer
+	if err := r.Diff(context.Background(), &out, &out, false, "never"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Log(context.Background(), &out, &out, false, "never"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadDir(marks); len(got) != 1 {
+		t.Errorf("lazaret diff/log ran a driver: %v", got)
+	}
+	// Control.
+	hg(t, ws, "log", "-1", "lazaret/agent-p")
+	hg(t, ws, "diff", "main", "lazaret/agent-p")
+	hg(t, ws, "diff", "--no-ext-diff", "main", "lazaret/agent-p")
+	for _, m := range []string{"gpg", "external", "textconv"} {
+		if _, err := os.Stat(filepath.Join(marks, m)); err != nil {
+			t.Errorf("control: plain git ran no %s", m)
+		}
+	}
+}

@@ -70,7 +70,7 @@ func (r *Review) Diff(ctx context.Context, out, errOut io.Writer, stat bool, col
 	if err != nil {
 		return fmt.Errorf("no common history between HEAD and %s: %w", r.Map.AgentBranch(), err)
 	}
-	args := []string{"diff", "--color=" + color}
+	args := append([]string{"diff", "--color=" + color}, NoDriverArgs...)
 	if stat {
 		args = append(args, "--stat")
 	}
@@ -83,7 +83,7 @@ func (r *Review) Log(ctx context.Context, out, errOut io.Writer, oneline bool, c
 	if err != nil {
 		return err
 	}
-	args := []string{"log", "--color=" + color}
+	args := append([]string{"log", "--color=" + color}, NoDriverArgs...)
 	if oneline {
 		args = append(args, "--oneline")
 	}
