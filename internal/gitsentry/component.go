@@ -62,6 +62,9 @@ type Component struct {
 	// empty); NoFSMonitor leaves git in the clone without it.
 	FSMonitor   string
 	NoFSMonitor bool
+	// Audit receives the ref sync's audit entries (skipped branches,
+	// flagged commits); nil logs them only.
+	Audit AuditFunc
 
 	mode      string
 	fsmonitor bool // Prepare set it up
@@ -76,6 +79,12 @@ type Component struct {
 // New returns the Git Sentry component of anchor for a profile's git_mode.
 func New(a *domain.Anchor, gitMode string, pc *podman.Client, log *slog.Logger) *Component {
 	return &Component{Anchor: a, GitMode: gitMode, Git: &Git{Log: log}, Podman: pc, Log: log}
+}
+
+// WithAudit sets the audit sink and returns c.
+func (c *Component) WithAudit(f AuditFunc) *Component {
+	c.Audit = f
+	return c
 }
 
 // Name implements sandbox.Component.
@@ -217,7 +226,8 @@ func (c *Component) Started(ctx context.Context, container string) error {
 		return nil
 	}
 	c.syncer = &Syncer{Git: c.Git, Repo: c.repo, Map: RefMap{Profile: c.Anchor.Profile},
-		Podman: c.Podman, Container: container, Log: c.Log}
+		Podman: c.Podman, Container: container, Log: c.Log, Audit: c.Audit,
+		StatusFile: SkippedRefsFile(c.Anchor.Root())}
 	interval := pollInterval
 	w, err := newRefWatcher(c.clone.Path() + "/.git")
 	if err != nil {
