@@ -44,8 +44,8 @@ type Syncer struct {
 	// SkippedRefsFile); empty: not written.
 	StatusFile string
 
-	skippedSeen map[string]bool // skipped ref lines already audited
-	lastSkipped  string // what StatusFile holds
+	skippedSeen  map[string]bool // skipped ref lines already audited
+	lastSkipped  string          // what StatusFile holds
 	wroteSkipped bool
 
 	mu   sync.Mutex   // one sync at a time
