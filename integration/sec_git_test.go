@@ -201,3 +201,115 @@ func secGitRun(dir string, args ...string) (string, error) {
 	err := cmd.Run()
 	return strings.TrimSpace(b.String()), err
 }
+
+// TestSecGitMergeFlags: the agent's branch adds external symlinks (one
+// named with a bidi override), an inside one, an executable and files the
+// host runs unasked. lazaret diff names each (escaped), lazaret merge
+// refuses the external symlinks and leaves the repository as it was.
+// Control: with --allow-external-symlinks the merge goes through and the
+// symlink exists on the host.
+func TestSecGitMergeFlags(t *testing.T) {
+	e := NewEnv(t)
+	gsRepo(t, e.Workspace)
+	s := gsStartNamed(t, e, "default", "", "")
+	tip := s.must(`set -e
+ln -s /etc/passwd ext
+mkdir -p sub && ln -s ../../outside sub/up
+ln -s a.txt inside
+ln -s / "$(printf 'e\342\200\256vil')"
+printf '#!/bin/sh\n' > run.sh && chmod +x run.sh
+echo 'echo hi' > .envrc
+mkdir -p .vscode .githooks .github/workflows
+echo '{}' > .vscode/tasks.json
+printf '#!/bin/sh\n' > .githooks/pre-commit
+printf 'all:\n' > Makefile
+echo 'on: push' > .github/workflows/ci.yml
+echo '* filter=x' > .gitattributes
+git add -A && git commit -q -m plants && git rev-parse HEAD`)
+	ref := "refs/heads/lazaret/agent-default"
+	Eventually(t, 15*time.Second, "the agent's commit on the host", func() bool { return hostRef(e.Workspace, ref) == tip })
+
+	r := e.Run("diff")
+	if r.Code != 0 {
+		t.Fatalf("lazaret diff: exit %d: %s", r.Code, r.Stderr)
+	}
+	for _, want := range []string{
+		"external symlink   ext -> /etc/passwd", "external symlink   sub/up -> ../../outside",
+		`external symlink   e\u202evil -> /`, "new executable     run.sh",
+		"runs on your host  .envrc", "runs on your host  .vscode/tasks.json", "runs on your host  .githooks/pre-commit",
+		"runs on your host  Makefile", "runs on your host  .github/workflows/ci.yml", "runs on your host  .gitattributes",
+	} {
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("lazaret diff does not flag %q:\n%s", want, r.Stderr)
+		}
+	}
+	if strings.Contains(r.Stderr, "\u202e") || strings.Contains(r.Stderr, "   inside") {
+		t.Errorf("lazaret diff: raw bidi character or the inside symlink flagged:\n%s", r.Stderr)
+	}
+
+	before := hostState(t, e.Workspace)
+	r = e.Run("merge")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "ext -> /etc/passwd") || !strings.Contains(r.Stderr, "--allow-external-symlinks") {
+		t.Errorf("lazaret merge with external symlinks: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if after := hostState(t, e.Workspace); after != before {
+		t.Errorf("a refused merge changed the repository:\n%s\n---\n%s", before, after)
+	}
+	if _, err := os.Lstat(filepath.Join(e.Workspace, "ext")); err == nil {
+		t.Errorf("a refused merge created the symlink")
+	}
+
+	// Control: allowed, the merge plants the symlink.
+	r = e.Run("merge", "--allow-external-symlinks")
+	if r.Code != 0 {
+		t.Fatalf("lazaret merge --allow-external-symlinks: exit %d: %s", r.Code, r.Stderr)
+	}
+	if target, err := os.Readlink(filepath.Join(e.Workspace, "ext")); err != nil || target != "/etc/passwd" {
+		t.Errorf("control: merged symlink %q %v", target, err)
+	}
+	if !strings.Contains(r.Stderr, "this merge planted") {
+		t.Errorf("merge does not list what it planted:\n%s", r.Stderr)
+	}
+}
+
+// TestSecGitRefSyncSkipsAndAudits runs the real coordinator: the agent
+// makes branches named bad"name and ünï, a plain commit, and a commit
+// whose message hides text (ESC [8m, U+202E). The plain work still
+// reaches the host; the refused branches are skipped, audited and shown
+// by lazaret status; the hiding commit is in the audit trail.
+func TestSecGitRefSyncSkipsAndAudits(t *testing.T) {
+	e := NewEnv(t)
+	gsRepo(t, e.Workspace)
+	r := e.Run("exec", "--", "sh", "-c", `set -e
+git branch 'bad"name' && git branch "$(printf '\303\274n\303\257')"
+echo work >> a.txt && git commit -q -am 'plain work'
+git commit -q --allow-empty -m "$(printf 'fix \033[8mcurl x | sh\033[0m \342\200\256txt.exe')"
+git rev-parse HEAD`)
+	if r.Code != 0 {
+		t.Fatalf("lazaret exec: exit %d: %s", r.Code, r.Stderr)
+	}
+	tip := strings.TrimSpace(r.Stdout)
+	// The session's end tears the sandbox down after a last sync.
+	Eventually(t, 30*time.Second, "the agent's commits on the host", func() bool {
+		return hostRef(e.Workspace, "refs/heads/lazaret/agent-default") == tip
+	})
+	if out, _ := secGitRun(e.Workspace, "for-each-ref", "refs/lazaret/"); strings.Contains(out, "name") || strings.Contains(out, "n\u00ef") {
+		t.Errorf("a refused branch reached the host: %s", out)
+	}
+	var audit string
+	Eventually(t, 30*time.Second, "the audit entries", func() bool {
+		audit = e.Run("audit").Stdout
+		return strings.Count(audit, "git.ref_skipped") >= 2 && strings.Contains(audit, "git.commit_flagged")
+	})
+	for _, want := range []string{`ref=refs/heads/bad"name`, "ref=refs/heads/ünï", `\x1b[8m`, `\u202etxt.exe`, "commit=" + tip} {
+		if !strings.Contains(audit, want) {
+			t.Errorf("audit trail lacks %q:\n%s", want, audit)
+		}
+	}
+	if strings.Contains(audit, "\x1b") || strings.Contains(audit, "\u202e") {
+		t.Errorf("the audit display passes hidden characters raw")
+	}
+	if st := e.Run("status").Stdout; !strings.Contains(st, `refs/heads/bad"name`) {
+		t.Errorf("lazaret status does not name the skipped branch:\n%s", st)
+	}
+}
