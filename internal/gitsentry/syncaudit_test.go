@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
 )
@@ -83,4 +84,24 @@ func TestSyncSkipsRefusedBranchesAndAuditsCommits(t *testing.T) {
 	if len(flagged) != 1 || !strings.Contains(flagged[0], "\u202e") {
 		t.Errorf("flagged commits: %q", flagged)
 	}
+}
+
+// FuzzCommitAudit: the raw commit parser and the hidden-text rule take any
+// bytes (commit objects are the agent's); a cut field stays valid UTF-8.
+func FuzzCommitAudit(f *testing.F) {
+	f.Add([]byte("tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor A <a@x> 1 +0000\ncommitter C\u202e <c@x> 1 +0000\n\nmsg \x1b[8m\n"))
+	f.Add([]byte("author <> \n\n\xff"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		c := parseCommit(raw)
+		for _, v := range c.flaggedFields() {
+			if cut := truncateUTF8(v, 7); len(cut) > 7+len("…") {
+				t.Errorf("cut to %d bytes", len(cut))
+			}
+		}
+		if utf8.Valid(raw) {
+			if cut := truncateUTF8(string(raw), 5); !utf8.ValidString(cut) {
+				t.Errorf("cut %q is not valid UTF-8", cut)
+			}
+		}
+	})
 }
