@@ -297,10 +297,21 @@ git rev-parse HEAD`)
 		t.Errorf("a refused branch reached the host: %s", out)
 	}
 	var audit string
-	Eventually(t, 30*time.Second, "the audit entries", func() bool {
-		audit = e.Run("audit").Stdout
-		return strings.Count(audit, "git.ref_skipped") >= 2 && strings.Contains(audit, "git.commit_flagged")
-	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := e.Run("audit")
+		audit = r.Stdout
+		if strings.Count(audit, "git.ref_skipped") >= 2 && strings.Contains(audit, "git.commit_flagged") {
+			break
+		}
+		if time.Now().After(deadline) {
+			rt, _ := domain.RuntimeDir()
+			a, _ := domain.New("default", e.Workspace, e.DataRoot, rt, "")
+			logData, _ := os.ReadFile(a.CoordinatorLog())
+			t.Fatalf("audit entries missing:\n%s%s\ncoordinator log:\n%s", audit, r.Stderr, logData)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	for _, want := range []string{`ref=refs/heads/bad"name`, "ref=refs/heads/ünï", `\x1b[8m`, `\u202etxt.exe`, "commit=" + tip} {
 		if !strings.Contains(audit, want) {
 			t.Errorf("audit trail lacks %q:\n%s", want, audit)
