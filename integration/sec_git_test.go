@@ -317,6 +317,10 @@ git rev-parse HEAD`)
 			t.Errorf("audit trail lacks %q:\n%s", want, audit)
 		}
 	}
+	// Control of the rule: the plain commit of the same sync is not flagged.
+	if n := strings.Count(audit, "git.commit_flagged"); n != 1 {
+		t.Errorf("%d commits flagged, want only the one that hides text:\n%s", n, audit)
+	}
 	if strings.Contains(audit, "\x1b") || strings.Contains(audit, "\u202e") {
 		t.Errorf("the audit display passes hidden characters raw")
 	}
