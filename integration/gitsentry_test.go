@@ -253,7 +253,7 @@ func TestGitSentryMountBoundary(t *testing.T) {
 	e := NewEnv(t)
 	gsRepo(t, e.Workspace)
 	s := gsStart(t, e, "gsbound", "")
-	clone := s.anchor.AgentClone()
+	clone := gitsentry.ClonePath(s.anchor)
 
 	// The config: read-only file mount.
 	s.fails("echo x >> /workspace/.git/config", "Read-only file system")
@@ -268,9 +268,13 @@ func TestGitSentryMountBoundary(t *testing.T) {
 	s.fails("touch /run/lazaret/host.git/config.evil", "Read-only file system")
 	// Hooks land on a tmpfs, never on the host.
 	s.must("printf '#!/bin/sh\\ntouch /tmp/x\\n' > /workspace/.git/hooks/post-commit && chmod +x /workspace/.git/hooks/post-commit")
-	if _, err := os.Stat(filepath.Join(clone, ".git", "hooks", "post-commit")); err == nil {
-		t.Errorf("a hook written in the sandbox appeared on the host")
-	}
+	openVault(t, s.anchor, func() {
+		if _, err := os.Stat(filepath.Join(clone, ".git", "hooks", "post-commit")); err == nil {
+			t.Errorf("a hook written in the sandbox appeared on the host")
+		} else if !os.IsNotExist(err) {
+			t.Errorf("stat of the clone's hook: %v", err)
+		}
+	})
 
 	// Real git works.
 	s.must("git status --short")
@@ -470,7 +474,9 @@ mkdir -p nested && git -C nested init -q && git -C nested config core.fsmonitor 
 	// naive layout amounts to) reads the config the planted commondir
 	// points to, and the planted config.worktree, and runs their fsmonitor
 	// and filter; in the nested repository, its own fsmonitor.
-	clone := s.anchor.AgentClone()
+	clone := gitsentry.ClonePath(s.anchor)
+	// The vault opened (mode 700) is the layout without the protection.
+	defer openVaultUntil(t, s.anchor)()
 	for _, dir := range []string{clone, filepath.Join(clone, "nested")} {
 		cmd := exec.Command("git", "-C", dir, "status")
 		cmd.Env = append(os.Environ(), "GIT_CEILING_DIRECTORIES="+filepath.Dir(dir))
@@ -727,9 +733,13 @@ func TestGitSentryThroughLazaret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(a.AgentClone(), ".git", "hooks", "pre-commit")); err == nil {
-		t.Errorf("a hook written in the sandbox reached the host")
-	}
+	openVault(t, a, func() {
+		if _, err := os.Stat(filepath.Join(gitsentry.ClonePath(a), ".git", "hooks", "pre-commit")); err == nil {
+			t.Errorf("a hook written in the sandbox reached the host")
+		} else if !os.IsNotExist(err) {
+			t.Errorf("stat of the clone's hook: %v", err)
+		}
+	})
 	tip := must("echo agent >> a.txt && git commit -qam 'via lazaret' && git rev-parse HEAD")
 	Eventually(t, 10*time.Second, "the agent's commit on the host", func() bool {
 		return hostRef(e.Workspace, "refs/heads/lazaret/agent-default") == tip
@@ -920,10 +930,12 @@ func TestGitSentryFSMonitorMatchesFullScan(t *testing.T) {
 	if err := exec.Command("podman", "rm", "-f", "-t", "0", s.name).Run(); err != nil {
 		t.Fatal(err)
 	}
-	edited := filepath.Join(s.anchor.AgentClone(), "src", "d10", "f01.txt")
-	if err := os.WriteFile(edited, []byte("edited while stopped\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	edited := filepath.Join(gitsentry.ClonePath(s.anchor), "src", "d10", "f01.txt")
+	openVault(t, s.anchor, func() {
+		if err := os.WriteFile(edited, []byte("edited while stopped\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
 	s2 := gsStart(t, e, "gsfsm", "")
 	s2.waitFSMonitor()
 	mon := s2.must("git status --porcelain")

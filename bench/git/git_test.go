@@ -204,7 +204,7 @@ func BenchmarkGitStatus20k(b *testing.B) {
 			spec.Runtime = v.runtime
 		}
 		if v.hints {
-			for n, src := range map[string]string{"benchws": a.AgentClone(), "benchgit": filepath.Join(a.AgentClone(), ".git")} {
+			for n, src := range map[string]string{"benchws": gitsentry.ClonePath(a), "benchgit": filepath.Join(gitsentry.ClonePath(a), ".git")} {
 				spec.Annotations["dev.gvisor.spec.mount."+n+".source"] = src
 				spec.Annotations["dev.gvisor.spec.mount."+n+".type"] = "bind"
 				spec.Annotations["dev.gvisor.spec.mount."+n+".share"] = "container"

@@ -28,6 +28,11 @@ const (
 	KindPolicyChange       Kind = "policy.change"
 	KindSessionStart       Kind = "session.start"
 	KindSessionEnd         Kind = "session.end"
+	// Git Sentry: a sandbox branch the ref sync did not bring to the host
+	// (its name is refused), and a synced commit whose message or identity
+	// holds control, bidi or invisible characters.
+	KindGitRefSkipped    Kind = "git.ref_skipped"
+	KindGitCommitFlagged Kind = "git.commit_flagged"
 )
 
 // Kinds lists every known kind in a stable order.
@@ -36,9 +41,18 @@ var Kinds = []Kind{
 	KindSandboxStart, KindSandboxStop, KindPolicyChange, KindSessionStart, KindSessionEnd,
 }
 
+// GitKinds are the Git Sentry's kinds (kept apart from Kinds, whose order
+// the store's tests pin).
+var GitKinds = []Kind{KindGitRefSkipped, KindGitCommitFlagged}
+
 // Known reports whether k is one of Kinds.
 func (k Kind) Known() bool {
 	for _, x := range Kinds {
+		if x == k {
+			return true
+		}
+	}
+	for _, x := range GitKinds {
 		if x == k {
 			return true
 		}

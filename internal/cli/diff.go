@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -80,7 +81,10 @@ func newDiffCmd(g *globalOptions) *cobra.Command {
 		Short: "Show what the agent changed on its branch since it forked from your history",
 		Long: `Show the diff of the agent branch lazaret/agent-<profile> against its merge base
 with your current HEAD, computed by git on the host from the verified objects the
-ref sync brought in. With --uncommitted, show instead the changes the agent has not
+ref sync brought in (no external diff or textconv driver runs). After the diff,
+on stderr, what a merge would plant: symlinks that lead out of the repository,
+new executable bits, and changed files your tools run unasked (.envrc, editor
+tasks, git hooks, Makefiles, package scripts, CI, .gitattributes ...). With --uncommitted, show instead the changes the agent has not
 committed yet, as git in the sandbox sees them (the sandbox must be running).`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: g.completeProfiles,
@@ -119,7 +123,35 @@ func runDiff(ctx context.Context, g *globalOptions, o *diffOptions, profile stri
 		}
 		return gitsentry.UncommittedDiff(ctx, t.podman, t.anchor.Container(), g.io.Out, g.io.ErrOut, o.stat, view)
 	}
-	return t.review.Diff(ctx, g.io.Out, g.io.ErrOut, o.stat, view)
+	if err := t.review.Diff(ctx, g.io.Out, g.io.ErrOut, o.stat, view); err != nil {
+		return err
+	}
+	// After the diff, on stderr: `lazaret diff > x.patch` stays a patch.
+	flags, err := t.review.Flags(ctx)
+	if err != nil {
+		return fmt.Errorf("reviewing what a merge would plant: %w", err)
+	}
+	writeFlags(g.io.ErrOut, "a merge of this branch would plant", flags)
+	return nil
+}
+
+// writeFlags lists what a merge plants, the agent's names escaped
+// (visible.Escape: no control, bidi or invisible character reaches the
+// terminal as itself).
+func writeFlags(w io.Writer, title string, flags []gitsentry.Flag) {
+	if len(flags) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "lazaret: %s (review before merging):\n", title)
+	for _, f := range flags {
+		line := fmt.Sprintf("  %-18s %s", f.Kind, visible.Escape(f.Path, visible.GoForm))
+		if f.Kind == gitsentry.FlagExternalSymlink {
+			line += " -> " + visible.Escape(f.Detail, visible.GoForm)
+		} else if f.Detail != "" {
+			line += "  (" + visible.Escape(f.Detail, visible.GoForm) + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
 }
 
 // gitPreflight runs before a session starts the sandbox (exec, shell): a

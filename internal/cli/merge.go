@@ -2,13 +2,17 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lazaret-dev/lazaret/internal/gitsentry"
 )
 
 type mergeOptions struct {
-	squash bool
+	squash        bool
+	allowSymlinks bool
 }
 
 func newMergeCmd(g *globalOptions) *cobra.Command {
@@ -19,7 +23,10 @@ func newMergeCmd(g *globalOptions) *cobra.Command {
 		Long: `Merge lazaret/agent-<profile> into the branch checked out in the current directory,
 with git on the host and hooks disabled (the merged tree is the agent's). Refuses
 when your working tree has uncommitted changes; on a conflict the merge is aborted
-and the repository is left exactly as it was.`,
+and the repository is left exactly as it was. Refuses when the branch adds a
+symlink that leads out of the repository (absolute, above the top, into .git),
+unless --allow-external-symlinks; lists new executables and changed files your
+tools run unasked.`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: g.completeProfiles,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -27,6 +34,7 @@ and the repository is left exactly as it was.`,
 		},
 	}
 	cmd.Flags().BoolVar(&o.squash, "squash", false, "make one commit of the agent's changes")
+	cmd.Flags().BoolVar(&o.allowSymlinks, "allow-external-symlinks", false, "merge even if the branch adds symlinks that lead out of the repository")
 	return cmd
 }
 
@@ -35,10 +43,17 @@ func runMerge(ctx context.Context, g *globalOptions, o *mergeOptions, profile st
 	if err != nil {
 		return err
 	}
+	t.review.AllowExternalSymlinks = o.allowSymlinks
 	res, err := t.review.Merge(ctx, o.squash)
+	var ext *gitsentry.ExternalSymlinkError
+	if errors.As(err, &ext) {
+		writeFlags(g.io.ErrOut, "refused: the merge would create", ext.Links)
+		return withHint(err, exitSecurity, "review these links; merge anyway with --allow-external-symlinks")
+	}
 	if err != nil {
 		return err
 	}
+	writeFlags(g.io.ErrOut, "this merge planted", res.Flags)
 	if res.UpToDate {
 		fmt.Fprintf(g.io.Out, "%s: already up to date with %s\n", field(res.Branch), t.review.Map.AgentBranch())
 		return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/coord"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/gitsentry"
 	"github.com/lazaret-dev/lazaret/internal/stateanchor"
 )
 
@@ -53,6 +54,9 @@ type statusJSON struct {
 	// Persistent are the State Anchor records of the profile's persistent
 	// dirs: which image each overlay was last used with.
 	Persistent []stateanchor.Record `json:"persistent,omitempty"`
+	// SkippedBranches are the agent's branches the ref sync did not bring
+	// over (escaped names).
+	SkippedBranches []string `json:"skipped_branches,omitempty"`
 }
 
 func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile string) error {
@@ -67,7 +71,8 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 	persistent := overlayRecords(g, a, p.PersistentDirs)
 	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
-	out := statusJSON{Domain: a.Hash, Profile: a.Profile, Workspace: a.Workspace, Persistent: persistent}
+	out := statusJSON{Domain: a.Hash, Profile: a.Profile, Workspace: a.Workspace, Persistent: persistent,
+		SkippedBranches: gitsentry.ReadSkippedRefs(a.Root())}
 	c, err := coord.Dial(ctx, a.ControlSocket(), g.log)
 	switch {
 	case errors.Is(err, coord.ErrNotRunning):
@@ -95,6 +100,9 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 		printStatus(g.io.Out, out.Status)
 	}
 	printOverlayRecords(g.io.Out, persistent)
+	if len(out.SkippedBranches) > 0 {
+		fmt.Fprintf(g.io.Out, "git: sandbox branches not synced (names lazaret refuses; see lazaret audit): %s\n", strings.Join(out.SkippedBranches, " "))
+	}
 	return nil
 }
 

@@ -40,7 +40,7 @@ func components(d *Deps) []sandbox.Component {
 		// netd.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 		sidecar.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 		stateanchor.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
-		gitsentry.New(d.Anchor, d.Profile.GitMode, d.Podman, d.Log),
+		gitsentry.New(d.Anchor, d.Profile.GitMode, d.Podman, d.Log).WithAudit(d.Audit),
 		escalation.FromConfig(d.Config, d.Anchor, d.Server, escalation.EntryAuditor(d.Audit), d.Log),
 	}
 }

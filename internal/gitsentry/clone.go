@@ -55,19 +55,19 @@ func writeRepositoryFormat(b *strings.Builder, objectFormat string) {
 	b.WriteString("[core]\n\trepositoryformatversion = 0\n")
 }
 
-// CreateClone makes the agent clone at dest on branch, checked out at
-// start, sharing the host's objects. It builds it in a temporary directory
-// beside dest and renames it into place, so a failure leaves nothing
-// behind. This is the only time host git runs in the clone: before any
-// sandbox has seen it. Submodules the host has initialised are checked out
-// too (submodules.go); notice reports the ones that stay empty.
-func CreateClone(ctx context.Context, g *Git, repo *HostRepo, dest, branch, start string, notice func(string, ...any)) (err error) {
-	if _, err := os.Lstat(dest); err == nil {
-		return fmt.Errorf("%s already exists", dest)
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dest), ".workspace.new-")
+// buildClone makes the agent clone on branch, checked out at start,
+// sharing the host's objects, in a new temporary directory under parent,
+// and returns that directory (the caller moves it into the vault). A
+// failure leaves nothing behind. This is the only time host git runs in
+// the clone: before any sandbox has seen it, while its .git holds only
+// what lazaret wrote and its tree only a commit the host has verified
+// (which cannot hold a .git entry: index-pack --strict). Submodules the
+// host has initialised are checked out too (submodules.go); notice
+// reports the ones that stay empty.
+func buildClone(ctx context.Context, g *Git, repo *HostRepo, parent, branch, start string, notice func(string, ...any)) (dir string, err error) {
+	tmp, err := os.MkdirTemp(parent, ".workspace.new-")
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer func() {
 		if err != nil {
@@ -76,44 +76,45 @@ func CreateClone(ctx context.Context, g *Git, repo *HostRepo, dest, branch, star
 	}()
 	if err := g.Run(ctx, tmp, "init", "-q", "--template=", "--object-format="+repo.ObjectFormat,
 		"--initial-branch="+branch, tmp); err != nil {
-		return fmt.Errorf("creating the agent clone: %w", err)
+		return "", fmt.Errorf("creating the agent clone: %w", err)
 	}
 	gitDir := filepath.Join(tmp, ".git")
 	if err := os.MkdirAll(filepath.Join(gitDir, "objects", "info"), 0o755); err != nil {
-		return err
+		return "", err
 	}
 	alt := filepath.Join(gitDir, "objects", "info", "alternates")
 	if err := os.WriteFile(alt, []byte(filepath.Join(repo.CommonDir, "objects")+"\n"), 0o644); err != nil {
-		return err
+		return "", err
 	}
 	// While lazaret checks out on the host, include the host config by its
 	// host path so the checkout honours the user's settings (autocrlf,
 	// filters they configured) exactly as their own checkout would.
 	cfg := filepath.Join(gitDir, "config")
 	if err := os.WriteFile(cfg, []byte(cloneConfig(repo.ObjectFormat, filepath.Join(repo.CommonDir, "config"))), 0o644); err != nil {
-		return err
+		return "", err
 	}
 	if err := g.Run(ctx, tmp, "checkout", "-q", "-f", "-B", branch, start); err != nil {
-		return fmt.Errorf("checking out %s in the agent clone: %w", start, err)
+		return "", fmt.Errorf("checking out %s in the agent clone: %w", start, err)
 	}
 	if err := populateSubmodules(ctx, g, repo, tmp, notice); err != nil {
-		return fmt.Errorf("submodules of the agent clone: %w", err)
+		return "", fmt.Errorf("submodules of the agent clone: %w", err)
 	}
 	if err := os.WriteFile(alt, []byte(ContainerHostGit+"/objects\n"), 0o644); err != nil {
-		return err
+		return "", err
 	}
 	if err := os.WriteFile(cfg, []byte(cloneConfig(repo.ObjectFormat, ContainerHostGit+"/config")), 0o644); err != nil {
-		return err
+		return "", err
 	}
 	if err := os.MkdirAll(filepath.Join(gitDir, "hooks"), 0o755); err != nil {
-		return err
+		return "", err
 	}
-	return os.Rename(tmp, dest)
+	return tmp, nil
 }
 
 // RepairClone makes an existing clone fit to be mounted again, touching it
 // only through plain file operations confined to its .git (os.Root): the
-// agent had write access to it, so host git never runs there. It restores
+// agent had write access to it, so host git never runs there. clone is a
+// path that reaches the clone (Clone.Path). It restores
 // the alternates, and makes sure the mount targets (hooks/, config) are a
 // real directory and a real file, not symlinks the agent left behind.
 func RepairClone(clone string) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"sync"
@@ -61,10 +62,14 @@ type Component struct {
 	// empty); NoFSMonitor leaves git in the clone without it.
 	FSMonitor   string
 	NoFSMonitor bool
+	// Audit receives the ref sync's audit entries (skipped branches,
+	// flagged commits); nil logs them only.
+	Audit AuditFunc
 
 	mode      string
 	fsmonitor bool // Prepare set it up
 	repo      *HostRepo
+	clone     *Clone // open from Prepare until finish
 	syncer    *Syncer
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -74,6 +79,12 @@ type Component struct {
 // New returns the Git Sentry component of anchor for a profile's git_mode.
 func New(a *domain.Anchor, gitMode string, pc *podman.Client, log *slog.Logger) *Component {
 	return &Component{Anchor: a, GitMode: gitMode, Git: &Git{Log: log}, Podman: pc, Log: log}
+}
+
+// WithAudit sets the audit sink and returns c.
+func (c *Component) WithAudit(f AuditFunc) *Component {
+	c.Audit = f
+	return c
 }
 
 // Name implements sandbox.Component.
@@ -128,15 +139,18 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 		return err
 	}
 	c.repo = repo
-	if err := EnsureClone(ctx, c.Git, repo, c.Anchor, c.notice); err != nil {
+	clone, err := EnsureClone(ctx, c.Git, repo, c.Anchor, c.notice)
+	if err != nil {
 		return err
 	}
+	c.clone = clone
 	cfg, err := WriteConfigFile(c.Anchor.Root(), repo.ObjectFormat)
 	if err != nil {
 		return fmt.Errorf("writing the agent clone's config: %w", err)
 	}
-	clone := c.Anchor.AgentClone()
-	spec.Mounts = append(spec.Mounts, BranchMounts(clone, cfg, repo.CommonDir)...)
+	// podman and runsc reach the clone below the vault as root of the
+	// user namespace; the mount source is its real path.
+	spec.Mounts = append(spec.Mounts, BranchMounts(ClonePath(c.Anchor), cfg, repo.CommonDir)...)
 	AddSharedHint(spec, HostGitHintName, repo.CommonDir)
 	// Only in branch mode: nothing outside the sandbox writes the clone's
 	// work tree while it runs (in direct mode the user does).
@@ -145,36 +159,60 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 }
 
 // EnsureClone creates the agent clone of anchor if it does not exist, or
-// repairs the mount targets of an existing one. A new clone starts at the
-// host's agent branch if that exists (work kept across a deleted clone),
-// else at the host's HEAD; the host branch is created to match.
-func EnsureClone(ctx context.Context, g *Git, repo *HostRepo, a *domain.Anchor, notice func(string, ...any)) error {
-	clone := a.AgentClone()
-	if _, err := os.Lstat(clone); err == nil {
-		return RepairClone(clone)
+// repairs the mount targets of an existing one, and returns it opened (see
+// vault.go: the user's processes cannot reach it by path). A new clone
+// starts at the host's agent branch if that exists (work kept across a
+// deleted clone), else at the host's HEAD; the host branch is created to
+// match.
+func EnsureClone(ctx context.Context, g *Git, repo *HostRepo, a *domain.Anchor, notice func(string, ...any)) (*Clone, error) {
+	v := a.AgentClone()
+	if _, err := os.Lstat(v); err == nil {
+		if err := sealVault(v); err != nil {
+			return nil, err
+		}
+		c, err := OpenClone(v)
+		if err == nil {
+			if err := RepairClone(c.Path()); err != nil {
+				c.Close()
+				return nil, err
+			}
+			return c, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
 	}
 	m := RefMap{Profile: a.Profile}
 	start := repo.ResolveRef(ctx, g, m.AgentRef())
 	if start == "" {
 		head, err := repo.Head(ctx, g)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		start = head
 		if dirty, err := repo.Dirty(ctx, g, true); err == nil && dirty != "" {
 			notice("the host working tree has uncommitted changes; they are not in the agent's clone, which starts at commit %s on branch %s", start[:12], m.AgentBranch())
 		}
 	}
-	if err := CreateClone(ctx, g, repo, clone, m.AgentBranch(), start, notice); err != nil {
-		return err
+	tmp, err := buildClone(ctx, g, repo, a.Root(), m.AgentBranch(), start, notice)
+	if err != nil {
+		return nil, err
+	}
+	err = sealVault(v)
+	if err == nil {
+		err = adoptClone(v, tmp)
+	}
+	if err != nil {
+		_ = os.RemoveAll(tmp)
+		return nil, err
 	}
 	// Create the host branch if missing (never move an existing one here).
-	_, err := repo.gitCommon(ctx, g, "-c", "core.logAllRefUpdates=always", "update-ref",
+	_, err = repo.gitCommon(ctx, g, "-c", "core.logAllRefUpdates=always", "update-ref",
 		"-m", "lazaret: agent branch created", m.AgentRef(), start, "")
 	if err != nil && repo.ResolveRef(ctx, g, m.AgentRef()) == "" {
-		return fmt.Errorf("creating %s: %w", m.AgentRef(), err)
+		return nil, fmt.Errorf("creating %s: %w", m.AgentRef(), err)
 	}
-	return nil
+	return OpenClone(v)
 }
 
 // FSMonitorStartDelay is how long after the container's start the
@@ -188,9 +226,10 @@ func (c *Component) Started(ctx context.Context, container string) error {
 		return nil
 	}
 	c.syncer = &Syncer{Git: c.Git, Repo: c.repo, Map: RefMap{Profile: c.Anchor.Profile},
-		Podman: c.Podman, Container: container, Log: c.Log}
+		Podman: c.Podman, Container: container, Log: c.Log, Audit: c.Audit,
+		StatusFile: SkippedRefsFile(c.Anchor.Root())}
 	interval := pollInterval
-	w, err := newRefWatcher(c.Anchor.AgentClone() + "/.git")
+	w, err := newRefWatcher(c.clone.Path() + "/.git")
 	if err != nil {
 		// No inotify (instances exhausted): poll often instead of failing
 		// the start; commits then take up to a poll interval to show.
@@ -268,6 +307,9 @@ func (c *Component) Close(ctx context.Context) error {
 
 func (c *Component) finish(ctx context.Context) {
 	c.once.Do(func() {
+		if c.clone != nil {
+			defer c.clone.Close()
+		}
 		if c.cancel == nil {
 			return
 		}

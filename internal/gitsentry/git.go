@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -57,7 +58,12 @@ func (e *GitError) Error() string {
 //     hook that lives in (or calls into) the agent-written tree, such as a
 //     husky hook under core.hooksPath=.husky.
 //   - core.fsmonitor=false: no fsmonitor command.
-//   - protocol.ext.allow=never: no ext:: transport (runs a command).
+//   - protocol.allow=never: no transport at all (ext:: runs a command,
+//     file:// reads another repository's config); lazaret never fetches,
+//     objects come in through index-pack.
+//   - log.showSignature=false: git log runs no gpg.program on a signature
+//     the agent wrote (merge.verifySignatures, a deliberate choice of the
+//     user, is left alone).
 //   - core.pager=cat, color.pager=false: nothing is piped through a pager.
 //   - gc.auto=0, maintenance.auto=false: no background gc forked from a
 //     background ref sync.
@@ -71,7 +77,8 @@ var hardening = []string{
 	"-c", "safe.directory=*",
 	"-c", "core.hooksPath=/dev/null",
 	"-c", "core.fsmonitor=false",
-	"-c", "protocol.ext.allow=never",
+	"-c", "protocol.allow=never",
+	"-c", "log.showSignature=false",
 	"-c", "core.pager=cat",
 	"-c", "gc.auto=0",
 	"-c", "maintenance.auto=false",
@@ -127,9 +134,17 @@ func env() []string {
 	)
 }
 
+// NoDriverArgs go on every diff, log and show lazaret runs on the agent's
+// commits: no diff.external and no textconv, which the agent's committed
+// .gitattributes would select (a user-defined command run on its content,
+// and a rendering that can hide what a merge brings in).
+var NoDriverArgs = []string{"--no-ext-diff", "--no-textconv"}
+
 // Command returns a hardened git command run in dir (a host directory that
 // lazaret trusts: the user's workspace, the host common dir, or a clone
-// lazaret is creating). extra are -c options added after the hardening.
+// lazaret is building, never the agent clone once built). Repository
+// discovery stops at dir (GIT_CEILING_DIRECTORIES is its parent): a .git
+// above the directory lazaret chose is never used.
 func (g *Git) Command(ctx context.Context, dir string, args ...string) *exec.Cmd {
 	full := make([]string, 0, len(hardening)+len(args)+1)
 	full = append(full, "--no-pager")
@@ -138,6 +153,9 @@ func (g *Git) Command(ctx context.Context, dir string, args ...string) *exec.Cmd
 	cmd := exec.CommandContext(ctx, g.bin(), full...)
 	cmd.Dir = dir
 	cmd.Env = env()
+	if filepath.IsAbs(dir) {
+		cmd.Env = append(cmd.Env, "GIT_CEILING_DIRECTORIES="+filepath.Dir(dir))
+	}
 	g.logger().Debug("git", "dir", dir, "args", args)
 	return cmd
 }

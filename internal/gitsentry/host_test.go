@@ -148,10 +148,8 @@ func TestEnsureCloneVariants(t *testing.T) {
 			}
 			a := testAnchor(t, ws, "p1")
 			before := snapshot(t, ws)
-			if err := EnsureClone(ctx, g, repo, a, func(string, ...any) {}); err != nil {
-				t.Fatal(err)
-			}
-			clone := a.AgentClone()
+			mustEnsureClone(t, ctx, g, repo, a, func(string, ...any) {})
+			clone := ClonePath(a)
 			head, _ := os.ReadFile(filepath.Join(clone, ".git", "HEAD"))
 			if string(head) != "ref: refs/heads/lazaret/agent-p1\n" {
 				t.Errorf("clone HEAD = %q", head)
@@ -185,9 +183,7 @@ func TestEnsureCloneVariants(t *testing.T) {
 			}
 			// A second start reuses the clone.
 			os.WriteFile(filepath.Join(clone, "agent-file"), []byte("x"), 0o644)
-			if err := EnsureClone(ctx, g, repo, a, func(string, ...any) {}); err != nil {
-				t.Fatal(err)
-			}
+			mustEnsureClone(t, ctx, g, repo, a, func(string, ...any) {})
 			if _, err := os.Stat(filepath.Join(clone, "agent-file")); err != nil {
 				t.Errorf("clone not kept across starts")
 			}
@@ -205,7 +201,7 @@ func TestEnsureCloneNoCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := testAnchor(t, ws, "p1")
-	err = EnsureClone(context.Background(), g, repo, a, func(string, ...any) {})
+	_, err = EnsureClone(context.Background(), g, repo, a, func(string, ...any) {})
 	if !errors.Is(err, ErrNoCommits) {
 		t.Fatalf("err = %v, want ErrNoCommits", err)
 	}
@@ -220,7 +216,7 @@ func TestEnsureCloneUncommittedNotice(t *testing.T) {
 	g := &Git{}
 	repo, _ := OpenHostRepo(context.Background(), g, ws)
 	var notes []string
-	if err := EnsureClone(context.Background(), g, repo, testAnchor(t, ws, "p1"), func(f string, a ...any) {
+	if _, err := EnsureClone(context.Background(), g, repo, testAnchor(t, ws, "p1"), func(f string, a ...any) {
 		notes = append(notes, fmt.Sprintf(f, a...))
 	}); err != nil {
 		t.Fatal(err)
@@ -255,10 +251,8 @@ func TestRepairCloneIgnoresPlantedSymlinks(t *testing.T) {
 	g := &Git{}
 	repo, _ := OpenHostRepo(context.Background(), g, ws)
 	a := testAnchor(t, ws, "p1")
-	if err := EnsureClone(context.Background(), g, repo, a, func(string, ...any) {}); err != nil {
-		t.Fatal(err)
-	}
-	gitDir := filepath.Join(a.AgentClone(), ".git")
+	mustEnsureClone(t, context.Background(), g, repo, a, func(string, ...any) {})
+	gitDir := filepath.Join(ClonePath(a), ".git")
 	victim := filepath.Join(t.TempDir(), "victim")
 	write(t, victim, "precious\n")
 	victimDir := t.TempDir()
@@ -268,7 +262,7 @@ func TestRepairCloneIgnoresPlantedSymlinks(t *testing.T) {
 	os.Symlink(victimDir, filepath.Join(gitDir, "hooks"))
 	os.Remove(filepath.Join(gitDir, "config"))
 	os.Symlink(victim, filepath.Join(gitDir, "config"))
-	if err := RepairClone(a.AgentClone()); err != nil {
+	if err := RepairClone(ClonePath(a)); err != nil { // as root (unit tests), the vault does not stop us
 		t.Fatal(err)
 	}
 	if data, _ := os.ReadFile(victim); string(data) != "precious\n" {
@@ -496,10 +490,8 @@ func TestEnsureCloneSubmodules(t *testing.T) {
 	}
 	a := testAnchor(t, r, "p1")
 	var notices []string
-	if err := EnsureClone(ctx, g, repo, a, func(f string, args ...any) { notices = append(notices, fmt.Sprintf(f, args...)) }); err != nil {
-		t.Fatal(err)
-	}
-	clone := a.AgentClone()
+	mustEnsureClone(t, ctx, g, repo, a, func(f string, args ...any) { notices = append(notices, fmt.Sprintf(f, args...)) })
+	clone := ClonePath(a)
 	if b, err := os.ReadFile(filepath.Join(clone, "deps", "sub", "lib.txt")); err != nil || string(b) != "library\n" {
 		t.Errorf("submodule not checked out: %q, %v", b, err)
 	}
@@ -531,6 +523,66 @@ func TestEnsureCloneSubmodules(t *testing.T) {
 	for _, want := range []string{"submodule other is not initialised on the host", `submodule "../escape" at "evil"`} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("notices %q: missing %q", notices, want)
+		}
+	}
+}
+
+// mustEnsureClone makes or reuses the clone and closes it.
+func mustEnsureClone(t *testing.T, ctx context.Context, g *Git, repo *HostRepo, a *domain.Anchor, notice func(string, ...any)) {
+	t.Helper()
+	c, err := EnsureClone(ctx, g, repo, a, notice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
+
+// TestReviewRunsNoDriver: the agent's branch selects a textconv driver
+// through .gitattributes and carries a signed-looking commit; with the
+// repository set up to run a command for both, lazaret diff and log run
+// neither. Control: plain git diff and log of the same commits do.
+func TestReviewRunsNoDriver(t *testing.T) {
+	ws, r := agentRepo(t, "AGENT")
+	marks := t.TempDir()
+	gpg := filepath.Join(marks, "gpg.sh")
+	write(t, gpg, "#!/bin/sh\ntouch "+filepath.Join(marks, "gpg")+"\nexit 1\n")
+	hg(t, ws, "config", "diff.tc.textconv", "touch "+filepath.Join(marks, "textconv")+"; cat")
+	hg(t, ws, "config", "diff.external", "touch "+filepath.Join(marks, "external")+" #")
+	hg(t, ws, "config", "log.showSignature", "true")
+	hg(t, ws, "config", "gpg.program", gpg)
+	hg(t, ws, "checkout", "-q", "lazaret/agent-p")
+	write(t, filepath.Join(ws, ".gitattributes"), "* diff=tc\n")
+	hg(t, ws, "add", ".gitattributes")
+	hg(t, ws, "commit", "-q", "-m", "attributes")
+	raw := hg(t, ws, "cat-file", "commit", "HEAD")
+	signed := strings.Replace(raw, "\n\n", "\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n iQEz\n -----END PGP SIGNATURE-----\n\n", 1)
+	cmd := exec.Command("git", "-C", ws, "hash-object", "-t", "commit", "-w", "--stdin")
+	cmd.Stdin = strings.NewReader(signed + "\n")
+	oid, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hg(t, ws, "update-ref", "refs/heads/lazaret/agent-p", strings.TrimSpace(string(oid)))
+	hg(t, ws, "checkout", "-q", "main")
+	// Attributes come from the working tree (as after a merge).
+	write(t, filepath.Join(ws, ".gitattributes"), "* diff=tc\n")
+	var out bytes.Buffer
+	if err := r.Diff(context.Background(), &out, &out, false, ViewPipe); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Log(context.Background(), &out, &out, false, ViewPipe); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadDir(marks); len(got) != 1 {
+		t.Errorf("lazaret diff/log ran a driver: %v", got)
+	}
+	// Control.
+	hg(t, ws, "log", "-1", "lazaret/agent-p")
+	hg(t, ws, "diff", "main", "lazaret/agent-p")
+	hg(t, ws, "diff", "--no-ext-diff", "main", "lazaret/agent-p")
+	for _, m := range []string{"gpg", "external", "textconv"} {
+		if _, err := os.Stat(filepath.Join(marks, m)); err != nil {
+			t.Errorf("control: plain git ran no %s", m)
 		}
 	}
 }

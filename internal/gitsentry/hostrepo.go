@@ -59,7 +59,6 @@ func OpenHostRepo(ctx context.Context, g *Git, workspace string) (*HostRepo, err
 	}
 	cmd := g.Command(ctx, ws, "rev-parse", "--path-format=absolute",
 		"--is-bare-repository", "--show-toplevel", "--git-dir", "--git-common-dir", "--show-object-format")
-	cmd.Env = append(cmd.Env, "GIT_CEILING_DIRECTORIES="+filepath.Dir(ws))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

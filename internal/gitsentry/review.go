@@ -22,6 +22,9 @@ var (
 	ErrOperationInPrg = errors.New("a merge, rebase or cherry-pick is in progress in the host repository")
 	ErrMergeConflict  = errors.New("the agent branch does not merge cleanly")
 	ErrSandboxRunning = errors.New("the sandbox is running")
+	// ErrExternalSymlinks: the merge would create symlinks that lead out
+	// of the repository, and the user did not allow them.
+	ErrExternalSymlinks = errors.New("the agent branch adds symlinks that lead out of the repository")
 )
 
 // Review runs the host-side review commands on the user's repository. All
@@ -32,6 +35,9 @@ type Review struct {
 	Git  *Git
 	Repo *HostRepo
 	Map  RefMap
+	// AllowExternalSymlinks lets Merge create symlinks that lead out of
+	// the repository (--allow-external-symlinks).
+	AllowExternalSymlinks bool
 
 	savedIndex []byte // the index before a merge, restored if it fails
 }
@@ -61,21 +67,30 @@ func (r *Review) streamView(ctx context.Context, out, errOut io.Writer, view Vie
 	return nil
 }
 
+// forkPoint returns the agent tip and its merge base with HEAD.
+func (r *Review) forkPoint(ctx context.Context) (tip, base string, err error) {
+	tip, err = r.agentTip(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	head, err := r.Repo.Head(ctx, r.Git)
+	if err != nil {
+		return "", "", err
+	}
+	base, err = r.Repo.git(ctx, r.Git, "merge-base", head, tip)
+	if err != nil {
+		return "", "", fmt.Errorf("no common history between HEAD and %s: %w", r.Map.AgentBranch(), err)
+	}
+	return tip, base, nil
+}
+
 // Diff shows what the agent changed since it forked from the host's
 // current history: git diff <merge-base>..<agent tip>, rendered for view
 // (sanitize.go).
 func (r *Review) Diff(ctx context.Context, out, errOut io.Writer, stat bool, view View) error {
-	tip, err := r.agentTip(ctx)
+	tip, base, err := r.forkPoint(ctx)
 	if err != nil {
 		return err
-	}
-	head, err := r.Repo.Head(ctx, r.Git)
-	if err != nil {
-		return err
-	}
-	base, err := r.Repo.git(ctx, r.Git, "merge-base", head, tip)
-	if err != nil {
-		return fmt.Errorf("no common history between HEAD and %s: %w", r.Map.AgentBranch(), err)
 	}
 	kind := kindPatch
 	if stat {
@@ -105,6 +120,8 @@ type MergeResult struct {
 	Before   string
 	After    string
 	UpToDate bool
+	// Flags is what the merge planted (Review.Flags before it ran).
+	Flags []Flag
 }
 
 // checkClean refuses a merge on a working tree with changes to tracked
@@ -164,6 +181,12 @@ func (r *Review) Merge(ctx context.Context, squash bool) (*MergeResult, error) {
 		res.After, res.UpToDate = before, true
 		return res, nil
 	}
+	if res.Flags, err = r.Flags(ctx); err != nil {
+		return nil, fmt.Errorf("reviewing what the merge would plant: %w", err)
+	}
+	if ext := ExternalSymlinks(res.Flags); len(ext) > 0 && !r.AllowExternalSymlinks {
+		return res, &ExternalSymlinkError{Links: ext}
+	}
 	if squash {
 		err = r.squash(ctx, tip)
 	} else {
@@ -179,6 +202,15 @@ func (r *Review) Merge(ctx context.Context, squash bool) (*MergeResult, error) {
 	res.After, _ = r.Repo.Head(ctx, r.Git)
 	return res, nil
 }
+
+// ExternalSymlinkError names the symlinks a refused merge would create.
+type ExternalSymlinkError struct{ Links []Flag }
+
+func (e *ExternalSymlinkError) Error() string {
+	return fmt.Sprintf("%v (%d)", ErrExternalSymlinks, len(e.Links))
+}
+
+func (e *ExternalSymlinkError) Unwrap() error { return ErrExternalSymlinks }
 
 func (r *Review) isAncestor(ctx context.Context, a, b string) (bool, error) {
 	err := r.Git.Run(ctx, r.Repo.TopLevel, "merge-base", "--is-ancestor", a, b)

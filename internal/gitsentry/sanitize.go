@@ -344,7 +344,7 @@ func viewStreams(out, errOut io.Writer, view View, kind outputKind) (o, e io.Wri
 // ASCII), and in a pipe binary changes as a binary patch so the patch
 // applies whole.
 func diffArgs(view View, stat bool) []string {
-	args := []string{"-c", "core.quotePath=true", "diff", "--color=never", "--no-ext-diff", "--no-textconv"}
+	args := append([]string{"-c", "core.quotePath=true", "diff", "--color=never"}, NoDriverArgs...)
 	if stat {
 		return append(args, "--stat")
 	}
@@ -358,7 +358,7 @@ func diffArgs(view View, stat bool) []string {
 // (which indent every line of a message, so no message line can pose as
 // a commit header).
 func logArgs(oneline bool) ([]string, outputKind) {
-	args := []string{"-c", "core.quotePath=true", "log", "--color=never", "--decorate=short", "--no-show-signature"}
+	args := append([]string{"-c", "core.quotePath=true", "log", "--color=never", "--decorate=short", "--no-show-signature"}, NoDriverArgs...)
 	if oneline {
 		return append(args, "--oneline"), kindOneline
 	}

@@ -141,10 +141,7 @@ func (s *Syncer) sessionRequest(ctx context.Context, ss *syncSession, known []st
 	if err != nil {
 		return nil, err
 	}
-	for _, l := range skipped {
-		s.logger().Warn("gitsentry: ignoring branch with a name lazaret does not accept", "line", l)
-	}
-	ex := &exported{refs: map[string]string{}}
+	ex := &exported{refs: map[string]string{}, skipped: skipped}
 	for _, r := range refs {
 		ex.refs[r.Name] = r.OID
 	}
@@ -174,6 +171,7 @@ func (s *Syncer) sessionRequest(ctx context.Context, ss *syncSession, known []st
 		return nil, err
 	}
 	ex.imported = true
+	ex.skipped = append(ex.skipped, h.Skipped...)
 	for _, r := range h.Refs {
 		ex.refs[r.Name] = r.OID
 	}

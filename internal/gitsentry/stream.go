@@ -72,6 +72,29 @@ func parseRefLine(line string, oidLen int) (CloneRef, error) {
 	return CloneRef{Name: name, OID: oid}, nil
 }
 
+// parseOrSkip parses a ref line; a well-formed line (valid object name, a
+// space, then anything) whose ref lazaret refuses is skipped rather than
+// failing the stream: one branch with an unacceptable name must not stop
+// the sync of the others.
+func parseOrSkip(line string, oidLen int) (r CloneRef, skip bool, err error) {
+	r, err = parseRefLine(line, oidLen)
+	if err == nil {
+		return r, false, nil
+	}
+	oid, _, ok := strings.Cut(line, " ")
+	if !ok || !ValidOID(oid, oidLen) {
+		return CloneRef{}, false, err
+	}
+	return CloneRef{}, true, nil
+}
+
+// SkippedRef splits a skipped ref line into object and name (as the
+// sandbox wrote it: hostile, escape before display).
+func SkippedRef(line string) (oid, name string) {
+	oid, name, _ = strings.Cut(line, " ")
+	return oid, name
+}
+
 // ReadRefList reads the ref section up to its empty line. Lines that are
 // well formed but name refs lazaret does not accept are returned in
 // skipped, so the caller can log them; a malformed line fails the whole
@@ -89,12 +112,11 @@ func ReadRefList(br *bufio.Reader, oidLen int) (refs []CloneRef, skipped []strin
 		if len(refs)+len(skipped) >= maxRefs {
 			return nil, nil, fmt.Errorf("ref list: more than %d refs", maxRefs)
 		}
-		r, err := parseRefLine(line, oidLen)
+		r, skip, err := parseOrSkip(line, oidLen)
 		if err != nil {
-			oid, _, _ := strings.Cut(line, " ")
-			if !ValidOID(oid, oidLen) {
-				return nil, nil, fmt.Errorf("ref list: %w", err)
-			}
+			return nil, nil, fmt.Errorf("ref list: %w", err)
+		}
+		if skip {
 			skipped = append(skipped, line)
 			continue
 		}
@@ -111,6 +133,8 @@ type BundleHeader struct {
 	Version       int
 	Prerequisites []string
 	Refs          []CloneRef
+	// Skipped are well-formed ref lines whose names lazaret refuses.
+	Skipped []string
 }
 
 // ReadBundleHeader reads a bundle header (through its empty line), leaving
@@ -149,7 +173,7 @@ func ReadBundleHeader(br *bufio.Reader, objectFormat string) (*BundleHeader, err
 		if line == "" {
 			break
 		}
-		if len(h.Prerequisites)+len(h.Refs) >= maxRefs {
+		if len(h.Prerequisites)+len(h.Refs)+len(h.Skipped) >= maxRefs {
 			return nil, fmt.Errorf("bundle header: more than %d entries", maxRefs)
 		}
 		switch {
@@ -173,9 +197,13 @@ func ReadBundleHeader(br *bufio.Reader, objectFormat string) (*BundleHeader, err
 			}
 			h.Prerequisites = append(h.Prerequisites, oid)
 		default:
-			r, err := parseRefLine(line, oidLen)
+			r, skip, err := parseOrSkip(line, oidLen)
 			if err != nil {
 				return nil, fmt.Errorf("bundle header: %w", err)
+			}
+			if skip {
+				h.Skipped = append(h.Skipped, line)
+				continue
 			}
 			h.Refs = append(h.Refs, r)
 		}

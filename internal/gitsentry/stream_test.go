@@ -66,16 +66,14 @@ func TestReadRefListAndBundle(t *testing.T) {
 
 func TestReadBundleHeaderRejects(t *testing.T) {
 	for name, s := range map[string]string{
-		"signature":  "# v9 git bundle\n\nPACK",
-		"no pack":    "# v2 git bundle\n" + oidA + " refs/heads/a\n\nJUNK",
-		"tag ref":    "# v2 git bundle\n" + oidA + " refs/tags/a\n\nPACK",
-		"bad oid":    "# v2 git bundle\nzz refs/heads/a\n\nPACK",
-		"filter":     "# v3 git bundle\n@filter=blob:none\n" + oidA + " refs/heads/a\n\nPACK",
-		"format":     "# v3 git bundle\n@object-format=sha256\n" + oidA + " refs/heads/a\n\nPACK",
-		"truncated":  "# v2 git bundle\n" + oidA + " refs/heads/a",
-		"long line":  "# v2 git bundle\n" + strings.Repeat("a", 5000) + "\n\nPACK",
-		"cap late":   "# v3 git bundle\n" + oidA + " refs/heads/a\n@object-format=sha1\n\nPACK",
-		"name space": "# v2 git bundle\n" + oidA + " refs/heads/a b\n\nPACK",
+		"signature": "# v9 git bundle\n\nPACK",
+		"no pack":   "# v2 git bundle\n" + oidA + " refs/heads/a\n\nJUNK",
+		"bad oid":   "# v2 git bundle\nzz refs/heads/a\n\nPACK",
+		"filter":    "# v3 git bundle\n@filter=blob:none\n" + oidA + " refs/heads/a\n\nPACK",
+		"format":    "# v3 git bundle\n@object-format=sha256\n" + oidA + " refs/heads/a\n\nPACK",
+		"truncated": "# v2 git bundle\n" + oidA + " refs/heads/a",
+		"long line": "# v2 git bundle\n" + strings.Repeat("a", 5000) + "\n\nPACK",
+		"cap late":  "# v3 git bundle\n" + oidA + " refs/heads/a\n@object-format=sha1\n\nPACK",
 	} {
 		if _, err := ReadBundleHeader(bufio.NewReader(strings.NewReader(s)), "sha1"); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -83,6 +81,24 @@ func TestReadBundleHeaderRejects(t *testing.T) {
 	}
 	if _, err := ReadBundleHeader(bufio.NewReader(strings.NewReader("")), "sha1"); err != errNoBundle {
 		t.Errorf("empty stream: %v, want errNoBundle", err)
+	}
+}
+
+// TestReadBundleHeaderSkipsRefusedNames: a branch whose name lazaret
+// refuses does not fail the bundle (the other branches still sync); it is
+// reported as skipped.
+func TestReadBundleHeaderSkipsRefusedNames(t *testing.T) {
+	s := "# v2 git bundle\n" + oidA + " refs/heads/bad\"name\n" + oidA + " refs/heads/\xc3\xbcn\xc3\xaf\n" +
+		oidA + " refs/tags/a\n" + oidA + " refs/heads/a b\n" + oidA + " refs/heads/good\n\nPACK"
+	h, err := ReadBundleHeader(bufio.NewReader(strings.NewReader(s)), "sha1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Refs) != 1 || h.Refs[0].Name != "refs/heads/good" || len(h.Skipped) != 4 {
+		t.Errorf("refs %v, skipped %q", h.Refs, h.Skipped)
+	}
+	if oid, name := SkippedRef(h.Skipped[0]); oid != oidA || name != `refs/heads/bad"name` {
+		t.Errorf("SkippedRef = %q %q", oid, name)
 	}
 }
 

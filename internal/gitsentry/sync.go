@@ -36,6 +36,17 @@ type Syncer struct {
 	Container string
 	MaxPack   int64
 	Log       *slog.Logger
+	// Audit records skipped branches and flagged commits (nil: only
+	// logged).
+	Audit AuditFunc
+
+	// StatusFile receives the names of the skipped branches (see
+	// SkippedRefsFile); empty: not written.
+	StatusFile string
+
+	skippedSeen  map[string]bool // skipped ref lines already audited
+	lastSkipped  string          // what StatusFile holds
+	wroteSkipped bool
 
 	mu   sync.Mutex   // one sync at a time
 	sess *syncSession // the sync session, when one is open
@@ -75,7 +86,8 @@ func (s *Syncer) hostRefs(ctx context.Context) (map[string]string, error) {
 type SyncResult struct {
 	Updated  []string // host refs created or moved
 	Deleted  []string
-	Imported bool // a pack was imported
+	Imported bool     // a pack was imported
+	Skipped  []string // sandbox ref lines not synced (name refused)
 }
 
 // Sync runs one sync: ask the sandbox for its branch tips and the objects
@@ -119,6 +131,11 @@ func (s *Syncer) Sync(ctx context.Context) (*SyncResult, error) {
 		}
 		out, err = s.apply(ctx, host, res)
 	}
+	s.auditSkipped(ctx, res.skipped)
+	s.writeSkipped(res.skipped)
+	if out != nil {
+		out.Skipped = res.skipped
+	}
 	return out, err
 }
 
@@ -142,6 +159,7 @@ var errMissingExclude = errors.New("sandbox could not bundle against the host's 
 type exported struct {
 	refs     map[string]string // clone ref → oid
 	imported bool
+	skipped  []string // ref lines whose names lazaret refuses
 }
 
 func (s *Syncer) export(ctx context.Context, known []string) (*exported, error) {
@@ -203,9 +221,7 @@ func (s *Syncer) readExport(ctx context.Context, br *bufio.Reader) (readResult, 
 		}
 		return rr, fmt.Errorf("sandbox stream: %w", err)
 	}
-	for _, l := range skipped {
-		s.logger().Warn("gitsentry: ignoring branch with a name lazaret does not accept", "line", l)
-	}
+	rr.skipped = skipped
 	rr.refs = map[string]string{}
 	for _, r := range refs {
 		rr.refs[r.Name] = r.OID
@@ -221,6 +237,7 @@ func (s *Syncer) readExport(ctx context.Context, br *bufio.Reader) (readResult, 
 		return rr, err
 	}
 	rr.imported = true
+	rr.skipped = append(rr.skipped, h.Skipped...)
 	// The bundle was made after the ref list; its tips are the newer ones.
 	for _, r := range h.Refs {
 		rr.refs[r.Name] = r.OID
@@ -279,6 +296,7 @@ func (s *Syncer) apply(ctx context.Context, host map[string]string, ex *exported
 	}
 	slices.Sort(updates)
 	slices.Sort(deletes)
+	var newCommits []string // reachable from no host ref before this sync
 	checkedOut, err := s.Repo.CheckedOutBranches(ctx, s.Git)
 	if err != nil {
 		return nil, err
@@ -296,6 +314,9 @@ func (s *Syncer) apply(ctx context.Context, host map[string]string, ex *exported
 			tips[i] = want[hr]
 		}
 		if err := s.checkCommits(ctx, tips); err != nil {
+			return nil, err
+		}
+		if newCommits, err = s.newCommits(ctx, tips); err != nil {
 			return nil, err
 		}
 	}
@@ -316,6 +337,9 @@ func (s *Syncer) apply(ctx context.Context, host map[string]string, ex *exported
 		"--git-dir="+s.Repo.CommonDir, "-c", "core.logAllRefUpdates=always",
 		"update-ref", "-m", "lazaret: sync from sandbox "+s.Container, "--stdin"); err != nil {
 		return nil, fmt.Errorf("updating host refs: %w", err)
+	}
+	if err := s.auditCommits(ctx, newCommits); err != nil {
+		s.logger().Error("gitsentry: inspecting the synced commits for the audit trail", "err", err)
 	}
 	return &SyncResult{Updated: updates, Deleted: deletes, Imported: ex.imported}, nil
 }

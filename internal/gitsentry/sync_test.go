@@ -189,6 +189,7 @@ func TestSessionAnswerParsing(t *testing.T) {
 	hg(t, host, "clone", "-q", "--shared", host, agent)
 	hg(t, agent, "checkout", "-q", "-b", "lazaret/agent-p")
 	hg(t, agent, "commit", "-q", "--allow-empty", "-m", "agent")
+	hg(t, agent, "branch", `bad"name`) // skipped, in both sections
 	tip := hg(t, agent, "rev-parse", "HEAD")
 	g := &Git{}
 	repo, _ := OpenHostRepo(ctx, g, host)
@@ -205,7 +206,7 @@ func TestSessionAnswerParsing(t *testing.T) {
 		return &syncSession{stdin: &nopWriteCloser{}, out: bufio.NewReader(&b)}
 	}
 	ex, err := s.sessionRequest(ctx, answer(refs, bundle), []string{base})
-	if err != nil || !ex.imported || ex.refs["refs/heads/lazaret/agent-p"] != tip {
+	if err != nil || !ex.imported || ex.refs["refs/heads/lazaret/agent-p"] != tip || len(ex.skipped) != 2 {
 		t.Fatalf("valid answer: %+v, %v", ex, err)
 	}
 	if ex, err := s.sessionRequest(ctx, answer(refs, nil), nil); err != nil || ex.imported {
