@@ -154,8 +154,13 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 		promptTTY = stdin
 	}
 	var client *ctl.Client
+	noticeGate := gate // network denial notices go between output lines
+	if !r.tty {
+		noticeGate = nil
+	}
 	link, err := sessionlink.New(sessionlink.Options{TTY: promptTTY, Pause: gate.Pause, Resume: gate.Resume,
-		Abort: func() { _ = client.Call(context.Background(), ctl.TypeStop, nil, nil) }})
+		Abort:  func() { _ = client.Call(context.Background(), ctl.TypeStop, nil, nil) },
+		Notice: func(line string) { noticeGate.Notice(stderr, line) }})
 	if err != nil {
 		return err
 	}

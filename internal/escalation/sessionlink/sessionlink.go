@@ -24,6 +24,8 @@ type Link struct {
 	anchor    *session.Anchor
 	runner    *prompt.Runner
 	sandboxID string
+	opts      Options
+	term      *termOwner
 	// TTL of delegations; session.DefaultDelegationTTL when zero.
 	TTL time.Duration
 }
@@ -40,6 +42,9 @@ type Options struct {
 	// Abort runs when the human presses Q: the CLI asks the coordinator to
 	// stop.
 	Abort func()
+	// Notice prints one line of lazaret's own (a network denial) between
+	// the command's output lines (attach.Gate.Notice); nil drops them.
+	Notice func(line string)
 }
 
 // New makes the Session Anchor. Use SessionID as the hello's session id.
@@ -48,7 +53,8 @@ func New(o Options) (*Link, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &prompt.Runner{TTY: o.TTY, OnAbort: o.Abort, Pause: o.Pause, Resume: o.Resume,
+	t := newTermOwner()
+	r := &prompt.Runner{TTY: o.TTY, OnAbort: o.Abort, Pause: t.escalationPause(o.Pause), Resume: t.escalationResume(o.Resume),
 		Resolve: func(argv0 string, r escalation.PromptRequest) (string, error) {
 			// Resolved as the coordinator will (it checks again and refuses
 			// a difference).
@@ -58,7 +64,7 @@ func New(o Options) (*Link, error) {
 			}
 			return escalation.Resolve(argv0, r.HostDir, escalation.SafePath(path))
 		}}
-	return &Link{anchor: a, runner: r}, nil
+	return &Link{anchor: a, runner: r, opts: o, term: t}, nil
 }
 
 // SessionID is LAZARET_SESSION_ID.
@@ -85,6 +91,7 @@ func (l *Link) Install(c *ctl.Client) {
 		l.runner.Cancel(pc.RequestID)
 		return nil, nil
 	})
+	l.installNet(c)
 }
 
 // Close withdraws pending prompts and waits until the terminal is

@@ -1,0 +1,211 @@
+package coord
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/audit"
+	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/netd/api"
+	"github.com/lazaret-dev/lazaret/internal/sidecar"
+)
+
+// Network denials reach the user: netd reports each denial (a long poll
+// on its control socket); the coordinator turns them into one-line
+// notices for every attached session (rate-limited: sidecar.Limiter) and,
+// while a session has a terminal, asks about a denied DNS name whose
+// lookup netd holds. The prompt goes only to a session's own CLI over the
+// control socket, which nothing in the sandbox reaches; the sandbox only
+// chooses the name, which every display escapes.
+const (
+	// holdFor is how long a denied lookup waits for the user's answer.
+	holdFor = 25 * time.Second
+	// maxQueued bounds the names waiting for a prompt (one is open at a
+	// time); a name already queued is not queued again.
+	maxQueued = 8
+	// eventWait is one long poll.
+	eventWait = 10 * time.Second
+)
+
+// denialRouter routes one sandbox's denials.
+type denialRouter struct {
+	d   *Deps
+	lim *sidecar.Limiter
+
+	mu      sync.Mutex
+	ignored map[string]bool // "ignore for this run"
+	queued  map[string]bool
+	queue   chan string
+}
+
+// withDenials makes c report its denials to the sessions of d.
+func withDenials(d *Deps, c *sidecar.Component) *sidecar.Component {
+	if d.Server == nil {
+		return c
+	}
+	r := &denialRouter{d: d, lim: sidecar.NewLimiter(), ignored: map[string]bool{}, queued: map[string]bool{}, queue: make(chan string, maxQueued)}
+	c.OnDenials(r.run)
+	return c
+}
+
+func (r *denialRouter) run(ctx context.Context, cl *api.Client) {
+	go r.holdLoop(ctx, cl)
+	go r.promptLoop(ctx, cl)
+	var after uint64
+	for ctx.Err() == nil {
+		evs, seq, err := cl.Events(ctx, after, eventWait)
+		if err != nil {
+			r.d.Log.Debug("denial events", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		if after > 0 && seq > after && int(seq-after) > len(evs) {
+			r.lim.Lost(int(seq-after) - len(evs))
+		}
+		after = seq
+		for _, ev := range evs {
+			r.event(ev)
+		}
+		if line, ok := r.lim.Summary(time.Now()); ok {
+			r.d.Server.Broadcast(ctl.TypeNetNotice, ctl.NetNotice{Line: line})
+		}
+	}
+}
+
+// event routes one denial: a held name to the prompt queue, anything else
+// (or a name that cannot be queued) to a notice.
+func (r *denialRouter) event(ev api.DenialEvent) {
+	r.mu.Lock()
+	ignored := ev.Name != "" && r.ignored[ev.Name]
+	queued := false
+	if ev.Held && !ignored {
+		queued = r.queued[ev.Name]
+		if !queued {
+			select {
+			case r.queue <- ev.Name:
+				r.queued[ev.Name], queued = true, true
+			default: // the queue is full: the lookup fails as without a prompt
+			}
+		}
+	}
+	r.mu.Unlock()
+	if !ignored && !queued {
+		r.notice(ev)
+	}
+}
+
+func (r *denialRouter) notice(ev api.DenialEvent) {
+	if !r.lim.Allow(ev.Dest, time.Now()) {
+		return
+	}
+	if line := sidecar.Notice(r.d.Profile.Name, ev); line != "" {
+		r.d.Server.Broadcast(ctl.TypeNetNotice, ctl.NetNotice{Line: line})
+	}
+}
+
+// promptSession is the session asked: the oldest one with a terminal.
+func (r *denialRouter) promptSession() *ctl.Session {
+	for _, s := range r.d.Server.Sessions() {
+		if s.TTY {
+			return s
+		}
+	}
+	return nil
+}
+
+// holdLoop has netd hold denied lookups only while a session could be
+// asked.
+func (r *denialRouter) holdLoop(ctx context.Context, cl *api.Client) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	holding := false
+	for {
+		if want := r.promptSession() != nil; want != holding {
+			d := time.Duration(0)
+			if want {
+				d = holdFor
+			}
+			if err := cl.Hold(ctx, d); err == nil {
+				holding = want
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// promptLoop asks about one queued name at a time.
+func (r *denialRouter) promptLoop(ctx context.Context, cl *api.Client) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case name := <-r.queue:
+			r.ask(ctx, cl, name)
+			r.mu.Lock()
+			delete(r.queued, name)
+			r.mu.Unlock()
+		}
+	}
+}
+
+// ask prompts for name and applies the answer; with nobody to ask, the
+// denial becomes a notice.
+func (r *denialRouter) ask(ctx context.Context, cl *api.Client, name string) {
+	sess := r.promptSession()
+	ans := ctl.NetAnswer{Choice: ctl.NetNone}
+	if sess != nil {
+		uni, reg := sidecar.NameForms(name)
+		p := ctl.NetPrompt{Name: name, Unicode: uni, Registrable: reg, Profile: r.d.Profile.Name,
+			ConfigLine: sidecar.ConfigLine(r.d.Profile.Name, name), WaitSeconds: int(holdFor / time.Second)}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		if err := sess.Call(pctx, ctl.TypeNetPrompt, p, &ans); err != nil {
+			ans.Choice = ctl.NetNone
+		}
+		cancel()
+	}
+	allow := ans.Choice == ctl.NetOnce || ans.Choice == ctl.NetAlways
+	switch ans.Choice {
+	case ctl.NetOnce, ctl.NetAlways, ctl.NetDeny, ctl.NetIgnore:
+		if err := cl.Decide(ctx, name, allow, "prompt: "+ans.Choice); err != nil {
+			r.d.Log.Error("applying the answer to a denied name", "name", name, "err", err)
+		}
+	default:
+		r.notice(api.DenialEvent{Dest: "dns " + name, Name: name})
+	}
+	if ans.Choice == ctl.NetIgnore {
+		r.mu.Lock()
+		if len(r.ignored) < 1024 {
+			r.ignored[name] = true
+		}
+		r.mu.Unlock()
+	}
+	r.audit(ctx, sess, name, ans.Choice)
+}
+
+// decisions name each answer in the audit trail.
+var decisions = map[string]string{
+	ctl.NetOnce: "allowed once", ctl.NetAlways: "allowed always (config line shown)",
+	ctl.NetDeny: "denied", ctl.NetIgnore: "ignored for this run", ctl.NetNone: "not asked (no terminal)",
+}
+
+func (r *denialRouter) audit(ctx context.Context, sess *ctl.Session, name, choice string) {
+	if r.d.Audit == nil {
+		return
+	}
+	e := audit.Entry{Kind: audit.KindPolicyChange, Profile: r.d.Profile.Name,
+		Fields: map[string]string{"change": "network denial prompt", "name": name, "decision": decisions[choice]}}
+	if sess != nil {
+		e.Session = sess.ID
+	}
+	if _, err := r.d.Audit(ctx, e); err != nil {
+		r.d.Log.Error("audit of a network decision", "err", err)
+	}
+}
