@@ -26,6 +26,10 @@ const (
 	maxQueued = 8
 	// eventWait is one long poll.
 	eventWait = 10 * time.Second
+	// maxPrompts prompts at most are shown per promptWindow: an agent
+	// cycling through new names must not keep the terminal taken.
+	maxPrompts   = 6
+	promptWindow = time.Minute
 )
 
 // denialRouter routes one sandbox's denials.
@@ -37,6 +41,8 @@ type denialRouter struct {
 	ignored map[string]bool // "ignore for this run"
 	queued  map[string]bool
 	queue   chan string
+	asked   []time.Time // prompts shown in the last promptWindow
+	cl      *api.Client
 }
 
 // withDenials makes c report its denials to the sessions of d.
@@ -50,6 +56,7 @@ func withDenials(d *Deps, c *sidecar.Component) *sidecar.Component {
 }
 
 func (r *denialRouter) run(ctx context.Context, cl *api.Client) {
+	r.cl = cl
 	go r.holdLoop(ctx, cl)
 	go r.promptLoop(ctx, cl)
 	var after uint64
@@ -68,7 +75,7 @@ func (r *denialRouter) run(ctx context.Context, cl *api.Client) {
 		}
 		after = seq
 		for _, ev := range evs {
-			r.event(ev)
+			r.event(ctx, ev)
 		}
 		if line, ok := r.lim.Summary(time.Now()); ok {
 			r.d.Server.Broadcast(ctl.TypeNetNotice, ctl.NetNotice{Line: line})
@@ -77,25 +84,47 @@ func (r *denialRouter) run(ctx context.Context, cl *api.Client) {
 }
 
 // event routes one denial: a held name to the prompt queue, anything else
-// (or a name that cannot be queued) to a notice.
-func (r *denialRouter) event(ev api.DenialEvent) {
+// to a notice. A held name that cannot be queued (queue full, too many
+// prompts lately) is denied for this run at once rather than left waiting,
+// and gets the notice with its allow command.
+func (r *denialRouter) event(ctx context.Context, ev api.DenialEvent) {
 	r.mu.Lock()
 	ignored := ev.Name != "" && r.ignored[ev.Name]
-	queued := false
+	queued, refused := false, false
 	if ev.Held && !ignored {
 		queued = r.queued[ev.Name]
-		if !queued {
+		if !queued && r.mayPrompt(time.Now()) {
 			select {
 			case r.queue <- ev.Name:
 				r.queued[ev.Name], queued = true, true
-			default: // the queue is full: the lookup fails as without a prompt
+			default:
 			}
 		}
+		refused = !queued
 	}
 	r.mu.Unlock()
+	if refused {
+		if err := r.cl.Decide(ctx, ev.Name, false, "prompt: too many denied names at once"); err != nil {
+			r.d.Log.Debug("releasing a held name", "err", err)
+		}
+	}
 	if !ignored && !queued {
 		r.notice(ev)
 	}
+}
+
+// mayPrompt counts a prompt against the rate limit; r.mu is held.
+func (r *denialRouter) mayPrompt(now time.Time) bool {
+	i := 0
+	for i < len(r.asked) && now.Sub(r.asked[i]) >= promptWindow {
+		i++
+	}
+	r.asked = r.asked[i:]
+	if len(r.asked) >= maxPrompts {
+		return false
+	}
+	r.asked = append(r.asked, now)
+	return true
 }
 
 func (r *denialRouter) notice(ev api.DenialEvent) {

@@ -513,6 +513,7 @@ func (d *Daemon) status() api.Status {
 		Changes:   slices.Clone(d.changes),
 		HostAddrs: d.filter.Host(),
 		Grace:     int64(d.cfg.Grace / time.Second),
+		Hold:      int64(d.holds.duration() / time.Second),
 	}
 	for _, u := range d.cfg.Upstreams {
 		st.Upstreams = append(st.Upstreams, u.String())

@@ -116,6 +116,12 @@ func (h *holds) setDuration(d time.Duration) {
 	h.dur = d
 }
 
+func (h *holds) duration() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dur
+}
+
 // join returns the hold for name (first when this query opened it), or
 // nil when the name is not to be held.
 func (h *holds) join(name string) (hd *hold, first bool, d time.Duration) {

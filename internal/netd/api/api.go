@@ -112,6 +112,9 @@ type Status struct {
 	// Grace is how long (seconds) a resolved address stays open at least
 	// after the last answer that named it.
 	Grace int64 `json:"grace_seconds"`
+	// Hold is how long (seconds) a denied name waits for the user's
+	// decision; 0 when no session can be asked.
+	Hold int64 `json:"hold_seconds,omitempty"`
 }
 
 // Resolved is an address added to the allow sets by an allowed name.
