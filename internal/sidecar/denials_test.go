@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lazaret-dev/lazaret/internal/netd/api"
+	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
 func TestLimiterOncePerDestinationAndBurst(t *testing.T) {
@@ -95,4 +96,29 @@ func TestNameForms(t *testing.T) {
 	if u != "" || reg != "evil.co.uk" {
 		t.Fatalf("registrable: %q %q", u, reg)
 	}
+}
+
+// FuzzNotice: whatever name or destination the sandbox produces, the
+// notice is one valid-UTF-8 line starting with "lazaret: ", with no
+// control, bidi or invisible character and a bounded length.
+func FuzzNotice(f *testing.F) {
+	f.Add("blocked.test", "dns blocked.test")
+	f.Add("ev\x1b[31mil.test", "dns ev\x1b[31mil.test")
+	f.Add("", "tcp 192.0.3.20:443")
+	f.Add("", "udp [2001:db8::1]:53\n")
+	f.Add("a.test", "dns a.test -> 10.0.2.2 (slirp)\u202e")
+	f.Fuzz(func(t *testing.T, name, dest string) {
+		line := Notice("default", api.DenialEvent{Name: name, Dest: dest})
+		if !strings.HasPrefix(line, "lazaret: ") || !utf8.ValidString(line) {
+			t.Fatalf("%q", line)
+		}
+		for _, r := range line {
+			if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || visible.Hidden(r) {
+				t.Fatalf("character %U in %q", r, line)
+			}
+		}
+		if n := utf8.RuneCountInString(line); n > 3*MaxShown+200 {
+			t.Fatalf("%d characters", n)
+		}
+	})
 }
