@@ -200,13 +200,17 @@ func (r *denialRouter) ask(ctx context.Context, cl *api.Client, name string) {
 		}
 		cancel()
 	}
+	if _, ok := decisions[ans.Choice]; !ok {
+		ans.Choice = ctl.NetNone
+	}
+	// Nobody asked (no terminal after all, or an escalation prompt had
+	// it): the name is denied for this run, so its lookups do not wait
+	// again, and the user gets the notice with the allow command.
 	allow := ans.Choice == ctl.NetOnce || ans.Choice == ctl.NetAlways
-	switch ans.Choice {
-	case ctl.NetOnce, ctl.NetAlways, ctl.NetDeny, ctl.NetIgnore:
-		if err := cl.Decide(ctx, name, allow, "prompt: "+ans.Choice); err != nil {
-			r.d.Log.Error("applying the answer to a denied name", "name", name, "err", err)
-		}
-	default:
+	if err := cl.Decide(ctx, name, allow, "prompt: "+ans.Choice); err != nil {
+		r.d.Log.Error("applying the answer to a denied name", "name", name, "err", err)
+	}
+	if ans.Choice == ctl.NetNone {
 		r.notice(api.DenialEvent{Dest: "dns " + name, Name: name})
 	}
 	if ans.Choice == ctl.NetIgnore {
