@@ -156,6 +156,9 @@ func TestNetDenialPromptPTY(t *testing.T) {
 	}
 	sh.send("d")
 	sh.waitFor("RC1=2")
+	if strings.Contains(sh.output(), `denied DNS lookup of "denyme.test"`) {
+		t.Error("a notice repeats the answer just given")
+	}
 
 	sh.send("bash -c 'exec 3<>/dev/tcp/allowme.test/80 && head -1 <&3'; echo \"RC2=$?\"\r")
 	Eventually(t, 2*time.Minute, "the second prompt", func() bool { return strings.Count(sh.output(), "[O] allow once") == 2 })

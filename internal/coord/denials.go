@@ -212,6 +212,10 @@ func (r *denialRouter) ask(ctx context.Context, cl *api.Client, name string) {
 	}
 	if ans.Choice == ctl.NetNone {
 		r.notice(api.DenialEvent{Dest: "dns " + name, Name: name})
+	} else {
+		// The user has just decided: the lookups still in flight (retries,
+		// the other address family) get no notice for a minute.
+		r.lim.Allow("dns "+name, time.Now())
 	}
 	if ans.Choice == ctl.NetIgnore {
 		r.mu.Lock()
