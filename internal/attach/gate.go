@@ -15,6 +15,11 @@ type Gate struct {
 	cond   *sync.Cond
 	paused bool
 	sink   *io.PipeWriter
+	// out serialises writes to the terminal between the command's output
+	// and lazaret's notices; midLine is true when the command's last
+	// output did not end a line.
+	out     sync.Mutex
+	midLine bool
 	// routed, when set (tests), is told after each routing decision.
 	routed chan struct{}
 }
@@ -108,7 +113,11 @@ func (g *Gate) copyOut(dst io.Writer, src io.Reader) {
 				g.cond.Wait()
 			}
 			g.mu.Unlock()
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			g.out.Lock()
+			_, werr := dst.Write(buf[:n])
+			g.midLine = buf[n-1] != '\n'
+			g.out.Unlock()
+			if werr != nil {
 				return
 			}
 		}

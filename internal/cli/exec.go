@@ -154,8 +154,13 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 		promptTTY = stdin
 	}
 	var client *ctl.Client
+	noticeGate := gate // network denial notices go between output lines
+	if !r.tty {
+		noticeGate = nil
+	}
 	// Q at a prompt stops the sandbox through client (sessionlink).
-	link, err := sessionlink.New(sessionlink.Options{TTY: promptTTY, Pause: gate.Pause, Resume: gate.Resume})
+	link, err := sessionlink.New(sessionlink.Options{TTY: promptTTY, Pause: gate.Pause, Resume: gate.Resume,
+		Notice: func(line string) { noticeGate.Notice(stderr, line) }})
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ func components(d *Deps) []sandbox.Component {
 	return []sandbox.Component{
 		// netd, stateanchor, gitsentry, escalation: one line each, e.g.
 		// netd.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
-		sidecar.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
+		withDenials(d, sidecar.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log)),
 		stateanchor.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 		gitsentry.New(d.Anchor, d.Profile.GitMode, d.Podman, d.Log).WithAudit(d.Audit),
 		escalation.FromConfig(d.Config, d.Anchor, d.Server, escalation.EntryAuditor(d.Audit), d.Log),

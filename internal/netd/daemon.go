@@ -78,6 +78,8 @@ type Daemon struct {
 	denialLog string
 	wake      chan struct{} // re-arms the expiry timer
 	inflight  chan struct{} // bounds concurrent upstream queries
+	events    *eventRing    // denials for the coordinator's notices
+	holds     *holds        // denied names waiting for the user
 }
 
 const (
@@ -119,6 +121,8 @@ func New(cfg Config) (*Daemon, error) {
 		denialLog: "counters only",
 		wake:      make(chan struct{}, 1),
 		inflight:  make(chan struct{}, 64),
+		events:    newEventRing(),
+		holds:     newHolds(),
 	}, nil
 }
 
@@ -300,7 +304,7 @@ func (d *Daemon) packetDenied(pkt []byte) {
 	// too but is nothing the agent asked for; it would only hide the
 	// denials a user is looking for.
 	if dest, ok := netpolicy.ParsePacketDest(pkt); ok && !dest.Addr.IsMulticast() {
-		d.countDenial(dest.String())
+		d.report(api.DenialEvent{Dest: dest.String()})
 	}
 }
 
@@ -367,10 +371,13 @@ func (d *Daemon) handle(ctx context.Context, req api.Request) api.Response {
 	if req.Version != api.Version {
 		return api.Response{Error: fmt.Sprintf("protocol version %d, netd speaks %d", req.Version, api.Version)}
 	}
-	reason := req.Reason
-	if reason == "" {
-		reason = "control socket"
+	if req.Reason == "" {
+		req.Reason = "control socket"
 	}
+	if resp, ok := d.handleDenialOps(ctx, req); ok {
+		return resp
+	}
+	reason := req.Reason
 	if req.Op != api.OpStatus {
 		d.opMu.Lock()
 		defer d.opMu.Unlock()
@@ -506,6 +513,7 @@ func (d *Daemon) status() api.Status {
 		Changes:   slices.Clone(d.changes),
 		HostAddrs: d.filter.Host(),
 		Grace:     int64(d.cfg.Grace / time.Second),
+		Hold:      int64(d.holds.duration() / time.Second),
 	}
 	for _, u := range d.cfg.Upstreams {
 		st.Upstreams = append(st.Upstreams, u.String())
@@ -544,10 +552,22 @@ func (d *Daemon) resolve(ctx context.Context, msg []byte) []byte {
 	p := d.policy.Active(time.Now())
 	d.mu.Unlock()
 	dec, why := decide(q, p)
+	reported := false
+	if dec == deny {
+		var allowed bool
+		if allowed, reported = d.held(ctx, q, why); allowed {
+			d.mu.Lock()
+			p = d.policy.Active(time.Now())
+			d.mu.Unlock()
+			dec, why = decide(q, p)
+		}
+	}
 	switch dec {
 	case deny:
 		d.log.Info("dns denied", "name", q.name, "type", q.question.Type, "reason", why)
-		d.countDenial("dns " + q.name)
+		if !reported {
+			d.report(api.DenialEvent{Dest: "dns " + q.name, Name: q.name, Reason: why})
+		}
 		return reply(q, dnsmessage.RCodeNameError)
 	case noData:
 		return reply(q, dnsmessage.RCodeSuccess)
@@ -634,7 +654,7 @@ func (d *Daemon) admit(name string, all []learned) []netpolicy.Resolved {
 	}
 	d.mu.Unlock()
 	for _, r := range refused {
-		d.countDenial(r)
+		d.report(api.DenialEvent{Dest: r, Name: name, Reason: "answer address refused"})
 	}
 	return rs
 }

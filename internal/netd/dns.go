@@ -81,6 +81,10 @@ const (
 	noData                  // allowed name, type netd does not forward
 )
 
+// reasonNotListed is the denial of a well-formed name the policy does not
+// list: the only kind a user may be asked about.
+const reasonNotListed = "not in allow_domains"
+
 // decide applies the policy and the name checks to q. reason explains a
 // denial for the log and `lazaret net status`.
 func decide(q query, p netpolicy.Policy) (d decision, reason string) {
@@ -96,7 +100,7 @@ func decide(q query, p netpolicy.Policy) (d decision, reason string) {
 		}
 	}
 	if !p.AllowsName(q.name) {
-		return deny, "not in allow_domains"
+		return deny, reasonNotListed
 	}
 	if prefix := variablePart(q.name, p); prefix != "" {
 		if len(prefix) > maxPrefixLen {

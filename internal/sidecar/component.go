@@ -82,6 +82,9 @@ type Component struct {
 	closing   chan struct{} // closed when Close begins: Watch ends quietly
 	closeOnce sync.Once
 	mu        sync.Mutex // guards uplink between Close and Watch
+
+	onDenials   func(context.Context, *api.Client) // see OnDenials
+	denialsOnce sync.Once
 }
 
 // NewComponent is the coordinator's constructor: the profile's merged
@@ -264,6 +267,9 @@ func (c *Component) Started(ctx context.Context, _ string) error {
 	}
 	select {
 	case <-c.ready:
+		if c.readyE == nil {
+			c.startDenials()
+		}
 		return c.readyE
 	case <-ctx.Done():
 		return ctx.Err()

@@ -28,6 +28,8 @@ type Link struct {
 	mu        sync.Mutex
 	client    *ctl.Client // set by Install; the Q answer stops through it
 	aborting  sync.WaitGroup
+	opts      Options
+	term      *termOwner
 	// TTL of delegations; session.DefaultDelegationTTL when zero.
 	TTL time.Duration
 }
@@ -46,6 +48,9 @@ type Options struct {
 	// as aborted from the escalation prompt (so the audit trail records
 	// the human's Q, not a `lazaret stop`); see WaitAbort.
 	Abort func()
+	// Notice prints one line of lazaret's own (a network denial) between
+	// the command's output lines (attach.Gate.Notice); nil drops them.
+	Notice func(line string)
 }
 
 // New makes the Session Anchor. Use SessionID as the hello's session id.
@@ -54,8 +59,9 @@ func New(o Options) (*Link, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Link{anchor: a}
-	l.runner = &prompt.Runner{TTY: o.TTY, OnAbort: o.Abort, Pause: o.Pause, Resume: o.Resume,
+	t := newTermOwner()
+	l := &Link{anchor: a, opts: o, term: t}
+	l.runner = &prompt.Runner{TTY: o.TTY, OnAbort: o.Abort, Pause: t.escalationPause(o.Pause), Resume: t.escalationResume(o.Resume),
 		Resolve: func(argv0 string, r escalation.PromptRequest) (string, error) {
 			// Resolved as the coordinator will (it checks again and refuses
 			// a difference).
@@ -123,6 +129,7 @@ func (l *Link) Install(c *ctl.Client) {
 		l.runner.Cancel(pc.RequestID)
 		return nil, nil
 	})
+	l.installNet(c)
 }
 
 // Close withdraws pending prompts and waits until the terminal is

@@ -29,6 +29,17 @@ const (
 	// OpHostAddrs replaces the host's own addresses, which no DNS answer
 	// opens (the coordinator refreshes them when the host's change).
 	OpHostAddrs = "host_addrs"
+	// OpEvents waits (up to WaitSeconds) for denial events after After.
+	OpEvents = "events"
+	// OpHold makes denied DNS names wait up to HoldSeconds for a
+	// decision (0 turns holding off): the coordinator sets it while a
+	// session can be asked.
+	OpHold = "hold"
+	// OpDecide is the user's decision on a denied name (Target, Allow):
+	// allowed, the exact name is added to the policy for this sandbox run
+	// and waiting queries are answered from upstream; denied, they get
+	// NXDOMAIN and the name is not held again.
+	OpDecide = "decide"
 )
 
 // MaxMessage bounds one request or response line.
@@ -47,6 +58,12 @@ type Request struct {
 	Reason string `json:"reason,omitempty"`
 	// Addrs are the host's addresses (OpHostAddrs).
 	Addrs []netip.Addr `json:"addrs,omitempty"`
+	// After and WaitSeconds select the events of OpEvents.
+	After       uint64 `json:"after,omitempty"`
+	WaitSeconds int64  `json:"wait_seconds,omitempty"`
+	// HoldSeconds is OpHold's bound; Allow is OpDecide's answer.
+	HoldSeconds int64 `json:"hold_seconds,omitempty"`
+	Allow       bool  `json:"allow,omitempty"`
 }
 
 // Response answers a Request.
@@ -54,6 +71,25 @@ type Response struct {
 	OK     bool    `json:"ok"`
 	Error  string  `json:"error,omitempty"`
 	Status *Status `json:"status,omitempty"`
+	// Events and Seq answer OpEvents: the events after the request's
+	// After, oldest first, and the newest sequence number.
+	Events []DenialEvent `json:"events,omitempty"`
+	Seq    uint64        `json:"seq,omitempty"`
+}
+
+// DenialEvent is one denial as it happened, for notices and prompts. Name
+// and Dest come from the sandbox (a DNS question is the agent's choice):
+// whoever shows them escapes them.
+type DenialEvent struct {
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	// Dest is "dns NAME" or "tcp ADDR:PORT" (as in Denial).
+	Dest string `json:"dest"`
+	// Name is the DNS name asked, for a DNS denial.
+	Name   string `json:"name,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Held means the query waits for OpDecide (up to the hold time).
+	Held bool `json:"held,omitempty"`
 }
 
 // Status is netd's state.
@@ -76,6 +112,9 @@ type Status struct {
 	// Grace is how long (seconds) a resolved address stays open at least
 	// after the last answer that named it.
 	Grace int64 `json:"grace_seconds"`
+	// Hold is how long (seconds) a denied name waits for the user's
+	// decision; 0 when no session can be asked.
+	Hold int64 `json:"hold_seconds,omitempty"`
 }
 
 // Resolved is an address added to the allow sets by an allowed name.
@@ -176,6 +215,27 @@ func (c *Client) SetPolicy(ctx context.Context, p netpolicy.Policy, reason strin
 // SetHostAddrs replaces the host addresses no DNS answer opens.
 func (c *Client) SetHostAddrs(ctx context.Context, addrs []netip.Addr, reason string) error {
 	_, err := c.Do(ctx, Request{Op: OpHostAddrs, Addrs: addrs, Reason: reason})
+	return err
+}
+
+// Events waits up to wait for the denial events after seq after.
+func (c *Client) Events(ctx context.Context, after uint64, wait time.Duration) ([]DenialEvent, uint64, error) {
+	resp, err := c.Do(ctx, Request{Op: OpEvents, After: after, WaitSeconds: int64(wait / time.Second)})
+	if err != nil {
+		return nil, 0, err
+	}
+	return resp.Events, resp.Seq, nil
+}
+
+// Hold sets how long a denied DNS name waits for a decision (0: none).
+func (c *Client) Hold(ctx context.Context, d time.Duration) error {
+	_, err := c.Do(ctx, Request{Op: OpHold, HoldSeconds: int64(d / time.Second)})
+	return err
+}
+
+// Decide answers a held (or any denied) name for this sandbox run.
+func (c *Client) Decide(ctx context.Context, name string, allow bool, reason string) error {
+	_, err := c.Do(ctx, Request{Op: OpDecide, Target: name, Allow: allow, Reason: reason})
 	return err
 }
 
