@@ -232,7 +232,10 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	pm := &podman.Client{Log: g.log}
 	// Not tied to ctx: SIGINT is for the command (forwarded by attach),
 	// not for lazaret.
-	pc := pm.Command(context.Background(), argv...)
+	pc, err := pm.Cmd(context.Background(), argv)
+	if err != nil {
+		return err
+	}
 	opts := attach.Options{TTY: r.tty, Stdin: stdin, Stdout: stdout, Stderr: stderr, Stop: stop, Gate: gate}
 	if pidFile != "" {
 		opts.Signal = func(sig os.Signal) { signalInSandbox(pm, spec, pidFile, sig, g) }
@@ -289,7 +292,7 @@ func signalInSandbox(pm *podman.Client, spec ctl.ExecSpec, pidFile string, sig o
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := pm.Run(ctx, argv...); err != nil {
+	if _, err := pm.OutputInvocation(ctx, argv); err != nil {
 		g.log.Debug("signal in sandbox", "signal", name, "err", err)
 	}
 }
