@@ -26,7 +26,19 @@ import (
 	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
 )
 
+// init makes a session holder non-dumpable before anything else of the
+// program runs: its environment holds the session's delegated key until
+// SessionMain takes it out.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == client.SessionVerb {
+		_ = client.SetNonDumpable()
+	}
+}
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == client.SessionVerb {
+		os.Exit(client.SessionMain(os.Args[2:], os.Stderr))
+	}
 	if len(os.Args) == 3 && os.Args[1] == client.BrokerVerb {
 		os.Exit(client.BrokerMain(os.Args[2], os.Stderr))
 	}

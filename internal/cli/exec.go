@@ -218,6 +218,9 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 		pidFile = "/tmp/.lazaret-" + sessionID + ".pid"
 		command = append([]string{"/bin/sh", "-c", `echo $$ > "$0" 2>/dev/null; exec "$@"`, pidFile}, command...)
 	}
+	// The session holder goes first: it keeps the delegated key from
+	// every other session's processes and runs the command as its child.
+	command = link.Command(command)
 	argv, err := podman.ExecArgs(podman.ExecOptions{
 		Container: spec.Container, Interactive: true, TTY: r.tty,
 		Env: spec.Env, Workdir: spec.Workdir, User: spec.User, Command: command,
