@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -139,11 +140,12 @@ func TestSecretsNotInArgv(t *testing.T) {
 	needles := []string{secret, "LAZARET_DELEGATED_KEY", "LAZARET_DELEGATION"}
 
 	bg := startBG(t, e, "exec", "sec", "--", "sh", "-c",
-		`[ "$SEC_API_KEY" = "$1" ] && echo secret-delivered; env | grep -c '^LAZARET_DELEGATED_KEY=' ; lazaret-escalate -- echo escalated; echo ready; exec sleep 1000`, "sh", secret)
+		`[ "$SEC_API_KEY" = "$1" ] && echo secret-delivered; env | grep -c '^LAZARET_DELEGATED_KEY=' ; lazaret-escalate -- echo escalated; `+escTiming+` echo ready; exec sleep 1000`, "sh", secret)
 	Eventually(t, 3*time.Minute, "the exec session to be ready", func() bool { return strings.Contains(bg.output(), "ready") })
 	if out := bg.output(); !strings.Contains(out, "secret-delivered") || !strings.Contains(out, "\n0\n") || !strings.Contains(out, "escalated") {
 		t.Fatalf("in the sandbox: %s", out)
 	}
+	logEscTiming(t, bg.output())
 	sh := startPTY(t, e, "shell", "sec")
 	sh.send("echo shell-$((6*7))\r")
 	sh.waitFor("shell-42")
@@ -179,6 +181,28 @@ func TestSecretsNotInArgv(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// escTiming times 21 auto-approved escalations through the session
+// holder, one line each ("esc-us N"), for the log (not a threshold).
+const escTiming = `for i in $(seq 21); do a=$(date +%s%N); lazaret-escalate -- echo t >/dev/null; b=$(date +%s%N); echo "esc-us $(( (b-a)/1000 ))"; done;`
+
+func logEscTiming(t *testing.T, out string) {
+	var us []int
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "esc-us "); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				us = append(us, n)
+			}
+		}
+	}
+	if len(us) == 0 {
+		t.Errorf("no escalation timings in %q", out)
+		return
+	}
+	slices.Sort(us)
+	t.Logf("escalation through the session holder, %d runs (date to date in the sandbox): median %.1f ms, min %.1f ms, max %.1f ms",
+		len(us), float64(us[len(us)/2])/1000, float64(us[0])/1000, float64(us[len(us)-1])/1000)
 }
 
 func mustPodman(t *testing.T, args ...string) string {
