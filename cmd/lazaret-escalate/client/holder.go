@@ -57,8 +57,10 @@ func SetNonDumpable() error {
 
 // SessionMain runs the holder: args is what follows SessionVerb ("--",
 // then the command). It returns the command's exit code (128+N when a
-// signal N ended it), 125 when the holder itself fails, 126/127 when the
-// command cannot be run or is not found.
+// signal N ended it), 126/127 when the command cannot be run or is not
+// found. A holder that cannot serve (no key, no socket) still runs the
+// command, without escalation, and says why: the session itself must not
+// depend on it.
 func SessionMain(args []string, stderr io.Writer) int {
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "lazaret-escalate: session: "+format+"\n", a...) }
 	if len(args) > 0 && args[0] == "--" {
@@ -68,38 +70,49 @@ func SessionMain(args []string, stderr io.Writer) int {
 		logf("no command")
 		return ExitUsage
 	}
-	if err := SetNonDumpable(); err != nil {
-		logf("cannot make the session holder non-dumpable: %v", err)
-		return ExitFailure
+	dir, err := serveSession(logf)
+	if err != nil {
+		logf("host escalation is unavailable in this session: %v", err)
 	}
+	code := runChild(args, logf)
+	if dir != "" {
+		_ = os.RemoveAll(dir)
+	}
+	return code
+}
+
+// serveSession takes the key out of the environment and serves it on a
+// socket in a new private directory, which it returns; the key is dropped
+// from the environment whatever happens.
+func serveSession(logf func(string, ...any)) (string, error) {
 	del, err := takeDelegation()
 	if err != nil {
-		logf("%v", err)
-		return ExitFailure
+		return "", err
+	}
+	if err := SetNonDumpable(); err != nil {
+		return "", fmt.Errorf("cannot make the session holder non-dumpable: %w", err)
 	}
 	// Orphans of the session stay its descendants (and are reaped here).
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 	dir, err := os.MkdirTemp("", "lazaret-session-")
 	if err != nil {
-		logf("%v", err)
-		return ExitFailure
+		return "", err
 	}
-	defer os.RemoveAll(dir)
 	sock := filepath.Join(dir, "sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
-		logf("%v", err)
-		return ExitFailure
+		_ = os.RemoveAll(dir)
+		return "", err
 	}
-	defer ln.Close()
 	if err := os.Setenv(EnvSessionSocket, sock); err != nil {
-		logf("%v", err)
-		return ExitFailure
+		ln.Close()
+		_ = os.RemoveAll(dir)
+		return "", err
 	}
 	loadClientConfig = (&configCache{}).load
 	b := &Broker{Delegated: del, Peer: sessionPeer(os.Getpid()), Log: logf}
 	go func() { _ = b.Serve(context.Background(), ln) }()
-	return runChild(args, logf)
+	return dir, nil
 }
 
 // takeDelegation reads the delegation from the environment, removes the
@@ -108,6 +121,10 @@ func SessionMain(args []string, stderr io.Writer) int {
 // what /proc/PID/environ shows.
 func takeDelegation() (*session.Delegated, error) {
 	del, err := session.FromEnv(os.Getenv)
+	defer func() {
+		_ = os.Unsetenv(session.EnvDelegatedKey)
+		_ = os.Unsetenv(session.EnvDelegation)
+	}()
 	if err != nil {
 		return nil, err
 	}
@@ -115,8 +132,6 @@ func takeDelegation() (*session.Delegated, error) {
 	// process reads its environ; the scrub keeps the key out of it should
 	// that ever change.
 	_ = ScrubEnv(session.EnvDelegatedKey)
-	_ = os.Unsetenv(session.EnvDelegatedKey)
-	_ = os.Unsetenv(session.EnvDelegation)
 	return del, nil
 }
 

@@ -116,7 +116,7 @@ func TestHelperConnect(t *testing.T) {
 		t.Skip("helper")
 	}
 	var so, se bytes.Buffer
-	code, err := viaHolder(context.Background(), p, func(string) string { return "" }, request{args: []string{"x"}}, &so, &se)
+	code, err := viaHolder(context.Background(), p, func(string) string { return "" }, request{args: []string{"lazaret-escalate", "--", "echo"}}, &so, &se)
 	fmt.Printf("code %d %v\n", code, err)
 }
 
@@ -189,5 +189,47 @@ func TestBrokerUsesHolderKey(t *testing.T) {
 	_, _ = c.Write(req)
 	if _, _, _, code := readFrames(t, c); code != 0 || got != del {
 		t.Fatalf("code %d, key %v", code, got)
+	}
+}
+
+// SessionMain end to end in a child process (the test binary in helper
+// mode): the command runs without the key and with the socket, its exit
+// code and a signal's 128+N come back, and its own processes get answers
+// from the holder.
+func TestSessionMain(t *testing.T) {
+	if os.Getenv("LZ_HOLDER_CHILD") == "1" {
+		os.Exit(SessionMain(strings.Split(os.Getenv("LZ_HOLDER_ARGS"), "\x1f"), os.Stderr))
+	}
+	a, _ := session.New()
+	del, err := a.Delegate("0123456789ab", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(script string) (string, int) {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSessionMain$")
+		cmd.Env = append(append(os.Environ(), del.Env()...), "LZ_HOLDER_CHILD=1", "LZ_HOLDER_ARGS=--\x1fsh\x1f-c\x1f"+script)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	out, code := run(`env | grep ^LAZARET_; exit 7`)
+	if code != 7 || strings.Contains(out, session.EnvDelegatedKey) || strings.Contains(out, session.EnvDelegation) || !strings.Contains(out, EnvSessionSocket+"=") {
+		t.Fatalf("exit %d, environment:\n%s", code, out)
+	}
+	if _, code := run(`kill $$`); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("killed command: exit %d", code)
+	}
+	// A process of the session is served by the holder: acknowledged,
+	// then the request fails here for want of TLS material (125), where a
+	// refusal would say so.
+	out, _ = run(`LZ_HOLDER_CHILD= LZ_HELPER_SOCK=$LAZARET_SESSION_SOCKET ` + os.Args[0] + ` -test.run=^TestHelperConnect$`)
+	if !strings.Contains(out, "code 125 <nil>") {
+		t.Fatalf("a process of the session was not served:\n%s", out)
 	}
 }
