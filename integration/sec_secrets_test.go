@@ -25,7 +25,7 @@ import (
 // secConfig is a profile whose environment carries a secret from the
 // host's environment, and escalation that auto-approves echo.
 const secConfig = `[escalation]
-auto_approve = ["echo"]
+auto_approve = ["echo {args}"]
 
 [profiles.sec]
 image = "localhost/lazaret-default:latest"
