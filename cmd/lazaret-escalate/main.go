@@ -7,7 +7,10 @@
 // escalation broker (`lazaret-escalate-go __broker SOCKET`, started by the
 // coordinator), which serves the small C front end that is the sandbox's
 // lazaret-escalate (cmd/lazaret-escalate-c); the front end execs it
-// directly when the broker cannot be reached.
+// directly when the broker cannot be reached. Every `lazaret shell`/`exec`
+// starts under it as the session holder (`lazaret-escalate-go __session --
+// CMD...`), which keeps that session's delegated key and serves the front
+// end of that session's processes only (client/holder.go).
 //
 // Its start-up is on the measured round trip (docs/PERFORMANCE.md, Host
 // Escalation), and under gVisor every system call of the Go runtime's own
