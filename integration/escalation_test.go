@@ -99,11 +99,15 @@ func newEscRig(t *testing.T, auto ...[]string) *escRig {
 		}
 	})
 	pm := &podman.Client{Runtime: filepath.Join(bin, "lazaret-runsc")}
-	args, err := pm.RunArgs(spec)
+	inv, err := pm.RunArgs(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.CommandContext(ctx, "podman", args...).CombinedOutput(); err != nil {
+	run, err := pm.Cmd(ctx, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run.CombinedOutput(); err != nil {
 		t.Fatalf("podman run: %v\n%s", err, out)
 	}
 	if err := r.comp.Started(ctx, r.container); err != nil {

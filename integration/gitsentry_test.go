@@ -128,7 +128,7 @@ func gsStartNamed(t testing.TB, e *Env, profile, gitMode, suffix string, extraMo
 		spec.Mounts = append([]podman.Mount{{Type: "bind", Source: a.Workspace, Target: "/workspace", Options: []string{"z"}}}, spec.Mounts...)
 	}
 	spec.Mounts = append(spec.Mounts, extraMounts...)
-	args, err := pc.RunArgs(spec)
+	inv, err := pc.RunArgs(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func gsStartNamed(t testing.TB, e *Env, profile, gitMode, suffix string, extraMo
 		_ = comp.Close(context.Background())
 		_ = exec.Command("podman", "rm", "-f", "-t", "0", spec.Name).Run()
 	})
-	if _, err := pc.Output(ctx, args...); err != nil {
+	if _, err := pc.OutputInvocation(ctx, inv); err != nil {
 		t.Fatalf("podman run: %v", err)
 	}
 	if err := comp.Started(ctx, spec.Name); err != nil {

@@ -91,11 +91,11 @@ func (s *saEnv) startNet(comp *stateanchor.Component, image, network string, ext
 		_ = comp.Close(ctx)
 		s.t.Fatalf("prepare: %v", err)
 	}
-	args, err := s.pc.RunArgs(spec)
+	inv, err := s.pc.RunArgs(spec)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	if err := s.pc.Run(ctx, args...); err != nil {
+	if _, err := s.pc.OutputInvocation(ctx, inv); err != nil {
 		_ = comp.Close(ctx)
 		s.t.Fatalf("podman run: %v", err)
 	}

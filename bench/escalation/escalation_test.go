@@ -245,11 +245,15 @@ func BenchmarkEscalationRoundTrip(b *testing.B) {
 	defer comp.Close(context.Background())
 	defer exec.Command("podman", "rm", "-f", "-t", "0", name).Run()
 	pm := &podman.Client{Runtime: filepath.Join(bin, "lazaret-runsc")}
-	args, err := pm.RunArgs(spec)
+	inv, err := pm.RunArgs(spec)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if out, err := exec.CommandContext(ctx, "podman", args...).CombinedOutput(); err != nil {
+	run, err := pm.Cmd(ctx, inv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if out, err := run.CombinedOutput(); err != nil {
 		b.Fatalf("podman run: %v\n%s", err, out)
 	}
 	if err := comp.Started(ctx, name); err != nil {

@@ -210,14 +210,14 @@ func BenchmarkGitStatus20k(b *testing.B) {
 				spec.Annotations["dev.gvisor.spec.mount."+n+".share"] = "container"
 			}
 		}
-		args, err := pc.RunArgs(spec)
+		inv, err := pc.RunArgs(spec)
 		if err != nil {
 			b.Fatal(err)
 		}
 		// Registered before the run: a failed start can leave a created
 		// container behind.
 		defer pc.Run(context.Background(), "rm", "-f", "-t", "0", spec.Name)
-		if _, err := pc.Output(ctx, args...); err != nil {
+		if _, err := pc.OutputInvocation(ctx, inv); err != nil {
 			b.Fatalf("%s: %v", v.name, err)
 		}
 		names[i] = spec.Name

@@ -146,11 +146,11 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		args, err := pc.RunArgs(spec)
+		inv, err := pc.RunArgs(spec)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := pc.Run(ctx, args...); err != nil {
+		if _, err := pc.OutputInvocation(ctx, inv); err != nil {
 			b.Fatal(err)
 		}
 		return &sandbox{name: name, pc: pc}

@@ -11,6 +11,11 @@
  * stderr chunks to fd 1 and 2, then the exit code. It never interprets the
  * command line.
  *
+ * In a session started by the lazaret CLI the broker is that session's
+ * holder (`lazaret-escalate-go __session`, LAZARET_SESSION_SOCKET), which
+ * keeps the session's delegated key and signs only for its own session's
+ * processes; otherwise it is the sandbox's shared broker.
+ *
  * If the broker cannot take the request (no socket, connection refused, an
  * answer other than its acknowledgement), this program execs the Go client
  * with the same argv, so escalation never depends on the broker. The
@@ -45,6 +50,10 @@
 #define DEFAULT_BROKER "/run/lazaret/escalate-broker/sock"
 #define DEFAULT_GO "/run/lazaret/bin/lazaret-escalate-go"
 #define ENV_BROKER "LAZARET_ESCALATE_BROKER"
+/* The session holder's socket: in a session whose holder keeps the
+ * delegated key, the holder is this session's broker and the only one
+ * that can sign for it. */
+#define ENV_SESSION "LAZARET_SESSION_SOCKET"
 #define ENV_GO "LAZARET_ESCALATE_FALLBACK"
 #define ENV_TRACE "LAZARET_ESCALATE_TRACE"
 #define MAX_REQ (256 * 1024)
@@ -176,7 +185,7 @@ static void fail(const char *msg)
 int main(int argc, char **argv, char **envp)
 {
 	int64_t begin = now_us();
-	const char *sock = getenv(ENV_BROKER);
+	const char *sock = getenv(ENV_SESSION);
 	const char *trace = getenv(ENV_TRACE);
 	struct sockaddr_un sa;
 	int fd, i, type;
@@ -185,6 +194,8 @@ int main(int argc, char **argv, char **envp)
 	saved_argv = argv;
 	if (argc < 1)
 		fallback(-1);
+	if (sock == NULL || sock[0] == '\0')
+		sock = getenv(ENV_BROKER);
 	if (sock == NULL || sock[0] == '\0')
 		sock = DEFAULT_BROKER;
 	if (strlen(sock) >= sizeof sa.sun_path)

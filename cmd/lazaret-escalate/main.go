@@ -7,7 +7,10 @@
 // escalation broker (`lazaret-escalate-go __broker SOCKET`, started by the
 // coordinator), which serves the small C front end that is the sandbox's
 // lazaret-escalate (cmd/lazaret-escalate-c); the front end execs it
-// directly when the broker cannot be reached.
+// directly when the broker cannot be reached. Every `lazaret shell`/`exec`
+// starts under it as the session holder (`lazaret-escalate-go __session --
+// CMD...`), which keeps that session's delegated key and serves the front
+// end of that session's processes only (client/holder.go).
 //
 // Its start-up is on the measured round trip (docs/PERFORMANCE.md, Host
 // Escalation), and under gVisor every system call of the Go runtime's own
@@ -26,7 +29,19 @@ import (
 	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
 )
 
+// init makes a session holder non-dumpable before anything else of the
+// program runs: its environment holds the session's delegated key until
+// SessionMain takes it out.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == client.SessionVerb {
+		_ = client.SetNonDumpable()
+	}
+}
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == client.SessionVerb {
+		os.Exit(client.SessionMain(os.Args[2:], os.Stderr))
+	}
 	if len(os.Args) == 3 && os.Args[1] == client.BrokerVerb {
 		os.Exit(client.BrokerMain(os.Args[2], os.Stderr))
 	}

@@ -223,6 +223,9 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 		pidFile = "/tmp/.lazaret-" + sessionID + ".pid"
 		command = append([]string{"/bin/sh", "-c", `echo $$ > "$0" 2>/dev/null; exec "$@"`, pidFile}, command...)
 	}
+	// The session holder goes first: it keeps the delegated key from
+	// every other session's processes and runs the command as its child.
+	command = link.Command(command)
 	argv, err := podman.ExecArgs(podman.ExecOptions{
 		Container: spec.Container, Interactive: true, TTY: r.tty,
 		Env: spec.Env, Workdir: spec.Workdir, User: spec.User, Command: command,
@@ -237,7 +240,10 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	pm := &podman.Client{Log: g.log}
 	// Not tied to ctx: SIGINT is for the command (forwarded by attach),
 	// not for lazaret.
-	pc := pm.Command(context.Background(), argv...)
+	pc, err := pm.Cmd(context.Background(), argv)
+	if err != nil {
+		return err
+	}
 	opts := attach.Options{TTY: r.tty, Stdin: stdin, Stdout: stdout, Stderr: stderr, Stop: stop, Gate: gate}
 	if pidFile != "" {
 		opts.Signal = func(sig os.Signal) { signalInSandbox(pm, spec, pidFile, sig, g) }
@@ -294,7 +300,7 @@ func signalInSandbox(pm *podman.Client, spec ctl.ExecSpec, pidFile string, sig o
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := pm.Run(ctx, argv...); err != nil {
+	if _, err := pm.OutputInvocation(ctx, argv); err != nil {
 		g.log.Debug("signal in sandbox", "signal", name, "err", err)
 	}
 }

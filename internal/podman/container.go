@@ -111,13 +111,13 @@ func decodePS(out []byte) ([]ContainerSummary, error) {
 // container's ID. The image must already be in local storage: lazaret
 // never pulls at start (ErrNoSuchImage tells the user to build it).
 func (c *Client) RunDetached(ctx context.Context, spec *ContainerSpec) (string, error) {
-	args, err := c.RunArgs(spec)
+	inv, err := c.RunArgs(spec)
 	if err != nil {
 		return "", err
 	}
 	// --pull=never goes right after "run" so it precedes the image.
-	args = append([]string{args[0], "--pull=never"}, args[1:]...)
-	out, err := c.Output(ctx, args...)
+	inv.Args = append([]string{inv.Args[0], "--pull=never"}, inv.Args[1:]...)
+	out, err := c.OutputInvocation(ctx, inv)
 	if err != nil {
 		return "", err
 	}
@@ -166,15 +166,19 @@ type ExecOptions struct {
 	Command     []string
 }
 
-// ExecArgs returns the argv (after "podman") of `podman exec` for o. The
-// command's exit code becomes podman's, except that 125 means podman
-// itself failed (see Error).
-func ExecArgs(o ExecOptions) ([]string, error) {
+// ExecArgs returns the `podman exec` for o (run it with Client.Cmd; the
+// environment travels beside the argv, see Invocation). The command's
+// exit code becomes podman's, except that 125 means podman itself failed
+// (see Error).
+func ExecArgs(o ExecOptions) (*Invocation, error) {
 	if o.Container == "" {
 		return nil, fmt.Errorf("exec: no container")
 	}
 	if len(o.Command) == 0 {
 		return nil, fmt.Errorf("exec: no command")
+	}
+	if err := ValidateEnv(o.Env); err != nil {
+		return nil, fmt.Errorf("exec: %w", err)
 	}
 	args := []string{"exec"}
 	if o.Interactive {
@@ -182,12 +186,6 @@ func ExecArgs(o ExecOptions) ([]string, error) {
 	}
 	if o.TTY {
 		args = append(args, "-t")
-	}
-	for _, k := range sortedKeys(o.Env) {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(o.Env[k], 0) {
-			return nil, fmt.Errorf("exec: invalid environment variable %q", k)
-		}
-		args = append(args, "--env", k+"="+o.Env[k])
 	}
 	if o.Workdir != "" {
 		args = append(args, "--workdir", o.Workdir)
@@ -198,5 +196,5 @@ func ExecArgs(o ExecOptions) ([]string, error) {
 	// The container name ends podman's options: the command's own
 	// arguments follow and are never read as podman flags.
 	args = append(args, o.Container)
-	return append(args, o.Command...), nil
+	return &Invocation{Args: append(args, o.Command...), Env: o.Env}, nil
 }

@@ -92,15 +92,17 @@ func TestExecArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"exec", "-i", "-t", "--env", "A=x y", "--env", "B=2", "--workdir", "/workspace", "c", "sh", "-c", "--help"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %q\nwant %q", got, want)
+	want := []string{"exec", "-i", "-t", "--workdir", "/workspace", "c", "sh", "-c", "--help"}
+	if !slices.Equal(got.Args, want) || got.Env["A"] != "x y" || got.Env["B"] != "2" {
+		t.Fatalf("got %q %v\nwant %q", got.Args, got.Env, want)
 	}
 	if _, err := ExecArgs(ExecOptions{Container: "c"}); err == nil {
 		t.Error("empty command accepted")
 	}
-	if _, err := ExecArgs(ExecOptions{Container: "c", Command: []string{"x"}, Env: map[string]string{"A=B": "1"}}); err == nil {
-		t.Error("bad env key accepted")
+	for _, env := range []map[string]string{{"A=B": "1"}, {"": "1"}, {"1A": "x"}, {"A*": "x"}, {" A": "x"}, {"A": "two\nlines"}, {"A": "cr\r"}, {"A": "nul\x00"}} {
+		if _, err := ExecArgs(ExecOptions{Container: "c", Command: []string{"x"}, Env: env}); err == nil {
+			t.Errorf("env %q accepted", env)
+		}
 	}
 }
 

@@ -122,12 +122,29 @@ func (c *Client) Output(ctx context.Context, args ...string) ([]byte, error) {
 
 // OutputStdin is Output with stdin connected to r.
 func (c *Client) OutputStdin(ctx context.Context, r io.Reader, args ...string) ([]byte, error) {
-	cmd := c.Command(ctx, args...)
+	return c.output(c.Command(ctx, args...), r, args)
+}
+
+// OutputInvocation is Output for an Invocation (its environment beside
+// the argv).
+func (c *Client) OutputInvocation(ctx context.Context, inv *Invocation) ([]byte, error) {
+	cmd, err := c.Cmd(ctx, inv)
+	if err != nil {
+		return nil, err
+	}
+	return c.output(cmd, nil, inv.Args)
+}
+
+func (c *Client) output(cmd *exec.Cmd, r io.Reader, args []string) ([]byte, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin = r
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
-	err := cmd.Run()
+	err := cmd.Start()
+	closeExtra(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
 	return stdout.Bytes(), c.wrap(args, err, stderr.String())
 }
 

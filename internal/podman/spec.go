@@ -68,11 +68,15 @@ type ContainerSpec struct {
 	Command []string
 }
 
-// RunArgs returns the argv (after "podman") that creates and starts spec
-// detached, replacing any leftover container of the same name.
-func (c *Client) RunArgs(spec *ContainerSpec) ([]string, error) {
+// RunArgs returns the `podman run` that creates and starts spec detached,
+// replacing any leftover container of the same name. Run it with
+// Client.Cmd: the environment travels beside the argv (see Invocation).
+func (c *Client) RunArgs(spec *ContainerSpec) (*Invocation, error) {
 	if spec.Name == "" || spec.Image == "" {
 		return nil, fmt.Errorf("container spec needs a name and an image")
+	}
+	if err := ValidateEnv(spec.Env); err != nil {
+		return nil, fmt.Errorf("container %s: %w", spec.Name, err)
 	}
 	args := []string{"run", "-d", "--replace", "--name", spec.Name}
 	if rt := cmpOr(spec.Runtime, c.Runtime); rt != "" {
@@ -83,9 +87,6 @@ func (c *Client) RunArgs(spec *ContainerSpec) ([]string, error) {
 	}
 	for _, k := range sortedKeys(spec.Annotations) {
 		args = append(args, "--annotation", k+"="+spec.Annotations[k])
-	}
-	for _, k := range sortedKeys(spec.Env) {
-		args = append(args, "--env", k+"="+spec.Env[k])
 	}
 	for _, m := range spec.Mounts {
 		if m.Type != "bind" && m.Type != "tmpfs" {
@@ -123,7 +124,7 @@ func (c *Client) RunArgs(spec *ContainerSpec) ([]string, error) {
 	args = append(args, spec.ExtraArgs...)
 	args = append(args, spec.Image)
 	args = append(args, spec.Command...)
-	return args, nil
+	return &Invocation{Args: args, Env: spec.Env}, nil
 }
 
 func cmpOr(a, b string) string {

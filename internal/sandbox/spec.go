@@ -80,6 +80,12 @@ func NewSpec(p *config.Profile, a *domain.Anchor, volumes []config.ResolvedVolum
 		Workdir:     WorkspaceDir,
 		Command:     append([]string(nil), InitCommand...),
 	}
+	// Values (secrets among them) reach podman only through its env file
+	// (podman.Invocation); what that file cannot carry is refused here,
+	// naming the profile.
+	if err := podman.ValidateEnv(p.Env); err != nil {
+		return nil, fmt.Errorf("profile %s: env: %w", p.Name, err)
+	}
 	for k, v := range p.Env {
 		spec.Env[k] = v
 	}

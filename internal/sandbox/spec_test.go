@@ -19,11 +19,11 @@ func specFixture(t *testing.T) (*config.Profile, *domain.Anchor) {
 
 func runArgs(t *testing.T, spec *podman.ContainerSpec) string {
 	t.Helper()
-	args, err := (&podman.Client{Runtime: "/x/lazaret-runsc"}).RunArgs(spec)
+	inv, err := (&podman.Client{Runtime: "/x/lazaret-runsc"}).RunArgs(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Join(args, " ")
+	return strings.Join(inv.Args, " ")
 }
 
 func TestNewSpecHardening(t *testing.T) {
@@ -40,8 +40,6 @@ func TestNewSpecHardening(t *testing.T) {
 		"--runtime /x/lazaret-runsc",
 		"--label lazaret.domain=0123456789ab",
 		"--label lazaret.profile=claude",
-		"--env TERM=xterm",
-		"--env LAZARET_DOMAIN=0123456789ab",
 		"--mount type=bind,source=/home/u/proj,destination=/workspace,relabel=shared",
 		"--mount type=bind,source=/home/u/.local/share/lazaret/claude/home,destination=/root,relabel=shared",
 		"--network none",
@@ -55,6 +53,10 @@ func TestNewSpecHardening(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in\n%s", want, got)
 		}
+	}
+	// The environment travels beside the argv (podman.Invocation).
+	if spec.Env["TERM"] != "xterm" || spec.Env["LAZARET_DOMAIN"] != "0123456789ab" || strings.Contains(got, "--env") {
+		t.Errorf("env %v; argv %s", spec.Env, got)
 	}
 	var added []string
 	for i, a := range strings.Fields(got) {
@@ -113,5 +115,13 @@ func TestNewSpecGitSafeDirectory(t *testing.T) {
 	}
 	if spec.Env["GIT_CONFIG_KEY_0"] != "core.editor" {
 		t.Fatalf("profile's GIT_CONFIG_* overwritten: %v", spec.Env)
+	}
+}
+
+func TestNewSpecRefusesMultilineEnv(t *testing.T) {
+	p, a := specFixture(t)
+	p.Env = map[string]string{"PEM": "-----BEGIN\nx"}
+	if _, err := NewSpec(p, a, nil); err == nil || !strings.Contains(err.Error(), "profile claude: env: environment variable PEM") {
+		t.Fatalf("err %v", err)
 	}
 }

@@ -26,7 +26,16 @@ const (
 	EnvSessionID    = "LAZARET_SESSION_ID"
 	EnvDelegation   = "LAZARET_DELEGATION"
 	EnvDelegatedKey = "LAZARET_DELEGATED_KEY"
+	// EnvSessionSocket names, in a session's processes, the socket of its
+	// holder, which keeps the delegated key (HolderVerb).
+	EnvSessionSocket = "LAZARET_SESSION_SOCKET"
 )
+
+// HolderVerb is the hidden first argument of lazaret-escalate-go that
+// makes it a session holder: the first process of a session in the
+// sandbox, which takes the delegated key out of its environment, becomes
+// non-dumpable and signs for its own session's processes only.
+const HolderVerb = "__session"
 
 // DefaultDelegationTTL bounds a delegation. A shell may run for a working
 // day; the delegation also dies earlier, when its CLI disconnects and the

@@ -191,7 +191,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	if err != nil {
 		return err
 	}
-	args, err := c.o.Podman.RunArgs(sspec)
+	inv, err := c.o.Podman.RunArgs(sspec)
 	if err != nil {
 		return err
 	}
@@ -217,7 +217,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	go func() {
 		defer close(c.ready)
 		defer lf.Close()
-		c.readyE = c.start(bctx, sspec.Name, args, lf, netdBin)
+		c.readyE = c.start(bctx, sspec.Name, inv, lf, netdBin)
 	}()
 	spec.Network = "ns:" + c.o.Anchor.Netns()
 	spec.DNS = []string{"127.0.0.1"}
@@ -228,15 +228,15 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 // netdBin is set when the image is the content tag of that binary: a
 // missing image (a first start, a new build) is built from it and the
 // sidecar started again. An explicit image (tests) is used as it is.
-func (c *Component) start(ctx context.Context, name string, args []string, lf *os.File, netdBin string) error {
-	runErr := c.run(ctx, args, lf)
+func (c *Component) start(ctx context.Context, name string, inv *podman.Invocation, lf *os.File, netdBin string) error {
+	runErr := c.run(ctx, inv, lf)
 	if errors.Is(runErr, errImageMissing) && netdBin != "" {
 		c.o.Log.Info("building the sidecar image", "image", c.o.Image)
 		if err := BuildImage(ctx, c.o.Podman, netdBin, c.o.Image); err != nil {
 			return err
 		}
 		PruneImages(ctx, c.o.Podman, c.o.Image)
-		runErr = c.run(ctx, args, lf)
+		runErr = c.run(ctx, inv, lf)
 	} else if errors.Is(runErr, errImageMissing) {
 		runErr = fmt.Errorf("%w (no lazaret-netd installed to build it from: `make install`, then `lazaret image build`)", runErr)
 	}
@@ -277,9 +277,11 @@ func (c *Component) Started(ctx context.Context, _ string) error {
 }
 
 // run starts the sidecar container with the control socket as its fd 3.
-func (c *Component) run(ctx context.Context, args []string, control *os.File) error {
-	cmd := c.o.Podman.Command(ctx, args...)
-	cmd.ExtraFiles = []*os.File{control} // becomes fd 3 in the sidecar (--preserve-fds 1)
+func (c *Component) run(ctx context.Context, inv *podman.Invocation, control *os.File) error {
+	cmd, err := c.o.Podman.Cmd(ctx, inv, control) // control becomes fd 3 in the sidecar (--preserve-fds 1)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
+	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {

@@ -36,10 +36,11 @@ func TestSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args, err := (&podman.Client{Runtime: "/should/not/be/used"}).RunArgs(spec)
+	inv, err := (&podman.Client{Runtime: "/should/not/be/used"}).RunArgs(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
+	args := inv.Args
 	line := strings.Join(args, " ")
 	for _, want := range []string{
 		"--name " + a.Sidecar(),

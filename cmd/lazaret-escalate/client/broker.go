@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/session"
 	"github.com/lazaret-dev/lazaret/internal/trust"
 )
 
@@ -256,6 +257,12 @@ type Broker struct {
 	Run func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int
 	// Log receives connection-level failures; nil discards them.
 	Log func(format string, args ...any)
+	// Delegated, when set, is the key every request is signed with (the
+	// session holder's); the forwarded variables' delegation is ignored.
+	Delegated *session.Delegated
+	// Peer, when set, must accept a connection's peer before its request
+	// is read; a refused peer is closed unacknowledged.
+	Peer func(net.Conn) error
 
 	warm warmPool // a connection handshaken ahead of the next request
 }
@@ -308,6 +315,12 @@ func (b *Broker) logf(format string, args ...any) {
 // as when the Go client itself is killed).
 func (b *Broker) handle(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
+	if b.Peer != nil {
+		if err := b.Peer(conn); err != nil {
+			b.logf("refused a connection: %v", err)
+			return
+		}
+	}
 	_ = conn.SetReadDeadline(time.Now().Add(brokerReadTimeout))
 	// The front end sends nothing after its request, so a buffer cannot
 	// take anything that belongs to the watch below.
@@ -333,7 +346,11 @@ func (b *Broker) handle(ctx context.Context, conn net.Conn) {
 	if run == nil {
 		run = MainContext
 	}
-	code := run(withWarm(ctx, &b.warm), req.Args, req.Getenv, stream{fw, FrameOut}, stream{fw, FrameErr})
+	ctx = withWarm(ctx, &b.warm)
+	if b.Delegated != nil {
+		ctx = context.WithValue(ctx, delegatedKey{}, b.Delegated)
+	}
+	code := run(ctx, req.Args, req.Getenv, stream{fw, FrameOut}, stream{fw, FrameErr})
 	_ = fw.code(code)
 	// After the answer, so the handshake never competes with it.
 	b.warm.refill()

@@ -108,7 +108,7 @@ func MainContext(ctx context.Context, args []string, getenv func(string) string,
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
 	}
-	code, err := run(ctx, getenv, request{argv: argv, command: *shell, reason: *reason}, stdout, stderr)
+	code, err := run(ctx, getenv, request{argv: argv, command: *shell, reason: *reason, args: args}, stdout, stderr)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			fmt.Fprintf(stderr, "lazaret-escalate: no answer within %v\n", *timeout)
@@ -124,7 +124,12 @@ type request struct {
 	argv    []string
 	command string
 	reason  string
+	// args is the client's whole command line (what a holder is given).
+	args []string
 }
+
+// delegatedKey carries the session holder's key to run.
+type delegatedKey struct{}
 
 // loadClientConfig reads the TLS material; the broker replaces it with a
 // cache (brokerConfigCache).
@@ -139,9 +144,16 @@ func orDefault(v, d string) string {
 
 func run(ctx context.Context, getenv func(string) string, r request, stdout, stderr io.Writer) (int, error) {
 	tr := traceFrom(ctx)
-	del, err := session.FromEnv(getenv)
-	if err != nil {
-		return 0, err
+	del, _ := ctx.Value(delegatedKey{}).(*session.Delegated)
+	if del == nil && getenv(session.EnvDelegatedKey) == "" && getenv(EnvSessionSocket) != "" {
+		// A session whose key its holder keeps: the holder asks.
+		return viaHolder(ctx, getenv(EnvSessionSocket), getenv, r, stdout, stderr)
+	}
+	if del == nil {
+		var err error
+		if del, err = session.FromEnv(getenv); err != nil {
+			return 0, err
+		}
 	}
 	tr.mark("env")
 	tlsDir := orDefault(getenv(EnvTLSDir), DefaultTLSDir)

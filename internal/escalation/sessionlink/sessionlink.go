@@ -154,6 +154,18 @@ func (l *Link) Register(ctx context.Context, c *ctl.Client) error {
 	return nil
 }
 
+// Command returns the command a `podman exec` of this session runs: with
+// a registration, command under the session holder (the in-sandbox Go
+// client in holder mode), which takes the delegated key out of the
+// environment ExecEnv filled and keeps it where other sessions' processes
+// cannot read it; without one (escalation disabled), command itself.
+func (l *Link) Command(command []string) []string {
+	if l.sandboxID == "" {
+		return command
+	}
+	return append([]string{escalation.SandboxGoClient, session.HolderVerb, "--"}, command...)
+}
+
 // ExecEnv adds a fresh delegation for one `podman exec` to env. Without a
 // registration (escalation disabled) it adds nothing.
 func (l *Link) ExecEnv(env map[string]string) error {

@@ -1,0 +1,326 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// secConfig is a profile whose environment carries a secret from the
+// host's environment, and escalation that auto-approves echo.
+const secConfig = `[escalation]
+auto_approve = ["echo {args}"]
+
+[profiles.sec]
+image = "localhost/lazaret-default:latest"
+env = { SEC_API_KEY = "env:LZ_TEST_SECRET", TERM = "xterm" }
+`
+
+func randomSecret(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return "lzsecret" + hex.EncodeToString(b)
+}
+
+// argvHit is a process whose command line holds a needle.
+type argvHit struct {
+	pid     int
+	needle  string
+	cmdline string
+}
+
+// scanCmdlines reads /proc/PID/cmdline of every process on the host (the
+// file any local user can read) and returns those holding a needle, and
+// how many processes it read.
+func scanCmdlines(t *testing.T, needles ...string) ([]argvHit, int) {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits []argvHit
+	n := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		n++
+		line := string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+		for _, nd := range needles {
+			if strings.Contains(line, nd) {
+				hits = append(hits, argvHit{pid, nd, line})
+			}
+		}
+	}
+	return hits, n
+}
+
+// lazaretProcs counts the host processes of a running sandbox whose
+// command lines name them, to show the scan saw them.
+func lazaretProcs(t *testing.T) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	for _, h := range must(scanCmdlines(t, "podman exec", "conmon", "runsc", "__coordinator", "slirp4netns", "lazaret-netd")) {
+		seen[h.needle]++
+	}
+	return seen
+}
+
+func must(h []argvHit, _ int) []argvHit { return h }
+
+// bgRun is a lazaret run in the background whose stdout is watched.
+type bgRun struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{}
+}
+
+func startBG(t *testing.T, e *Env, args ...string) *bgRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	r := &bgRun{cmd: e.Cmd(ctx, args...), done: make(chan struct{})}
+	pr, pw := io.Pipe()
+	r.cmd.Stdout, r.cmd.Stderr = pw, pw
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			r.mu.Lock()
+			r.out.WriteString(sc.Text() + "\n")
+			r.mu.Unlock()
+		}
+	}()
+	go func() { _ = r.cmd.Wait(); pw.Close(); close(r.done) }()
+	t.Cleanup(func() { _ = r.cmd.Process.Kill(); <-r.done })
+	return r
+}
+
+func (r *bgRun) output() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.out.String()
+}
+
+// TestSecretsNotInArgv: while a `lazaret exec` and a `lazaret shell` run,
+// no process on the host has the profile's secret or a delegated key on
+// its command line; the sandbox still gets the secret, and escalation
+// still works. Control: a process given the secret on its argv the old
+// way (podman exec --env NAME=value) is found by the same scan.
+func TestSecretsNotInArgv(t *testing.T) {
+	e := NewEnv(t)
+	e.WriteConfig(secConfig)
+	secret := randomSecret(t)
+	e.ExtraEnv = append(e.ExtraEnv, "LZ_TEST_SECRET="+secret)
+	needles := []string{secret, "LAZARET_DELEGATED_KEY", "LAZARET_DELEGATION"}
+
+	// The secret's hash, not the secret: the test's own command line is
+	// scanned too.
+	sum := sha256.Sum256([]byte(secret))
+	bg := startBG(t, e, "exec", "sec", "--", "sh", "-c",
+		`printf %s "$SEC_API_KEY" | sha256sum; env | grep -c '^LAZARET_DELEGATED_KE[Y]='; lazaret-escalate -- echo escalated; `+escTiming+` echo ready; exec sleep 1000`)
+	Eventually(t, 3*time.Minute, "the exec session to be ready", func() bool { return strings.Contains(bg.output(), "ready") })
+	if out := bg.output(); !strings.Contains(out, hex.EncodeToString(sum[:])) || !strings.Contains(out, "\n0\n") || !strings.Contains(out, "escalated") {
+		t.Fatalf("in the sandbox: %s", out)
+	}
+	logEscTiming(t, bg.output())
+	sh := startPTY(t, e, "shell", "sec")
+	sh.send("echo shell-$((6*7))\r")
+	sh.waitFor("shell-42")
+
+	hits, n := scanCmdlines(t, needles...)
+	for _, h := range hits {
+		if h.pid != os.Getpid() {
+			t.Errorf("pid %d has %s on its command line: %s", h.pid, h.needle, h.cmdline)
+		}
+	}
+	seen := lazaretProcs(t)
+	t.Logf("scanned %d processes; sandbox processes seen: %v", n, seen)
+	for _, want := range []string{"podman exec", "conmon", "runsc", "__coordinator"} {
+		if seen[want] == 0 {
+			t.Errorf("the scan saw no %q process: it does not cover the session", want)
+		}
+	}
+
+	// Control: the old way puts the value on podman's argv, and the scan
+	// finds it there.
+	ctr := strings.TrimSpace(mustPodman(t, "ps", "--filter", "label=lazaret.data_root="+e.DataRoot, "--filter", "label=lazaret.profile=sec", "--format", "{{.Names}}"))
+	old := exec.Command("podman", "exec", "--env", "SEC_API_KEY="+secret, ctr, "sleep", "60")
+	if err := old.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = old.Process.Kill(); _ = old.Wait() }()
+	Eventually(t, time.Minute, "the control's secret on an argv", func() bool {
+		hits, _ := scanCmdlines(t, secret)
+		for _, h := range hits {
+			if h.pid == old.Process.Pid {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// escTiming runs 21 auto-approved escalations through the session
+// holder with the front end's trace on: its "fe-begin" and "fe-end" lines
+// (wall clock, µs) time each round trip from the front end's start, for
+// the log (not a threshold); they appear only when the holder answered.
+const escTiming = `for i in $(seq 21); do LAZARET_ESCALATE_TRACE=1 lazaret-escalate -- echo t 2>&1 >/dev/null | grep '^trace fe-' | tr '\n' ' '; echo; done;`
+
+func logEscTiming(t *testing.T, out string) {
+	var us []int
+	for _, line := range strings.Split(out, "\n") {
+		var b, e int64
+		if n, _ := fmt.Sscanf(line, "trace fe-begin %d trace fe-end %d", &b, &e); n == 2 {
+			us = append(us, int(e-b))
+		}
+	}
+	if len(us) == 0 {
+		t.Errorf("no escalation timings in %q", out)
+		return
+	}
+	slices.Sort(us)
+	t.Logf("escalation through the session holder, %d runs (front end's trace): median %.1f ms, min %.1f ms, max %.1f ms",
+		len(us), float64(us[len(us)/2])/1000, float64(us[0])/1000, float64(us[len(us)-1])/1000)
+}
+
+func mustPodman(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := Podman(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// attackScript runs as root in the sandbox, in the second session: for
+// every other session holder (and the control process, whose environment
+// holds a key the old way) it tries to read the delegated key out of
+// /proc, then to have a request signed through every other session's
+// holder socket.
+const attackScript = `
+for p in /proc/[0-9]*; do
+  pid=${p#/proc/}
+  [ "$pid" = "$PPID" ] || [ "$pid" = "$$" ] && continue
+  cl=$(tr '\0' ' ' < $p/cmdline 2>/dev/null)
+  case "$cl" in
+  "/run/lazaret/bin/lazaret-escalate-go __session "*|*" control-victim ") ;;
+  *) continue ;;
+  esac
+  echo "target $pid $cl"
+  if grep -a -o 'LAZARET_DELEGATED_KEY=[A-Za-z0-9_-]*' $p/environ 2>/dev/null; then echo "environ-read $pid"; else echo "environ-denied $pid"; fi
+  if readlink $p/fd/1 >/dev/null 2>&1; then echo "fd-read $pid"; else echo "fd-denied $pid"; fi
+  if cat $p/maps >/dev/null 2>&1; then echo "maps-read $pid"; else echo "maps-denied $pid"; fi
+  if (exec 3<$p/mem) 2>/dev/null; then echo "mem-open $pid"; else echo "mem-denied $pid"; fi
+done
+for s in /tmp/lazaret-session-*/sock; do
+  [ "$s" = "$LAZARET_SESSION_SOCKET" ] && continue
+  out=$(LAZARET_SESSION_SOCKET=$s lazaret-escalate -- echo stolen-signature 2>&1); echo "foreign-socket rc=$? $out"
+done
+out=$(lazaret-escalate -- echo own-signature 2>&1); echo "own-socket rc=$? $out"
+echo attack-done
+`
+
+// TestSessionAnchorIsolation: two sessions on one sandbox, the first at a
+// terminal, the second unattended. Root in the second can neither read
+// the first's delegated key from /proc nor get a request signed as the
+// first through its holder. Controls: a process holding a key in its
+// environment the old way is read by the very same script, and each
+// session's own processes do get their requests signed.
+func TestSessionAnchorIsolation(t *testing.T) {
+	e := NewEnv(t)
+	e.WriteConfig(secConfig)
+	e.ExtraEnv = append(e.ExtraEnv, "LZ_TEST_SECRET="+randomSecret(t))
+	one := startPTY(t, e, "shell", "sec")
+	one.send("lazaret-escalate -- echo from-session-$((1*1)); echo one-$((2*3))\r")
+	one.waitFor("one-6")
+	if !strings.Contains(one.output(), "from-session-1") {
+		t.Fatalf("session one cannot escalate:\n%s", one.output())
+	}
+
+	ctr := strings.TrimSpace(mustPodman(t, "ps", "--filter", "label=lazaret.data_root="+e.DataRoot, "--filter", "label=lazaret.profile=sec", "--format", "{{.Names}}"))
+	// The control victim: a key in a process's environment, as every
+	// session's processes had it before the holder.
+	oldKey := "control" + randomSecret(t)
+	victim := exec.Command("podman", "exec", "-e", "LAZARET_DELEGATED_KEY="+oldKey, ctr, "sh", "-c", "sleep 600; true", "control-victim")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = victim.Process.Kill(); _ = victim.Wait() }()
+
+	r := e.Run("exec", "sec", "--", "sh", "-c", attackScript)
+	out := r.Stdout + r.Stderr
+	if !strings.Contains(out, "attack-done") {
+		t.Fatalf("attack script: exit %d\n%s", r.Code, out)
+	}
+	t.Logf("attack:\n%s", out)
+	holders, controls := 0, 0
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "target" {
+			continue
+		}
+		pid := f[1]
+		if strings.Contains(line, "control-victim") {
+			controls++
+			if !strings.Contains(out, "LAZARET_DELEGATED_KEY="+oldKey) || !strings.Contains(out, "environ-read "+pid) || !strings.Contains(out, "fd-read "+pid) {
+				t.Errorf("control: the key in a plain environment was not read (pid %s)", pid)
+			}
+			continue
+		}
+		holders++
+		for _, want := range []string{"environ-denied ", "fd-denied ", "maps-denied ", "mem-denied "} {
+			if !strings.Contains(out, want+pid) {
+				t.Errorf("session holder %s: no %q", pid, want)
+			}
+		}
+	}
+	if holders == 0 || controls == 0 {
+		t.Fatalf("the attack found %d holders and %d controls", holders, controls)
+	}
+	if strings.Count(out, "LAZARET_DELEGATED_KEY=") != 1 {
+		t.Errorf("a delegated key other than the control's was read")
+	}
+	foreign := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "foreign-socket ") {
+			foreign++
+			if !strings.HasPrefix(line, "foreign-socket rc=125 ") || strings.Contains(line, "stolen-signature") {
+				t.Errorf("a request was signed through another session's holder: %s", line)
+			}
+		}
+	}
+	if foreign == 0 {
+		t.Error("the attack found no other session's socket")
+	}
+	if !strings.Contains(out, "own-socket rc=0 own-signature") {
+		t.Errorf("control: the session's own holder did not sign")
+	}
+}
