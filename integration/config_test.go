@@ -101,8 +101,8 @@ func TestConfigRefusesVolumeSymlinkToRoot(t *testing.T) {
 	if r.Code != 5 || !strings.Contains(r.Stderr, "profiles.claude.volumes[0].host: is the host root /") {
 		t.Fatalf("config check: exit %d, stderr %q", r.Code, r.Stderr)
 	}
-	if lines := strings.Count(strings.TrimSpace(r.Stderr), "\n"); lines != 1 { // the error and its hint
-		t.Fatalf("want one error line and one hint, got %q", r.Stderr)
+	if lines := strings.Count(strings.TrimSpace(r.Stderr), "\n"); lines != 2 { // the error, the count and the hint
+		t.Fatalf("want one error line, the count and one hint, got %q", r.Stderr)
 	}
 }
 
