@@ -132,3 +132,11 @@ func profileOverlayRoot(dataRoot, p string) bool {
 	}
 	return len(parts) == 1 || parts[1] == "overlay"
 }
+
+// ImagePinned reports whether ref is pinned (a digest, a tag other than
+// latest, or a localhost/ image built here); lazaret pulls only pinned
+// images on its own.
+func ImagePinned(ref string) bool {
+	pinned, err := checkImage(ref)
+	return err == nil && pinned
+}
