@@ -50,8 +50,10 @@ Images already built from the same recipe are kept.`,
 		Long: `Pulls the image of PROFILE (default: "default") into the local storage with
 podman pull. lazaret also pulls a missing pinned image (a tag other than latest, or a digest)
 when a sandbox starts. Images under localhost/ are built here and cannot be pulled.`,
-		Args:              cobra.MaximumNArgs(1),
-		ValidArgsFunction: func(cmd *cobra.Command, args []string, s string) ([]string, cobra.ShellCompDirective) { return g.completeProfiles(cmd, args, s) },
+		Args: cobra.MaximumNArgs(1),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, s string) ([]string, cobra.ShellCompDirective) {
+			return g.completeProfiles(cmd, args, s)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := config.DefaultProfileName
 			if len(args) == 1 {
