@@ -334,7 +334,8 @@ func TestAgentCABundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.WriteConfig(fmt.Sprintf("[profiles.ca]\nimage = \"localhost/lazaret-default:latest\"\nca_bundle = %q\nvolumes = [{ host = %q, container = \"/opt/lzhelper\", mode = \"ro\" }]\n", bundle, exe))
+	// Volumes are directories: mount the test binary's.
+	e.WriteConfig(fmt.Sprintf("[profiles.ca]\nimage = \"localhost/lazaret-default:latest\"\nca_bundle = %q\nvolumes = [{ host = %q, container = \"/opt/lzhelper\", mode = \"ro\" }]\n", bundle, filepath.Dir(exe)))
 
 	out := e.MustRun("exec", "ca", "--", "sh", "-c", `for v in SSL_CERT_FILE NODE_EXTRA_CA_CERTS REQUESTS_CA_BUNDLE CURL_CA_BUNDLE GIT_SSL_CAINFO; do printenv $v; done`)
 	if want := strings.Repeat("/run/lazaret/ca-certificates.crt\n", 5); out != want {
@@ -348,7 +349,7 @@ func TestAgentCABundle(t *testing.T) {
 		t.Error("the sandbox could write the CA bundle")
 	}
 
-	script := `LAZARET_AGENTHELPER=tls-serve /opt/lzhelper /workspace/srv.crt /workspace/srv.key 127.0.0.1:8443 > /tmp/srv.log 2>&1 &
+	script := `LAZARET_AGENTHELPER=tls-serve /opt/lzhelper/` + filepath.Base(exe) + ` /workspace/srv.crt /workspace/srv.key 127.0.0.1:8443 > /tmp/srv.log 2>&1 &
 for i in $(seq 100); do grep -q ready /tmp/srv.log && break; sleep 0.1; done
 echo "== with"; git ls-remote https://127.0.0.1:8443/repo.git 2>&1
 echo "== without"; env -u GIT_SSL_CAINFO -u SSL_CERT_FILE -u CURL_CA_BUNDLE git ls-remote https://127.0.0.1:8443/repo.git 2>&1
