@@ -372,7 +372,7 @@ true`
 		t.Fatal(err)
 	}
 	r := e.Run("exec", "ca", "--", "true")
-	if r.Code != 4 || !strings.Contains(r.Stderr, e.Config+":3: profiles.ca.ca_bundle: ") || !strings.Contains(r.Stderr, "private key") {
+	if r.Code != 4 || !strings.Contains(r.Stderr, e.Config+":4: profiles.ca.ca_bundle: ") || !strings.Contains(r.Stderr, "private key") {
 		t.Errorf("bundle with a key: exit %d %s", r.Code, r.Stderr)
 	}
 }

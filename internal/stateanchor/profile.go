@@ -106,9 +106,10 @@ type ProfileLock struct {
 // on its overlays, so a holder recorded in owner.json whose container
 // still exists keeps the profile busy too.
 func LockProfile(ctx context.Context, pc *podman.Client, root string, a *domain.Anchor) (*ProfileLock, error) {
-	fd, err := unix.Open(filepath.Join(root, lockFile), unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	path := filepath.Join(root, lockFile)
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("profile lock: %w", err)
+		return nil, fmt.Errorf("profile lock %s: %w", path, err)
 	}
 	l := &ProfileLock{fd: fd, root: root}
 	var prev owner
@@ -120,7 +121,7 @@ func LockProfile(ctx context.Context, pc *podman.Client, root string, a *domain.
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, busyError(a, prev, "is running")
 		}
-		return nil, fmt.Errorf("profile lock: %w", err)
+		return nil, fmt.Errorf("profile lock %s: %w", path, err)
 	}
 	if prev.Domain != "" && prev.Domain != a.Hash && prev.Container != "" {
 		exists, err := pc.ContainerExists(ctx, prev.Container)
