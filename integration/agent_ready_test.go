@@ -139,6 +139,8 @@ func TestAgentProfileOverlayExclusive(t *testing.T) {
 
 	hold, release := io.Pipe()
 	holder, _ := background(t, e, hold, "exec", "--", "cat")
+	// Before background's cleanup (LIFO): its Wait needs stdin closed.
+	t.Cleanup(func() { release.Close() })
 	Eventually(t, 90*time.Second, "first sandbox running", func() bool { return arRunning(t, e, "default") })
 	e.MustRun("exec", "--", "touch", "/usr/local/share/first-was-here")
 
@@ -170,6 +172,7 @@ func TestAgentProfileOverlayExclusive(t *testing.T) {
 	// Control: per-workspace overlays run side by side.
 	hold2, release2 := io.Pipe()
 	holder2, _ := background(t, e, hold2, "exec", "sep", "--", "cat")
+	t.Cleanup(func() { release2.Close() })
 	Eventually(t, 90*time.Second, "sep sandbox running", func() bool { return arRunning(t, e, "sep") })
 	if r := b.Run("exec", "sep", "--", "true"); r.Code != 0 {
 		t.Fatalf("control: two persist = \"workspace\" sandboxes could not run at once: %s", r.Stderr)
