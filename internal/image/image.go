@@ -83,7 +83,7 @@ type recipe struct {
 func recipes() map[string]recipe {
 	return map[string]recipe{
 		"default": {"default", config.DefaultImage, "Debian " + DefaultSuite + " minbase + git + ca-certificates (about a minute)", defaultRecipe, defaultChanges},
-		"agent": {"agent", AgentImage, "Debian " + AgentSuite + " minbase + git, ca-certificates, curl, procps, nodejs, npm (about 7 minutes)",
+		"agent": {"agent", AgentImage, "Debian " + AgentSuite + " minbase + git, ca-certificates, curl, procps, nodejs, npm (2 to 7 minutes)",
 			agentRecipe, defaultChanges},
 	}
 }
