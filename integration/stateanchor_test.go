@@ -496,7 +496,7 @@ func testCrashRecovery(t *testing.T, driver string) {
 
 func TestStateAnchorStateCommands(t *testing.T) {
 	s := newSAEnv(t)
-	s.env.WriteConfig("[profiles.sa-it]\nimage = \"" + config.DefaultImage + "\"\npersistent_dirs = [\"/usr\", \"/opt/sa\"]\n")
+	s.env.WriteConfig("[profiles.sa-it]\nimage = \"" + config.DefaultImage + "\"\npersistent_dirs = [\"/usr\", \"/opt/sa\"]\npersist = \"workspace\"\n")
 	comp := s.component(config.DefaultImage, "/usr", "/opt/sa")
 	s.start(comp, config.DefaultImage)
 	// A file owned by a sub-uid: deleting it needs podman unshare.
@@ -563,7 +563,7 @@ func TestStateAnchorStateCommands(t *testing.T) {
 // through the lazaret CLI and its coordinator.
 func saCLIEnv(t *testing.T) (*Env, *saEnv) {
 	e := NewEnv(t)
-	e.WriteConfig("[profiles.sa-e2e]\nimage = \"" + config.DefaultImage + "\"\npersistent_dirs = [\"/usr\", \"/etc\"]\n")
+	e.WriteConfig("[profiles.sa-e2e]\nimage = \"" + config.DefaultImage + "\"\npersistent_dirs = [\"/usr\", \"/etc\"]\npersist = \"workspace\"\n")
 	d := domainOf(t, e, "sa-e2e")
 	root := d.Resources["domain_root"]
 	a := &domain.Anchor{Profile: "sa-e2e", Hash: d.Hash, DataRoot: filepath.Dir(filepath.Dir(root))}

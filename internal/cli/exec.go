@@ -191,9 +191,14 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
+	defer func() { cancel() }()
 	announce := g.directModeAnnouncer(p, a)
-	if err := coord.Connect(cctx, a, client, hello, coord.Spawn{Args: args}, g.log); err != nil {
+	if err := g.startWithImage(ctx, p, func() error {
+		// A fresh timeout for each attempt: a pull may come between.
+		cancel()
+		cctx, cancel = context.WithTimeout(ctx, connectTimeout)
+		return coord.Connect(cctx, a, client, hello, coord.Spawn{Args: args}, g.log)
+	}); err != nil {
 		return sessionError(err, p.Name)
 	}
 	announce()

@@ -102,7 +102,7 @@ func runState(ctx context.Context, g *globalOptions, o *stateOptions, profile st
 	if err != nil {
 		return err
 	}
-	states, err := stateanchor.Inspect(ctx, &podman.Client{Log: g.log}, a, p.PersistentDirs)
+	states, err := stateanchor.Inspect(ctx, &podman.Client{Log: g.log}, stateanchor.Locate(a, p.Persist), p.PersistentDirs)
 	if err != nil {
 		return err
 	}
@@ -141,6 +141,7 @@ func runStateReset(ctx context.Context, g *globalOptions, o *stateOptions, profi
 		return err
 	}
 	dirs := p.PersistentDirs
+	st := stateanchor.Locate(a, p.Persist)
 	if dir != "" {
 		if err := stateanchor.ValidateDir(dir); err != nil {
 			return usageError{err}
@@ -148,7 +149,7 @@ func runStateReset(ctx context.Context, g *globalOptions, o *stateOptions, profi
 		if !slices.Contains(dirs, dir) {
 			// Changes of a dir removed from the profile may still be on
 			// disk; allow discarding them too.
-			if _, err := os.Lstat(a.OverlayDir(dir)); err != nil {
+			if _, err := os.Lstat(st.OverlayDir(dir)); err != nil {
 				return usageError{fmt.Errorf("%s is not a persistent dir of profile %s and has no changes", dir, a.Profile)}
 			}
 		}
@@ -178,8 +179,16 @@ func runStateReset(ctx context.Context, g *globalOptions, o *stateOptions, profi
 	if running, why := stateSandboxRunning(ctx, pc, a); running {
 		return stateBusy(a, why)
 	}
+	if st.Shared {
+		// No other workspace's sandbox may use the profile's overlays.
+		plock, err := stateanchor.LockProfile(ctx, pc, st.Root, a)
+		if err != nil {
+			return fmt.Errorf("state reset: %w", err)
+		}
+		defer plock.Release()
+	}
 
-	states, err := stateanchor.Inspect(ctx, pc, a, dirs)
+	states, err := stateanchor.Inspect(ctx, pc, st, dirs)
 	if err != nil {
 		return err
 	}
@@ -198,7 +207,7 @@ func runStateReset(ctx context.Context, g *globalOptions, o *stateOptions, profi
 		}
 	}
 	for _, s := range states {
-		if err := stateanchor.Reset(ctx, pc, a, s.Dir); err != nil {
+		if err := stateanchor.Reset(ctx, pc, st, s.Dir); err != nil {
 			if errors.Is(err, stateanchor.ErrInUse) {
 				return stateBusy(a, err.Error())
 			}

@@ -68,7 +68,7 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 	if err != nil {
 		return err
 	}
-	persistent := overlayRecords(g, a, p.PersistentDirs)
+	persistent := overlayRecords(g, a, p.Persist, p.PersistentDirs)
 	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
 	out := statusJSON{Domain: a.Hash, Profile: a.Profile, Workspace: a.Workspace, Persistent: persistent,
@@ -108,10 +108,10 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 
 // overlayRecords reads, without podman, which image each persistent dir's
 // overlay was last used with; dirs never mounted have no record.
-func overlayRecords(g *globalOptions, a *domain.Anchor, dirs []string) []stateanchor.Record {
+func overlayRecords(g *globalOptions, a *domain.Anchor, persist string, dirs []string) []stateanchor.Record {
 	var recs []stateanchor.Record
 	for _, dir := range dirs {
-		rec, err := stateanchor.ReadRecord(a.OverlayDir(dir))
+		rec, err := stateanchor.ReadRecord(stateanchor.Locate(a, persist).OverlayDir(dir))
 		if err != nil {
 			g.log.Warn("unreadable State Anchor record", "dir", dir, "err", err)
 			continue

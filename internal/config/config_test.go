@@ -102,7 +102,7 @@ func TestDefaultsWithoutFile(t *testing.T) {
 		t.Error("escalation disabled by default")
 	}
 	p := c.Profiles[DefaultProfileName]
-	if p == nil || p.Image != DefaultImage || !reflect.DeepEqual(p.PersistentDirs, []string{"/usr"}) {
+	if p == nil || p.Image != DefaultImage || !reflect.DeepEqual(p.PersistentDirs, DefaultPersistentDirs) {
 		t.Fatalf("default profile = %+v", p)
 	}
 	if len(c.Warnings) != 0 {

@@ -93,6 +93,9 @@ func (g *hostGuard) checkMountSource(p string) error {
 	if g.dataRoot != "" && within(g.dataRoot, p) {
 		return securityErrf("%s contains lazaret's data_root %s", quoteValue(p), g.dataRoot)
 	}
+	if profileOverlayRoot(g.dataRoot, p) {
+		return securityErrf("%s is or holds a profile's State Anchor under %s", quoteValue(p), g.dataRoot)
+	}
 	if g.home != "" && within(g.home, p) {
 		return securityErrf("%s contains the home directory %s", quoteValue(p), g.home)
 	}

@@ -19,6 +19,7 @@ import (
 // file* types mirror the TOML schema. Pointers tell "absent" from "empty".
 type fileConfig struct {
 	DataRoot   *string                 `toml:"data_root"`
+	CABundle   *string                 `toml:"ca_bundle"`
 	Network    fileNetwork             `toml:"network"`
 	Escalation fileEscalation          `toml:"escalation"`
 	Profiles   map[string]*fileProfile `toml:"profiles"`
@@ -43,6 +44,8 @@ type fileProfile struct {
 	Env            map[string]string `toml:"env"`
 	Volumes        []fileVolume      `toml:"volumes"`
 	GitMode        *string           `toml:"git_mode"`
+	Persist        *string           `toml:"persist"`
+	CABundle       *string           `toml:"ca_bundle"`
 }
 
 type fileVolume struct {
@@ -53,7 +56,10 @@ type fileVolume struct {
 
 // DefaultPersistentDirs are the State Anchor directories of a profile that
 // does not set persistent_dirs.
-var DefaultPersistentDirs = []string{"/usr"}
+// Besides /usr, dpkg's and apt's state: a package installed in the
+// sandbox then stays known to dpkg -l, apt-get remove and autoremove after
+// a restart (docs/STATEANCHOR.md, "Default dirs").
+var DefaultPersistentDirs = []string{"/usr", "/var/lib/dpkg", "/var/lib/apt"}
 
 // DefaultPath is $XDG_CONFIG_HOME/lazaret/config.toml, else
 // ~/.config/lazaret/config.toml.
@@ -245,7 +251,7 @@ func expectedType(key keyPath) string {
 		return "a string"
 	}
 	switch last {
-	case "data_root", "socket_dir", "image", "git_mode", "host", "container", "mode":
+	case "data_root", "socket_dir", "image", "git_mode", "host", "container", "mode", "persist", "ca_bundle":
 		return "a string"
 	case "enabled":
 		return "a boolean"
@@ -269,6 +275,7 @@ func (v *validator) build(fc *fileConfig) *Config {
 	cfg.DataRoot = v.globalPath(keyPath{"data_root"}, dr)
 
 	v.network(fc, cfg)
+	cfg.CABundle = v.caBundle(keyPath{"ca_bundle"}, fc.CABundle, defaultCABundle())
 
 	cfg.Escalation.Enabled = true
 	if fc.Escalation.Enabled != nil {
@@ -314,6 +321,8 @@ func (v *validator) build(fc *fileConfig) *Config {
 			AllowEgress:    slices.Clone(cfg.Network.AllowEgress),
 			AllowDomains:   slices.Clone(cfg.Network.AllowDomains),
 			Env:            map[string]string{},
+			Persist:        PersistProfile,
+			CABundle:       cfg.CABundle,
 			guard:          guard,
 		}
 	}
@@ -392,6 +401,7 @@ func (v *validator) profile(cfg *Config, guard *hostGuard, name string, fp *file
 		fp = &fileProfile{}
 	}
 	p := &Profile{Name: name, Env: map[string]string{}, guard: guard, file: v.file}
+	v.agentKeys(cfg, p, key, fp)
 
 	switch {
 	case fp.Image != nil:

@@ -168,8 +168,8 @@ func TestPersistentDirs(t *testing.T) {
 	if got := c.Profiles["bare"].PersistentDirs; len(got) != 0 {
 		t.Errorf("explicit [] = %v", got)
 	}
-	if got := c.Profiles["dflt"].PersistentDirs; !reflect.DeepEqual(got, []string{"/usr"}) {
-		t.Errorf("absent = %v, want [/usr]", got)
+	if got := c.Profiles["dflt"].PersistentDirs; !reflect.DeepEqual(got, DefaultPersistentDirs) {
+		t.Errorf("absent = %v, want %v", got, DefaultPersistentDirs)
 	}
 	for _, bad := range []string{"/", "usr", "/usr/", "/usr/../etc", "/proc", "/sys/x", "/dev", "/run", "/run/x", "/tmp", "/tmp/x", "/workspace", "/workspace/x", "/a,b", "/a:b"} {
 		if err := checkPersistentDir(bad); err == nil {

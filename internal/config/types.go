@@ -23,6 +23,9 @@ type Config struct {
 	Network    Network
 	Escalation Escalation
 	Profiles   map[string]*Profile
+	// CABundle is the global ca_bundle (the host's default trust store
+	// when unset); a profile's own ca_bundle replaces it.
+	CABundle CABundle
 	// Warnings are non-fatal findings (for example an unpinned image).
 	Warnings []string
 }
@@ -62,12 +65,17 @@ type Profile struct {
 	// GitMode is "branch" or "direct"; empty means branch in a git
 	// repository and direct elsewhere.
 	GitMode string
+	// Persist is PersistProfile or PersistWorkspace (persist key).
+	Persist string
+	// CABundle is the host trust store mounted into the sandbox.
+	CABundle CABundle
 
 	// guard refuses dangerous volume host paths; set by Load.
 	guard *hostGuard
 	// file and volumeLines locate errors found by ResolveVolumes.
 	file        string
 	volumeLines []int
+	imageLine   int
 	// envErrs are the env:VAR entries whose host variable is unset. They
 	// only matter when a sandbox starts (CheckEnv), so `lazaret stop` or
 	// `lazaret status` work without the agent's API keys in the shell.

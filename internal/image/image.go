@@ -26,19 +26,45 @@ const RecipeLabel = "lazaret.recipe"
 // DefaultSuite is the Debian release of the default image.
 const DefaultSuite = "bookworm"
 
-// defaultRecipe is the mmdebstrap invocation (after the output path is
-// appended) of the default image: Debian minbase with git and
-// ca-certificates, without documentation, man pages, locales or apt lists.
-var defaultRecipe = []string{
-	"--mode=unshare", "--variant=minbase", "--include=git,ca-certificates",
+// AgentImage is the agent-ready image (`lazaret image build agent`).
+const AgentImage = "localhost/lazaret-agent:latest"
+
+// AgentSuite is the Debian release of the agent image: the first one
+// whose nodejs is at least 22 (on the mirror, 2026-12: bookworm 18,
+// trixie 20, forky 24.21 with npm 12.2, sid 24.22). forky is testing,
+// which moves less than sid.
+const AgentSuite = "forky"
+
+// slim are mmdebstrap options shared by every recipe: no documentation,
+// man pages, locales or apt lists in the image.
+var slim = []string{
 	"--dpkgopt=path-exclude=/usr/share/man/*",
 	"--dpkgopt=path-exclude=/usr/share/doc/*",
 	"--dpkgopt=path-exclude=/usr/share/locale/*",
 	"--dpkgopt=path-include=/usr/share/locale/locale.alias",
 	"--dpkgopt=path-exclude=/usr/share/info/*",
+}
+
+// defaultRecipe is the mmdebstrap invocation (after the output path is
+// appended) of the default image: Debian minbase with git and
+// ca-certificates, without documentation, man pages, locales or apt lists.
+var defaultRecipe = append(append([]string{"--mode=unshare", "--variant=minbase", "--include=git,ca-certificates"}, slim...),
 	`--customize-hook=rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin`,
 	DefaultSuite,
-}
+)
+
+// agentRecipe is the agent image: the default image's tools plus curl,
+// procps (ps) and Node.js with npm from Debian. Testing's Release files
+// carry a Valid-Until date; a mirror that serves a frozen snapshot (as
+// this project's test machines do) has expired ones, so the build accepts
+// them (they are still signed) and removes the option from the image,
+// whose apt stays strict.
+var agentRecipe = append(append([]string{"--mode=unshare", "--variant=minbase",
+	"--include=git,ca-certificates,curl,procps,nodejs,npm",
+	`--aptopt=Acquire::Check-Valid-Until "false"`}, slim...),
+	`--customize-hook=rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin "$1"/etc/apt/apt.conf.d/99mmdebstrap`,
+	AgentSuite,
+)
 
 var defaultChanges = []string{
 	`CMD ["/bin/bash"]`,
@@ -47,14 +73,45 @@ var defaultChanges = []string{
 	"WORKDIR /workspace",
 }
 
-// Recipe returns the hash identifying the default image's recipe.
-func Recipe() string {
+// A recipe is one locally built Debian image.
+type recipe struct {
+	name, ref, summary string
+	args, changes      []string
+}
+
+// Recipes are the images `lazaret image build NAME` builds.
+func recipes() map[string]recipe {
+	return map[string]recipe{
+		"default": {"default", config.DefaultImage, "Debian " + DefaultSuite + " minbase + git + ca-certificates (about a minute)", defaultRecipe, defaultChanges},
+		"agent": {"agent", AgentImage, "Debian " + AgentSuite + " minbase + git, ca-certificates, curl, procps, nodejs, npm (2 to 7 minutes)",
+			agentRecipe, defaultChanges},
+	}
+}
+
+// Names lists the recipes `lazaret image build` knows.
+func Names() []string { return []string{"default", "agent"} }
+
+// BuiltIn returns the recipe name that builds ref, or "" when no recipe
+// does (an image to pull, or one the user builds).
+func BuiltIn(ref string) string {
+	for _, r := range recipes() {
+		if r.ref == ref {
+			return r.name
+		}
+	}
+	return ""
+}
+
+func (r recipe) hash() string {
 	h := sha256.New()
-	for _, s := range append(append([]string{}, defaultRecipe...), defaultChanges...) {
+	for _, s := range append(append([]string{}, r.args...), r.changes...) {
 		fmt.Fprintf(h, "%s\x00", s)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
+
+// Recipe returns the hash identifying the default image's recipe.
+func Recipe() string { return recipes()["default"].hash() }
 
 // Builder builds images into the user's rootless podman storage.
 type Builder struct {
@@ -87,12 +144,20 @@ func (b *Builder) upToDate(ctx context.Context, ref, key, value string) (bool, e
 
 // BuildDefault builds config.DefaultImage unless an image of the same
 // recipe exists.
-func (b *Builder) BuildDefault(ctx context.Context) error {
-	ref, recipe := config.DefaultImage, Recipe()
-	if ok, err := b.upToDate(ctx, ref, RecipeLabel, recipe); err != nil {
+func (b *Builder) BuildDefault(ctx context.Context) error { return b.Build(ctx, "default") }
+
+// Build builds the image of the named recipe ("default" or "agent")
+// unless an image of the same recipe exists.
+func (b *Builder) Build(ctx context.Context, name string) error {
+	r, ok := recipes()[name]
+	if !ok {
+		return fmt.Errorf("no image recipe %q (known: %s)", name, strings.Join(Names(), ", "))
+	}
+	ref, hash := r.ref, r.hash()
+	if ok, err := b.upToDate(ctx, ref, RecipeLabel, hash); err != nil {
 		return err
 	} else if ok {
-		b.logf("%s is up to date (recipe %s)", ref, recipe)
+		b.logf("%s is up to date (recipe %s)", ref, hash)
 		return nil
 	}
 	if _, err := exec.LookPath("mmdebstrap"); err != nil {
@@ -112,20 +177,20 @@ func (b *Builder) BuildDefault(ctx context.Context) error {
 	defer os.RemoveAll(tmp)
 	tarball := filepath.Join(tmp, "rootfs.tar")
 
-	b.logf("building %s: Debian %s minbase + git + ca-certificates (about a minute)", ref, DefaultSuite)
-	args := append(append([]string{}, defaultRecipe...), tarball)
+	b.logf("building %s: %s", ref, r.summary)
+	args := append(append([]string{}, r.args...), tarball)
 	cmd := exec.CommandContext(ctx, "mmdebstrap", args...)
 	progress := &progressWriter{w: b.Progress}
 	cmd.Stdout, cmd.Stderr = progress, progress
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("mmdebstrap %s failed: %w: %s", DefaultSuite, err, progress.tail())
+		return fmt.Errorf("mmdebstrap %s failed: %w: %s", r.args[len(r.args)-1], err, progress.tail())
 	}
 	b.logf("importing %s", ref)
-	changes := append(append([]string{}, defaultChanges...), "LABEL "+RecipeLabel+"="+recipe)
+	changes := append(append([]string{}, r.changes...), "LABEL "+RecipeLabel+"="+hash)
 	if err := b.Podman.ImportImage(ctx, tarball, ref, changes); err != nil {
 		return err
 	}
-	b.logf("%s built (recipe %s)", ref, recipe)
+	b.logf("%s built (recipe %s)", ref, hash)
 	return nil
 }
 

@@ -116,3 +116,20 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 }
 
 func (l *limitedBuffer) String() string { return string(l.b) }
+
+// Pull pulls ref into local storage. podman's progress goes to progress:
+// a terminal gets it directly (podman draws progress bars only on a
+// terminal), anything else gets the lines and the error is kept for the
+// returned *Error.
+func (c *Client) Pull(ctx context.Context, ref string, progress io.Writer) error {
+	args := []string{"pull", "--", ref}
+	cmd := c.Command(ctx, args...)
+	var stderr limitedBuffer
+	if f, ok := progress.(interface{ Fd() uintptr }); ok && isTerminal(f.Fd()) {
+		cmd.Stderr = progress
+	} else {
+		cmd.Stderr = io.MultiWriter(progress, &stderr)
+	}
+	// stdout is the pulled image's ID, of no use to the user.
+	return c.wrap(args, cmd.Run(), stderr.String())
+}

@@ -2,8 +2,11 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 
+	"github.com/lazaret-dev/lazaret/internal/cabundle"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
@@ -101,6 +104,9 @@ func NewSpec(p *config.Profile, a *domain.Anchor, volumes []config.ResolvedVolum
 		spec.Env["GIT_CONFIG_KEY_0"] = "safe.directory"
 		spec.Env["GIT_CONFIG_VALUE_0"] = WorkspaceDir
 	}
+	if err := addCABundle(spec, p, a); err != nil {
+		return nil, err
+	}
 	for _, v := range volumes {
 		if !path.IsAbs(v.Container) {
 			return nil, fmt.Errorf("volume %s: container path %q is not absolute", v.Host, v.Container)
@@ -111,6 +117,76 @@ func NewSpec(p *config.Profile, a *domain.Anchor, volumes []config.ResolvedVolum
 		})
 	}
 	return spec, nil
+}
+
+// CABundlePath is where the host's CA bundle is mounted in the sandbox. The
+// image's own trust store stays where it is: its package manager keeps
+// updating it (update-ca-certificates would fail on a read-only mount).
+const CABundlePath = "/run/lazaret/ca-certificates.crt"
+
+// CAEnv are the variables that point TLS clients at CABundlePath: OpenSSL,
+// Go, Python's ssl (SSL_CERT_FILE), Node (NODE_EXTRA_CA_CERTS, added to
+// its built-in roots), requests, curl and git. A profile's env wins.
+var CAEnv = []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO"}
+
+// addCABundle passes the profile's host CA bundle into the sandbox: a
+// TLS-intercepting proxy's CA is in the host's trust store, so the host's
+// bundle is the one the sandbox's clients should use. Only its
+// certificates are copied, into a per-domain file in the runtime dir,
+// taken when the container is created and mounted read-only: whatever the
+// host file holds besides certificates, or becomes later, never reaches
+// the sandbox. A default bundle the host lacks is skipped (the image's own
+// applies); a configured one must be valid.
+func addCABundle(spec *podman.ContainerSpec, p *config.Profile, a *domain.Anchor) error {
+	ca := p.CABundle
+	if ca.Path == "" {
+		return nil
+	}
+	data, _, err := cabundle.Load(ca.Path)
+	if err != nil {
+		if !ca.Explicit {
+			return nil
+		}
+		return ca.Locate(err)
+	}
+	if !filepath.IsAbs(a.RuntimeDir) {
+		return fmt.Errorf("ca bundle: no runtime directory")
+	}
+	snap := filepath.Join(a.RuntimeDir, "ca-"+a.Hash+".crt")
+	if err := writeFileAtomic(snap, data, 0o644); err != nil {
+		return fmt.Errorf("ca bundle: %w", err)
+	}
+	spec.Mounts = append(spec.Mounts, podman.Mount{Type: "bind", Source: snap, Target: CABundlePath, ReadOnly: true})
+	for _, k := range CAEnv {
+		if _, set := spec.Env[k]; !set {
+			spec.Env[k] = CABundlePath
+		}
+	}
+	return nil
+}
+
+// writeFileAtomic replaces name with data (temp file, rename): a planted
+// symlink at name is replaced, never followed.
+func writeFileAtomic(name string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, name)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
 }
 
 // Finalize fills in what no component set: the Agent Workspace at

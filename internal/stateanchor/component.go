@@ -33,6 +33,10 @@ type Options struct {
 	// DriverAuto (empty), DriverOverlay or DriverFuse. An existing changes
 	// dir keeps the driver it was made with.
 	Driver string
+	// Persist is the profile's persist mode: config.PersistProfile shares
+	// the profile's overlays (see Locate); empty or PersistWorkspace keeps
+	// them in the Domain Root.
+	Persist string
 }
 
 // Overlay drivers.
@@ -50,9 +54,10 @@ type Component struct {
 	opt Options
 	log *slog.Logger
 
-	root    string   // canonical <domain_root>/overlay
-	imageID string   // image mount this component holds, "" when none
-	mounted []string // merged dirs this component mounted
+	root    string       // canonical overlay root (Store.Root)
+	lock    *ProfileLock // hold of a shared root, nil otherwise
+	imageID string       // image mount this component holds, "" when none
+	mounted []string     // merged dirs this component mounted
 }
 
 // New returns the State Anchor component for opt.
@@ -92,15 +97,9 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	if c.opt.Anchor == nil || c.opt.Podman == nil {
 		return errors.New("state anchor: no domain anchor or podman client")
 	}
-	if err := os.MkdirAll(overlayRoot(c.opt.Anchor), 0o700); err != nil {
-		return fmt.Errorf("state anchor: %w", err)
-	}
-	root, err := filepath.EvalSymlinks(overlayRoot(c.opt.Anchor))
+	root, err := c.openRoot(ctx)
 	if err != nil {
 		return fmt.Errorf("state anchor: %w", err)
-	}
-	if strings.ContainsAny(root, ",:=\\") {
-		return fmt.Errorf("state anchor: overlay path %s has a character fuse-overlayfs options cannot take (',', ':', '=', '\\')", root)
 	}
 	c.root = root
 	// The image lookup does not depend on the sweep: run the two podman
@@ -140,6 +139,31 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	}
 	spec.Mounts = append(spec.Mounts, c.bindMounts()...)
 	return nil
+}
+
+// openRoot creates and canonicalizes the overlay root of this domain and,
+// when it is the profile's shared one, takes the profile's lock.
+func (c *Component) openRoot(ctx context.Context) (string, error) {
+	st := Locate(c.opt.Anchor, c.opt.Persist)
+	if err := os.MkdirAll(st.Root, 0o700); err != nil {
+		return "", err
+	}
+	root, err := filepath.EvalSymlinks(st.Root)
+	if err != nil {
+		return "", err
+	}
+	if strings.ContainsAny(root, ",:=\\") {
+		return "", fmt.Errorf("overlay path %s has a character fuse-overlayfs options cannot take (',', ':', '=', '\\')", root)
+	}
+	if st.Legacy {
+		c.log.Info("keeping this workspace's own State Anchor (changes made before it was per profile; `lazaret state reset` moves it to the profile's)", "root", root)
+	}
+	if st.Shared {
+		if c.lock, err = LockProfile(ctx, c.opt.Podman, root, c.opt.Anchor); err != nil {
+			return "", err
+		}
+	}
+	return root, nil
 }
 
 // imageRoot returns the directory holding the image's root filesystem as
@@ -283,6 +307,16 @@ func (c *Component) Close(ctx context.Context) error {
 		}
 		c.imageID = ""
 	}
+	// The profile's overlays are free for another workspace only once
+	// nothing of this domain is mounted on them any more.
+	if len(errs) == 0 {
+		if err := c.lock.Release(); err != nil {
+			errs = append(errs, err)
+		}
+	} else {
+		c.lock.Close()
+	}
+	c.lock = nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("state anchor: %w", err)
 	}
@@ -383,5 +417,5 @@ func short(id string) string {
 
 // NewComponent is New for a profile: its image and persistent_dirs.
 func NewComponent(p *config.Profile, a *domain.Anchor, pc *podman.Client, log *slog.Logger) *Component {
-	return New(Options{Anchor: a, Image: p.Image, Dirs: p.PersistentDirs, Podman: pc, Log: log})
+	return New(Options{Anchor: a, Image: p.Image, Dirs: p.PersistentDirs, Podman: pc, Log: log, Persist: p.Persist})
 }

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -28,31 +27,31 @@ type DirState struct {
 	Record  *Record `json:"record,omitempty"`
 }
 
-// Inspect reports the State Anchor of each dir of the domain a. Files in
+// Inspect reports the State Anchor of each dir in st (Locate). Files in
 // the changes may belong to sub-uids of the sandbox, so sizes are taken
 // inside podman unshare.
-func Inspect(ctx context.Context, pc *podman.Client, a *domain.Anchor, dirs []string) ([]DirState, error) {
-	mounts, err := mountsUnderRoot(ctx, pc, a)
+func Inspect(ctx context.Context, pc *podman.Client, st Store, dirs []string) ([]DirState, error) {
+	mounts, err := mountsUnderRoot(ctx, pc, st.Root)
 	if err != nil {
 		return nil, err
 	}
 	var out []DirState
 	var existing []string
 	for _, dir := range dirs {
-		changes, _, merged := a.OverlayPaths(dir)
-		st := DirState{Dir: dir, Changes: changes}
+		changes, _, merged := st.OverlayPaths(dir)
+		ds := DirState{Dir: dir, Changes: changes}
 		for _, m := range mounts {
 			if within(m.MountPoint, canonical(merged)) {
-				st.Mounted = true
+				ds.Mounted = true
 			}
 		}
-		if st.Record, err = ReadRecord(a.OverlayDir(dir)); err != nil {
+		if ds.Record, err = ReadRecord(st.OverlayDir(dir)); err != nil {
 			return nil, err
 		}
 		if _, err := os.Lstat(changes); err == nil {
 			existing = append(existing, changes)
 		}
-		out = append(out, st)
+		out = append(out, ds)
 	}
 	if len(existing) > 0 {
 		sizes, err := duBytes(ctx, pc, existing)
@@ -66,25 +65,25 @@ func Inspect(ctx context.Context, pc *podman.Client, a *domain.Anchor, dirs []st
 	return out, nil
 }
 
-// Reset discards the changes of dir in domain a: the next start sees the
+// Reset discards the changes of dir in st: the next start sees the
 // image's dir again. It refuses with ErrInUse while the overlay is mounted;
-// the caller must also hold the domain's lock and check that no sandbox
-// runs.
-func Reset(ctx context.Context, pc *podman.Client, a *domain.Anchor, dir string) error {
+// the caller must also hold the domain's lock (and, for a shared Store,
+// the profile's) and check that no sandbox runs.
+func Reset(ctx context.Context, pc *podman.Client, st Store, dir string) error {
 	if err := ValidateDir(dir); err != nil {
 		return err
 	}
-	mounts, err := mountsUnderRoot(ctx, pc, a)
+	mounts, err := mountsUnderRoot(ctx, pc, st.Root)
 	if err != nil {
 		return err
 	}
-	odir := a.OverlayDir(dir)
+	odir := st.OverlayDir(dir)
 	for _, m := range mounts {
 		if within(m.MountPoint, canonical(odir)) {
 			return fmt.Errorf("%s: %w (%s is mounted)", dir, ErrInUse, m.MountPoint)
 		}
 	}
-	changes, work, _ := a.OverlayPaths(dir)
+	changes, work, _ := st.OverlayPaths(dir)
 	// The changes hold files of sub-uids that only root of the user
 	// namespace may delete. rm -rf does not follow symlinks in them.
 	if _, err := pc.Unshare(ctx, "rm", "-rf", "--", changes, work); err != nil {
@@ -96,9 +95,9 @@ func Reset(ctx context.Context, pc *podman.Client, a *domain.Anchor, dir string)
 	return nil
 }
 
-// mountsUnderRoot lists the mounts under the domain's overlay root in
-// podman's namespace.
-func mountsUnderRoot(ctx context.Context, pc *podman.Client, a *domain.Anchor) ([]Mount, error) {
+// mountsUnderRoot lists the mounts under the overlay root in podman's
+// namespace.
+func mountsUnderRoot(ctx context.Context, pc *podman.Client, root string) ([]Mount, error) {
 	out, err := pc.Unshare(ctx, "cat", "/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
@@ -107,7 +106,7 @@ func mountsUnderRoot(ctx context.Context, pc *podman.Client, a *domain.Anchor) (
 	if err != nil {
 		return nil, err
 	}
-	return MountsUnder(all, canonical(overlayRoot(a))), nil
+	return MountsUnder(all, canonical(root)), nil
 }
 
 // canonical resolves symlinks in p where it exists (mountinfo shows
