@@ -158,7 +158,11 @@ func (s *Syncer) audit(ctx context.Context, kind audit.Kind, fields map[string]s
 		return
 	}
 	e := audit.Entry{Time: time.Now(), Kind: kind, Profile: s.Map.Profile, Fields: fields}
-	if _, err := s.Audit(ctx, e); err != nil {
+	// The last sync runs while the sandbox tears down, with its context
+	// already cancelled; what it found must still reach the trail.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := s.Audit(actx, e); err != nil {
 		s.logger().Error("gitsentry: audit", "kind", kind, "err", err)
 	}
 }
