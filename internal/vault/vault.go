@@ -64,15 +64,44 @@ func Check(v string, fi fs.FileInfo) error {
 // whatever fn returned. Keep fn short: while it runs, the vault is open to
 // the user's processes as far as mode allows (0100: search by known name,
 // no listing; 0300: also create and rename; 0400: listing, no search).
+// Windows on one vault are serialized across processes (an flock on the
+// vault's parent directory): otherwise one process's seal would close the
+// vault under another's open (a profile's vault is shared by workspaces,
+// and `lazaret state` reads it while a sandbox starts).
 func With(v string, mode os.FileMode, fn func() error) error {
+	unlock, err := lockParent(v)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := os.Chmod(v, mode); err != nil {
 		return fmt.Errorf("vault %s: %w", v, err)
 	}
-	err := fn()
+	err = fn()
 	if cerr := os.Chmod(v, 0); cerr != nil && err == nil {
 		err = fmt.Errorf("sealing the vault %s: %w", v, cerr)
 	}
 	return err
+}
+
+// lockParent takes an exclusive flock on the directory holding v.
+func lockParent(v string) (func(), error) {
+	p := filepath.Dir(v)
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("vault %s: %w", v, &fs.PathError{Op: "open", Path: p, Err: err})
+	}
+	for {
+		err = unix.Flock(fd, unix.LOCK_EX)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("vault %s: locking %s: %w", v, p, err)
+	}
+	return func() { unix.Close(fd) }, nil
 }
 
 // Dir is a directory inside a vault, opened through it.
