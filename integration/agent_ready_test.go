@@ -113,9 +113,11 @@ func TestAgentAptStateAcrossWorkspaces(t *testing.T) {
 	if r := e.Run("exec", "--", "bash", "-c", "command -v lzhello || dpkg -s lzhello"); r.Code == 0 {
 		t.Fatalf("removed package still there: %s", r.Stdout)
 	}
-	if _, err := os.Stat(filepath.Join(e.DataRoot, "default", "overlay", "var_lib_dpkg", "var_lib_dpkg_changes")); err != nil {
-		t.Errorf("dpkg state not in the profile's State Anchor: %v", err)
-	}
+	openOverlayRoot(t, filepath.Join(e.DataRoot, "default", "overlay"), func() {
+		if _, err := os.Stat(filepath.Join(e.DataRoot, "default", "overlay", "var_lib_dpkg", "var_lib_dpkg_changes")); err != nil {
+			t.Errorf("dpkg state not in the profile's State Anchor: %v", err)
+		}
+	})
 	e.MustRun("stop")
 
 	// Control: /usr alone keeps the files but not the package database.
@@ -200,9 +202,11 @@ func TestAgentLegacyDomainOverlayKept(t *testing.T) {
 	if r := b.Run("exec", "legacy", "--", "test", "-f", "/usr/local/share/legacy-marker"); r.Code != 1 {
 		t.Errorf("another workspace sees the legacy workspace's changes: exit %d %s", r.Code, r.Stderr)
 	}
-	if _, err := os.Stat(filepath.Join(e.DataRoot, "legacy", "overlay", "usr", "usr_changes")); err != nil {
-		t.Errorf("the other workspace did not use the profile's overlay: %v", err)
-	}
+	openOverlayRoot(t, filepath.Join(e.DataRoot, "legacy", "overlay"), func() {
+		if _, err := os.Stat(filepath.Join(e.DataRoot, "legacy", "overlay", "usr", "usr_changes")); err != nil {
+			t.Errorf("the other workspace did not use the profile's overlay: %v", err)
+		}
+	})
 }
 
 // TestAgentImagePullOffline: a profile's registry image that is missing

@@ -231,11 +231,13 @@ func TestStateAnchorPersistsAcrossRestartAndImageUpdate(t *testing.T) {
 
 	// The changes are in usr_changes on the host.
 	changes, _, _ := s.anchor.OverlayPaths("/usr")
-	for _, f := range []string{"local/bin/lzsa-tool", "bin/lzsa-pkg", "share/lzsa-pkg/d00/f0000.txt"} {
-		if _, err := os.Stat(filepath.Join(changes, f)); err != nil {
-			t.Errorf("expected %s in usr_changes: %v", f, err)
+	openOverlayRoot(t, s.overlayRoot(), func() {
+		for _, f := range []string{"local/bin/lzsa-tool", "bin/lzsa-pkg", "share/lzsa-pkg/d00/f0000.txt"} {
+			if _, err := os.Stat(filepath.Join(changes, f)); err != nil {
+				t.Errorf("expected %s in usr_changes: %v", f, err)
+			}
 		}
-	}
+	})
 
 	// 2. Second start on the same image: everything is still there.
 	comp = s.component(config.DefaultImage, dirs...)
@@ -245,7 +247,7 @@ func TestStateAnchorPersistsAcrossRestartAndImageUpdate(t *testing.T) {
 		t.Fatalf("after restart: %q", out)
 	}
 	s.stop(comp)
-	rec1, err := stateanchor.ReadRecord(s.anchor.OverlayDir("/usr"))
+	rec1, err := stateanchor.Locate(s.anchor, "").Record("/usr")
 	if err != nil || rec1 == nil {
 		t.Fatalf("record: %v %v", rec1, err)
 	}
@@ -277,7 +279,7 @@ func TestStateAnchorPersistsAcrossRestartAndImageUpdate(t *testing.T) {
 		}
 	}
 	s.stop(comp)
-	rec2, err := stateanchor.ReadRecord(s.anchor.OverlayDir("/usr"))
+	rec2, err := stateanchor.Locate(s.anchor, "").Record("/usr")
 	if err != nil || rec2 == nil {
 		t.Fatalf("record: %v %v", rec2, err)
 	}
@@ -343,9 +345,11 @@ func TestStateAnchorEtcKeepsPodmansResolvConf(t *testing.T) {
 	check("network none")
 	// And /etc is otherwise persistent: a new file lands in etc_changes.
 	s.sh("echo kept > /etc/lzsa-etc-file")
-	if b, err := os.ReadFile(filepath.Join(changes, "lzsa-etc-file")); err != nil || string(b) != "kept\n" {
-		t.Errorf("etc_changes/lzsa-etc-file: %q %v", b, err)
-	}
+	openOverlayRoot(t, s.overlayRoot(), func() {
+		if b, err := os.ReadFile(filepath.Join(changes, "lzsa-etc-file")); err != nil || string(b) != "kept\n" {
+			t.Errorf("etc_changes/lzsa-etc-file: %q %v", b, err)
+		}
+	})
 	s.stop(comp)
 
 	// With the sidecar's network (the design's layout: a pinned namespace
@@ -539,17 +543,21 @@ func TestStateAnchorStateCommands(t *testing.T) {
 		t.Errorf("reset without --yes: exit %d, %s", r.Code, r.Stderr)
 	}
 	changes, _, _ := s.anchor.OverlayPaths("/usr")
-	if _, err := os.Stat(filepath.Join(changes, "local", "lzsa-blob")); err != nil {
-		t.Fatalf("changes gone before reset: %v", err)
-	}
+	openOverlayRoot(t, s.overlayRoot(), func() {
+		if _, err := os.Stat(filepath.Join(changes, "local", "lzsa-blob")); err != nil {
+			t.Fatalf("changes gone before reset: %v", err)
+		}
+	})
 	s.env.MustRun("state", "reset", "sa-it", "/usr", "--yes")
-	if _, err := os.Stat(filepath.Join(changes, "local", "lzsa-blob")); !os.IsNotExist(err) {
-		t.Errorf("usr changes after reset: %v", err)
-	}
 	optChanges, _, _ := s.anchor.OverlayPaths("/opt/sa")
-	if _, err := os.Stat(filepath.Join(optChanges, "f")); err != nil {
-		t.Errorf("/opt/sa changes must survive a reset of /usr: %v", err)
-	}
+	openOverlayRoot(t, s.overlayRoot(), func() {
+		if _, err := os.Stat(filepath.Join(changes, "local", "lzsa-blob")); !os.IsNotExist(err) {
+			t.Errorf("usr changes after reset: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(optChanges, "f")); err != nil {
+			t.Errorf("/opt/sa changes must survive a reset of /usr: %v", err)
+		}
+	})
 	// The next start sees the image's /usr again, and /opt/sa's change.
 	comp = s.component(config.DefaultImage, "/usr", "/opt/sa")
 	s.start(comp, config.DefaultImage)
@@ -592,11 +600,13 @@ func TestStateAnchorLazaretExec(t *testing.T) {
 	// The session ended: the coordinator tore down and unmounted.
 	Eventually(t, 10*time.Second, "overlays unmounted at teardown", func() bool { return len(s.domainMounts()) == 0 })
 	changes, _, _ := s.anchor.OverlayPaths("/usr")
-	for _, f := range []string{"local/bin/lzsa-tool", "bin/lzsa-pkg"} {
-		if _, err := os.Stat(filepath.Join(changes, f)); err != nil {
-			t.Errorf("expected %s in usr_changes: %v", f, err)
+	openOverlayRoot(t, s.overlayRoot(), func() {
+		for _, f := range []string{"local/bin/lzsa-tool", "bin/lzsa-pkg"} {
+			if _, err := os.Stat(filepath.Join(changes, f)); err != nil {
+				t.Errorf("expected %s in usr_changes: %v", f, err)
+			}
 		}
-	}
+	})
 	out := e.MustRun("exec", "sa-e2e", "--", "sh", "-c", "lzsa-tool; lzsa-pkg; dpkg-query -W -f '${Status}\n' lzsa-pkg 2>&1; cat /etc/resolv.conf")
 	for _, want := range []string{"tool ok", "lzsa-pkg works", "nameserver"} {
 		if !strings.Contains(out, want) {
@@ -607,7 +617,7 @@ func TestStateAnchorLazaretExec(t *testing.T) {
 		t.Errorf("the planted resolv.conf reached the sandbox: %q", out)
 	}
 	for dir, want := range map[string]string{"/usr": stateanchor.DriverOverlay, "/etc": stateanchor.DriverFuse} {
-		if rec, err := stateanchor.ReadRecord(s.anchor.OverlayDir(dir)); err != nil || rec == nil || rec.Driver != want {
+		if rec, err := stateanchor.Locate(s.anchor, "").Record(dir); err != nil || rec == nil || rec.Driver != want {
 			t.Errorf("%s record: %+v %v, want driver %s", dir, rec, err, want)
 		}
 	}

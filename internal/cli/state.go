@@ -149,7 +149,7 @@ func runStateReset(ctx context.Context, g *globalOptions, o *stateOptions, profi
 		if !slices.Contains(dirs, dir) {
 			// Changes of a dir removed from the profile may still be on
 			// disk; allow discarding them too.
-			if _, err := os.Lstat(st.OverlayDir(dir)); err != nil {
+			if !st.Has(dir) {
 				return usageError{fmt.Errorf("%s is not a persistent dir of profile %s and has no changes", dir, a.Profile)}
 			}
 		}

@@ -111,7 +111,7 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 func overlayRecords(g *globalOptions, a *domain.Anchor, persist string, dirs []string) []stateanchor.Record {
 	var recs []stateanchor.Record
 	for _, dir := range dirs {
-		rec, err := stateanchor.ReadRecord(stateanchor.Locate(a, persist).OverlayDir(dir))
+		rec, err := stateanchor.Locate(a, persist).Record(dir)
 		if err != nil {
 			g.log.Warn("unreadable State Anchor record", "dir", dir, "err", err)
 			continue

@@ -3,11 +3,12 @@ package domain
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lazaret-dev/lazaret/internal/vault"
 )
 
 // GitSentryDir holds the Git Sentry's config files (internal/gitsentry).
@@ -20,8 +21,8 @@ const overlayRootName = "overlay"
 // that once changed its umask while other goroutines created directories
 // left some of them 0600 (no search permission), and every later start
 // failed with "permission denied". The private directories (Domain Root,
-// gitsentry/, overlay/, the runtime and TLS directories) become 0700 if
-// they are anything else; the State Anchor's 0755 directories become 0755
+// gitsentry/, the runtime and TLS directories) become 0700 if they are
+// anything else; overlay/ is a vault and becomes 000; the State Anchor's 0755 directories become 0755
 // if their owner cannot enter them. Only real directories owned by the
 // user are touched: nothing is followed through a symlink. It returns the
 // directories it changed.
@@ -36,8 +37,10 @@ func (a *Anchor) RepairModes() ([]string, error) {
 	}
 	defer unix.Close(root)
 	r.repair(root, "gitsentry", a.GitSentryDir(), private)
+	// The State Anchor's root is a vault (internal/vault): mode 000, so
+	// that no process of the user ever enters what the agent wrote there.
 	ovPath := filepath.Join(a.Root(), overlayRootName)
-	ov := r.open(root, overlayRootName, ovPath, private)
+	ov := r.open(root, overlayRootName, ovPath, sealed)
 	if ov < 0 {
 		return r.fixed, r.err
 	}
@@ -46,13 +49,25 @@ func (a *Anchor) RepairModes() ([]string, error) {
 	return r.fixed, r.err
 }
 
-// overlayChildren repairs overlay/.empty and overlay/<name>/<name>_{changes,work,merged}.
+// overlayChildren repairs overlay/.empty and
+// overlay/<name>/<name>_{changes,work,merged}, opening the vault for it
+// (listing, then search) and sealing it again.
 func (r *repairer) overlayChildren(ov int, ovPath string) {
-	names, err := readDirNames(ov)
+	names, err := vault.Names(ovPath)
 	if err != nil {
 		r.err = errors.Join(r.err, fmt.Errorf("%s: %w", ovPath, err))
 		return
 	}
+	err = vault.With(ovPath, 0o100, func() error {
+		r.overlayDirs(ov, ovPath, names)
+		return nil
+	})
+	if err != nil {
+		r.err = errors.Join(r.err, err)
+	}
+}
+
+func (r *repairer) overlayDirs(ov int, ovPath string, names []string) {
 	for _, n := range names {
 		fd := r.open(ov, n, filepath.Join(ovPath, n), enterable)
 		if fd < 0 || n == ".empty" {
@@ -68,9 +83,10 @@ func (r *repairer) overlayChildren(ov int, ovPath string) {
 	}
 }
 
-// private wants 0700 exactly; enterable wants 0755 when the owner lacks
+// sealed wants 000 exactly; private wants 0700 exactly; enterable wants 0755 when the owner lacks
 // any of rwx (the mark of the umask damage), and leaves other modes alone.
 func private(mode uint32) (uint32, bool) { return 0o700, mode&0o7777 != 0o700 }
+func sealed(mode uint32) (uint32, bool)  { return 0, mode&0o7777 != 0 }
 func enterable(mode uint32) (uint32, bool) {
 	return 0o755, mode&0o700 != 0o700
 }
@@ -119,15 +135,4 @@ func (r *repairer) repair(dirfd int, name, path string, want func(uint32) (uint3
 	if fd := r.open(dirfd, name, path, want); fd >= 0 {
 		unix.Close(fd)
 	}
-}
-
-// readDirNames lists the directory behind an O_PATH descriptor.
-func readDirNames(fd int) ([]string, error) {
-	d, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(d), ".")
-	defer f.Close()
-	return f.Readdirnames(-1)
 }

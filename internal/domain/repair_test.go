@@ -71,7 +71,7 @@ func TestRepairModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]os.FileMode{
-		a.Root(): 0o700, a.GitSentryDir(): 0o700, ov: 0o700, filepath.Join(ov, ".empty"): 0o755,
+		a.Root(): 0o700, a.GitSentryDir(): 0o700, ov: 0, filepath.Join(ov, ".empty"): 0o755,
 		changes: 0o755, work: 0o700, merged: 0o755, outside: 0o600, a.RuntimeDir: 0o700,
 	}
 	for p, m := range want {

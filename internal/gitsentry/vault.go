@@ -3,17 +3,12 @@ package gitsentry
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"syscall"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/vault"
 )
 
 // The vault keeps host git (run by the user, an IDE, a shell prompt) out of
@@ -54,15 +49,15 @@ func ClonePath(a *domain.Anchor) string {
 
 // Clone is the agent clone opened through the vault.
 type Clone struct {
-	f *os.File
+	d *vault.Dir
 }
 
 // Path names the clone directory through the open descriptor; paths below
 // it resolve without searching the vault.
-func (c *Clone) Path() string { return "/proc/self/fd/" + strconv.Itoa(int(c.f.Fd())) }
+func (c *Clone) Path() string { return c.d.Path() }
 
 // Close releases the descriptor.
-func (c *Clone) Close() error { return c.f.Close() }
+func (c *Clone) Close() error { return c.d.Close() }
 
 // sealVault makes sure the vault v exists as a real directory of ours with
 // mode 000. A vault a user opened up (chmod) is closed again. A vault that
@@ -70,28 +65,15 @@ func (c *Clone) Close() error { return c.f.Close() }
 // into a new vault as v/clone.
 func sealVault(v string) error {
 	fi, err := os.Lstat(v)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.Mkdir(v, 0); err != nil {
-			return fmt.Errorf("creating the agent vault %s: %w", v, err)
+	if err == nil && fi.IsDir() && fi.Mode().Perm() != 0 {
+		if _, err := os.Lstat(filepath.Join(v, ".git")); err == nil {
+			if err := vault.Check(v, fi); err != nil {
+				return err
+			}
+			return migrateLegacyClone(v)
 		}
-		return os.Chmod(v, 0)
 	}
-	if err != nil {
-		return fmt.Errorf("agent vault %s: %w", v, err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("agent vault %s: not a directory", v)
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("agent vault %s: owned by uid %d, not by you", v, st.Uid)
-	}
-	if fi.Mode().Perm() == 0 {
-		return nil
-	}
-	if _, err := os.Lstat(filepath.Join(v, ".git")); err == nil {
-		return migrateLegacyClone(v)
-	}
-	return os.Chmod(v, 0)
+	return vault.Seal(v)
 }
 
 // migrateLegacyClone moves a clone that sits directly at v (made before
@@ -111,43 +93,17 @@ func migrateLegacyClone(v string) error {
 // v/clone. The vault is writable (mode 300, still not listable) only for
 // the rename.
 func adoptClone(v, dir string) error {
-	return withVaultMode(v, 0o300, func() error {
-		return os.Rename(dir, filepath.Join(v, cloneDirName))
-	})
-}
-
-// withVaultMode runs fn with the vault at mode and closes it again (mode
-// 000) whatever fn returned.
-func withVaultMode(v string, mode os.FileMode, fn func() error) error {
-	if err := os.Chmod(v, mode); err != nil {
-		return fmt.Errorf("agent vault %s: %w", v, err)
-	}
-	err := fn()
-	if cerr := os.Chmod(v, 0); cerr != nil && err == nil {
-		err = fmt.Errorf("closing the agent vault %s: %w", v, cerr)
-	}
-	return err
+	return vault.Rename(v, dir, cloneDirName)
 }
 
 // OpenClone opens the clone in vault v; fs.ErrNotExist when there is none.
 // The clone directory itself must be a directory (never a symlink).
 func OpenClone(v string) (*Clone, error) {
-	var f *os.File
-	err := withVaultMode(v, 0o100, func() error {
-		fd, err := unix.Open(filepath.Join(v, cloneDirName), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return &fs.PathError{Op: "open", Path: filepath.Join(v, cloneDirName), Err: err}
-		}
-		f = os.NewFile(uintptr(fd), filepath.Join(v, cloneDirName))
-		return nil
-	})
+	d, err := vault.Open(v, cloneDirName, false, 0)
 	if err != nil {
-		if f != nil {
-			f.Close()
-		}
 		return nil, err
 	}
-	return &Clone{f: f}, nil
+	return &Clone{d: d}, nil
 }
 
 func randomSuffix() string {

@@ -14,6 +14,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/vault"
 )
 
 // Options configure a State Anchor.
@@ -128,9 +129,11 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 		return fmt.Errorf("state anchor: %w", err)
 	}
 	empty := filepath.Join(root, ".empty")
-	if err := os.MkdirAll(empty, 0o755); err != nil {
+	ed, err := vault.Open(root, ".empty", true, 0o755)
+	if err != nil {
 		return fmt.Errorf("state anchor: %w", err)
 	}
+	ed.Close()
 
 	for _, dir := range c.opt.Dirs {
 		if err := c.mountDir(ctx, dir, base, empty, img); err != nil {
@@ -141,11 +144,14 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	return nil
 }
 
-// openRoot creates and canonicalizes the overlay root of this domain and,
-// when it is the profile's shared one, takes the profile's lock.
+// openRoot creates (or seals) the overlay root of this domain as a vault,
+// canonicalizes it and, when it is the profile's shared one, takes the
+// profile's lock.
 func (c *Component) openRoot(ctx context.Context) (string, error) {
 	st := Locate(c.opt.Anchor, c.opt.Persist)
-	if err := os.MkdirAll(st.Root, 0o700); err != nil {
+	// Host git run by the user anywhere under the data root must never
+	// reach what the agent wrote in the changes dirs: the root is mode 000.
+	if err := vault.Seal(st.Root); err != nil {
 		return "", err
 	}
 	root, err := filepath.EvalSymlinks(st.Root)
@@ -184,7 +190,7 @@ func (c *Component) imageRoot(ctx context.Context, img *podman.ImageInfo) (strin
 	// Written after the mount: a crash between the two leaks one mount
 	// count of the image, which is harmless; the opposite order could make
 	// the next start release somebody else's mount.
-	if err := writeJSON(filepath.Join(c.root, holdFile), hold{ImageID: img.ID}); err != nil {
+	if err := writeJSON(sideFile(c.root, holdFile), hold{ImageID: img.ID}); err != nil {
 		return "", err
 	}
 	return base, nil
@@ -199,16 +205,24 @@ func (c *Component) paths(dir string) (base, changes, work, merged string) {
 
 func (c *Component) mountDir(ctx context.Context, dir, base, empty string, img *podman.ImageInfo) error {
 	odir, changes, work, merged := c.paths(dir)
+	// Host-side work in the overlay dir goes through a descriptor opened
+	// in the vault; podman unshare (root of the user namespace) takes the
+	// paths below it.
+	od, err := vault.Open(c.root, filepath.Base(odir), true, 0o755)
+	if err != nil {
+		return err
+	}
+	defer od.Close()
 	fresh := "old"
-	if _, err := os.Lstat(changes); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Lstat(od.Join(filepath.Base(changes))); errors.Is(err, os.ErrNotExist) {
 		fresh = "new"
 	}
-	for _, d := range []string{odir, changes, work, merged} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+	for _, d := range []string{changes, work, merged} {
+		if err := os.MkdirAll(od.Join(filepath.Base(d)), 0o755); err != nil {
 			return err
 		}
 	}
-	prev, err := ReadRecord(odir)
+	prev, err := ReadRecord(od.Path())
 	if err != nil {
 		c.log.Warn("unreadable overlay record; rewriting it", "dir", dir, "err", err)
 		prev = nil
@@ -247,7 +261,7 @@ func (c *Component) mountDir(ctx context.Context, dir, base, empty string, img *
 			rec.PreviousImageID = prev.ImageID
 		}
 	}
-	if err := writeJSON(filepath.Join(odir, recordFile), rec); err != nil {
+	if err := writeJSON(od.Join(recordFile), rec); err != nil {
 		return err
 	}
 	c.log.Debug("mounted", "dir", dir, "merged", merged, "image", short(img.ID), "driver", used)
@@ -302,7 +316,7 @@ func (c *Component) Close(ctx context.Context) error {
 	if c.imageID != "" {
 		if err := c.opt.Podman.ImageUnmount(ctx, c.imageID); err != nil {
 			errs = append(errs, fmt.Errorf("releasing the image mount: %w", err))
-		} else if err := os.Remove(filepath.Join(c.root, holdFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		} else if err := os.Remove(sideFile(c.root, holdFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 		c.imageID = ""
@@ -351,7 +365,7 @@ func (c *Component) sweep(ctx context.Context) error {
 		return err
 	}
 	var h hold
-	ok, err := readJSON(filepath.Join(c.root, holdFile), &h)
+	ok, err := readJSON(sideFile(c.root, holdFile), &h)
 	if err != nil {
 		c.log.Warn("unreadable image mount marker; dropping it", "err", err)
 	}
@@ -361,7 +375,7 @@ func (c *Component) sweep(ctx context.Context) error {
 			c.log.Warn("releasing stale image mount", "err", err)
 		}
 	}
-	if err := os.Remove(filepath.Join(c.root, holdFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(sideFile(c.root, holdFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil

@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/vault"
 )
 
 // ErrInUse is returned by Reset while the overlay is mounted (a sandbox of
@@ -35,20 +37,23 @@ func Inspect(ctx context.Context, pc *podman.Client, st Store, dirs []string) ([
 	if err != nil {
 		return nil, err
 	}
+	// The root is a vault: paths below it do not resolve for us (nor
+	// for mountinfo's canonical names), so canonicalize the root only.
+	croot := canonical(st.Root)
 	var out []DirState
 	var existing []string
 	for _, dir := range dirs {
 		changes, _, merged := st.OverlayPaths(dir)
 		ds := DirState{Dir: dir, Changes: changes}
 		for _, m := range mounts {
-			if within(m.MountPoint, canonical(merged)) {
+			if within(m.MountPoint, below(croot, st.Root, merged)) {
 				ds.Mounted = true
 			}
 		}
-		if ds.Record, err = ReadRecord(st.OverlayDir(dir)); err != nil {
+		if ds.Record, err = st.Record(dir); err != nil {
 			return nil, err
 		}
-		if _, err := os.Lstat(changes); err == nil {
+		if st.hasChanges(dir) {
 			existing = append(existing, changes)
 		}
 		out = append(out, ds)
@@ -77,9 +82,9 @@ func Reset(ctx context.Context, pc *podman.Client, st Store, dir string) error {
 	if err != nil {
 		return err
 	}
-	odir := st.OverlayDir(dir)
+	odir := below(canonical(st.Root), st.Root, st.OverlayDir(dir))
 	for _, m := range mounts {
-		if within(m.MountPoint, canonical(odir)) {
+		if within(m.MountPoint, odir) {
 			return fmt.Errorf("%s: %w (%s is mounted)", dir, ErrInUse, m.MountPoint)
 		}
 	}
@@ -89,10 +94,32 @@ func Reset(ctx context.Context, pc *podman.Client, st Store, dir string) error {
 	if _, err := pc.Unshare(ctx, "rm", "-rf", "--", changes, work); err != nil {
 		return fmt.Errorf("discarding %s: %w", changes, err)
 	}
-	if err := os.Remove(filepath.Join(odir, recordFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	d, err := vault.Open(st.Root, domain.OverlayName(dir), false, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := os.Remove(d.Join(recordFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil
+}
+
+// hasChanges reports whether dir has a changes dir in the Store.
+func (s Store) hasChanges(dir string) bool {
+	return changesIn(s.Root, domain.OverlayName(dir))
+}
+
+// below rebases p, a path under root, on croot (root canonicalized).
+func below(croot, root, p string) string {
+	rel, err := filepath.Rel(root, p)
+	if err != nil {
+		return p
+	}
+	return filepath.Join(croot, rel)
 }
 
 // mountsUnderRoot lists the mounts under the overlay root in podman's

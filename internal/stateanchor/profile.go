@@ -13,6 +13,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/vault"
 )
 
 // ErrProfileBusy is returned when another workspace's sandbox of the same
@@ -53,24 +54,61 @@ func Locate(a *domain.Anchor, persist string) Store {
 }
 
 // hasChanges reports whether root holds a changes dir of any persistent
-// dir (<root>/<name>/<name>_changes).
+// dir (<root>/<name>/<name>_changes). Listing the root seals it (the
+// layout before the vault gets mode 000 here too).
 func hasChanges(root string) bool {
-	ents, err := os.ReadDir(root)
+	names, err := vault.Names(root)
 	if err != nil {
 		return false
 	}
-	for _, e := range ents {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+	for _, n := range names {
+		if strings.HasPrefix(n, ".") {
 			continue
 		}
-		if fi, err := os.Lstat(filepath.Join(root, e.Name(), e.Name()+"_changes")); err == nil && fi.IsDir() {
+		if changesIn(root, n) {
 			return true
 		}
 	}
 	return false
 }
 
-// OverlayDir is the overlay dir of the container directory dir.
+// changesIn reports whether root/name/name_changes is a directory.
+func changesIn(root, name string) bool {
+	d, err := vault.Open(root, name, false, 0)
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	fi, err := os.Lstat(d.Join(name + "_changes"))
+	return err == nil && fi.IsDir()
+}
+
+// Has reports whether dir has an overlay dir in the Store.
+func (s Store) Has(dir string) bool {
+	d, err := vault.Open(s.Root, domain.OverlayName(dir), false, 0)
+	if err != nil {
+		return false
+	}
+	d.Close()
+	return true
+}
+
+// Record returns the record of dir in the Store; none is (nil, nil).
+func (s Store) Record(dir string) (*Record, error) {
+	d, err := vault.Open(s.Root, domain.OverlayName(dir), false, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return ReadRecord(d.Path())
+}
+
+// OverlayDir is the overlay dir of the container directory dir. The
+// Store's root is a vault (internal/vault, mode 000): the path is for
+// podman unshare and for messages; lazaret opens it with vault.Open.
 func (s Store) OverlayDir(dir string) string { return filepath.Join(s.Root, domain.OverlayName(dir)) }
 
 // OverlayPaths returns the changes, work and merged dirs of dir.
@@ -79,11 +117,18 @@ func (s Store) OverlayPaths(dir string) (changes, work, merged string) {
 	return filepath.Join(base, name+"_changes"), filepath.Join(base, name+"_work"), filepath.Join(base, name+"_merged")
 }
 
-// Files of a shared root: the lock its user holds, and who that is.
+// Files of a shared root: the lock its user holds, and who that is. They
+// live beside the root (sideFile), not in it: the root is a vault that the
+// user's processes, lazaret's flock included, cannot search.
 const (
-	lockFile  = ".lock"
+	lockFile  = "lock"
 	ownerFile = "owner.json"
 )
+
+// sideFile is the file name beside root: <parent>/overlay.<name>.
+func sideFile(root, name string) string {
+	return filepath.Join(filepath.Dir(root), filepath.Base(root)+"."+name)
+}
 
 // owner is the content of ownerFile: the domain that holds (or last held)
 // the profile's State Anchor.
@@ -106,14 +151,14 @@ type ProfileLock struct {
 // on its overlays, so a holder recorded in owner.json whose container
 // still exists keeps the profile busy too.
 func LockProfile(ctx context.Context, pc *podman.Client, root string, a *domain.Anchor) (*ProfileLock, error) {
-	path := filepath.Join(root, lockFile)
+	path := sideFile(root, lockFile)
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("profile lock %s: %w", path, err)
 	}
 	l := &ProfileLock{fd: fd, root: root}
 	var prev owner
-	if _, err := readJSON(filepath.Join(root, ownerFile), &prev); err != nil {
+	if _, err := readJSON(sideFile(root, ownerFile), &prev); err != nil {
 		prev = owner{}
 	}
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
@@ -134,7 +179,7 @@ func LockProfile(ctx context.Context, pc *podman.Client, root string, a *domain.
 		}
 	}
 	me := owner{Domain: a.Hash, Workspace: a.Workspace, Container: a.Container(), PID: os.Getpid()}
-	if err := writeJSON(filepath.Join(root, ownerFile), me); err != nil {
+	if err := writeJSON(sideFile(root, ownerFile), me); err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -155,7 +200,7 @@ func (l *ProfileLock) Release() error {
 	if l == nil || l.fd < 0 {
 		return nil
 	}
-	err := os.Remove(filepath.Join(l.root, ownerFile))
+	err := os.Remove(sideFile(l.root, ownerFile))
 	if errors.Is(err, os.ErrNotExist) {
 		err = nil
 	}

@@ -129,8 +129,8 @@ func TestLockProfile(t *testing.T) {
 }
 
 func TestLockProfileRefusesSymlink(t *testing.T) {
-	root := t.TempDir()
-	if err := os.Symlink(filepath.Join(root, "elsewhere"), filepath.Join(root, lockFile)); err != nil {
+	root := filepath.Join(t.TempDir(), "overlay")
+	if err := os.Symlink(filepath.Join(root, "elsewhere"), sideFile(root, lockFile)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := LockProfile(context.Background(), fakePodman(t), root, testAnchor(t, root, "aaaaaaaaaaaa", "/w")); err == nil {

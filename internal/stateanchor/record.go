@@ -12,7 +12,7 @@ import (
 // recordFile is the name of the per-directory record inside its overlay dir.
 const recordFile = "image.json"
 
-// holdFile marks an image mount that this domain holds and has not
+// holdFile (beside the overlay root, sideFile) marks an image mount that this domain holds and has not
 // released; after a crash the next start releases it once.
 const holdFile = "image-mount.json"
 
