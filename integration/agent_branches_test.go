@@ -109,8 +109,8 @@ func TestAgentBranches(t *testing.T) {
 	}
 	// The next start's clone has the branch again, and its syncs keep
 	// the host ref (exec's own sync ran before it returned).
-	if got := must("git rev-parse refs/heads/feature"); len(got) != 1 || got[0] != tips[0] {
-		t.Errorf("feature in the new clone: %v, want %s", got, tips[0])
+	if r := e.Run("exec", "--", "git", "rev-parse", "--verify", "-q", "refs/heads/feature"); strings.TrimSpace(r.Stdout) != tips[0] {
+		t.Errorf("feature in the new clone: exit %d %q, want %s", r.Code, r.Stdout, tips[0])
 	}
 	if got := sideRefs(t, e.Workspace, "default"); got != before {
 		t.Errorf("side refs after the first sync of the new clone: %q, want %q", got, before)
