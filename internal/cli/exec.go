@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -278,6 +279,7 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 			}
 		}
 	}
+	syncAfterCommand(client, stderr, g)
 	switch code {
 	case 0:
 		return nil
@@ -286,6 +288,32 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 			"if the sandbox's container is gone or broken, "+verbLine("stop", p.Name)+" and run the command again")
 	}
 	return exitError{code}
+}
+
+// gitSyncWait bounds the wait for the ref sync after a command.
+const gitSyncWait = 10 * time.Second
+
+// syncAfterCommand asks the coordinator for one ref sync of the agent
+// clone and waits for it, so that the command's last commit is on the host
+// when lazaret exec returns (the watcher would bring it a moment later,
+// racing a `git log` typed right after). Bounded; a one-line warning when
+// it did not finish. A coordinator without the request type (older
+// version) is not waited for.
+func syncAfterCommand(client *ctl.Client, stderr io.Writer, g *globalOptions) {
+	ctx, cancel := context.WithTimeout(context.Background(), gitSyncWait)
+	defer cancel()
+	err := client.Call(ctx, ctl.TypeGitSync, nil, nil)
+	switch {
+	case err == nil:
+	case errors.Is(err, ctl.ErrUnknownType), errors.Is(err, ctl.ErrClosed):
+		// An older coordinator, or one that went away (its teardown made
+		// the last sync).
+		g.log.Debug("no git sync after the command", "err", err)
+	case errors.Is(err, context.DeadlineExceeded):
+		fmt.Fprintf(stderr, "lazaret: the agent's last commits are not on the host yet (ref sync still running after %s); they follow shortly\n", gitSyncWait)
+	default:
+		fmt.Fprintf(stderr, "lazaret: syncing the agent's commits to the host: %v\n", err)
+	}
 }
 
 // signalInSandbox sends sig to the process whose pid the session's command

@@ -17,7 +17,9 @@ func newResetBranchCmd(g *globalOptions) *cobra.Command {
 		Short: "Start the agent over from your current commit (the old tip is kept)",
 		Long: `Move lazaret/agent-<profile> to your current HEAD and discard the agent's clone, so
 the next sandbox start begins from your current commit. The old tip is kept as
-refs/lazaret/<profile>/old/<timestamp>. Refuses while the sandbox runs.`,
+refs/lazaret/<profile>/old/<timestamp>; the agent's side branches
+(refs/lazaret/<profile>/heads/*) are kept and come back as branches in the new
+clone. Refuses while the sandbox runs.`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: g.completeProfiles,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -54,6 +56,12 @@ func runResetBranch(ctx context.Context, g *globalOptions, profile string) error
 	if res.KeptAs != "" {
 		fmt.Fprintf(g.io.Out, "old tip %s kept as %s\n", short(res.OldTip), res.KeptAs)
 	}
+	for _, b := range res.Side {
+		fmt.Fprintf(g.io.Out, "side branch %s kept as %s (%s)\n", field(b.Name), field(b.Ref), short(b.Tip))
+	}
 	fmt.Fprintf(g.io.Out, "%s now starts at %s\n", t.review.Map.AgentBranch(), short(res.NewTip))
+	if len(res.Side) > 0 {
+		fmt.Fprintln(g.io.Out, "the next start recreates the side branches in the agent's new clone")
+	}
 	return nil
 }

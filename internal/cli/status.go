@@ -57,6 +57,53 @@ type statusJSON struct {
 	// SkippedBranches are the agent's branches the ref sync did not bring
 	// over (escaped names).
 	SkippedBranches []string `json:"skipped_branches,omitempty"`
+	// SideBranches are the agent's other branches kept on the host
+	// (refs/lazaret/<p>/heads/*; escaped names).
+	SideBranches []sideBranchJSON `json:"side_branches,omitempty"`
+}
+
+type sideBranchJSON struct {
+	Name  string `json:"name"`
+	Ref   string `json:"ref"`
+	Tip   string `json:"tip"`
+	Ahead int    `json:"commits_not_in_head"`
+}
+
+// sideBranches reads the agent's side branches from the host repository
+// (branch mode only; a workspace git cannot read just has none to show).
+func sideBranches(ctx context.Context, g *globalOptions, gitMode string, a *domain.Anchor) []sideBranchJSON {
+	if mode, err := gitsentry.ResolveMode(gitMode, a.Workspace); err != nil || mode != gitsentry.ModeBranch {
+		return nil
+	}
+	git := &gitsentry.Git{Log: g.log}
+	repo, err := gitsentry.OpenHostRepo(ctx, git, a.Workspace)
+	if err != nil {
+		g.log.Debug("status: host repository", "err", err)
+		return nil
+	}
+	r := &gitsentry.Review{Git: git, Repo: repo, Map: gitsentry.RefMap{Profile: a.Profile}}
+	bs, err := r.SideBranches(ctx)
+	if err != nil {
+		g.log.Warn("status: listing the agent's side branches", "err", err)
+		return nil
+	}
+	out := make([]sideBranchJSON, len(bs))
+	for i, b := range bs {
+		out[i] = sideBranchJSON{Name: field(b.Name), Ref: field(b.Ref), Tip: b.Tip, Ahead: b.Ahead}
+	}
+	return out
+}
+
+func printSideBranches(w io.Writer, bs []sideBranchJSON) {
+	if len(bs) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nSIDE BRANCH\tTIP\tNOT IN HEAD\tHOST REF")
+	for _, b := range bs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Name, short(b.Tip), gitsentry.Commits(b.Ahead), b.Ref)
+	}
+	tw.Flush()
 }
 
 func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile string) error {
@@ -72,7 +119,7 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
 	out := statusJSON{Domain: a.Hash, Profile: a.Profile, Workspace: a.Workspace, Persistent: persistent,
-		SkippedBranches: gitsentry.ReadSkippedRefs(a.Root())}
+		SkippedBranches: gitsentry.ReadSkippedRefs(a.Root()), SideBranches: sideBranches(ctx, g, p.GitMode, a)}
 	c, err := coord.Dial(ctx, a.ControlSocket(), g.log)
 	switch {
 	case errors.Is(err, coord.ErrNotRunning):
@@ -100,6 +147,7 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 		printStatus(g.io.Out, out.Status)
 	}
 	printOverlayRecords(g.io.Out, persistent)
+	printSideBranches(g.io.Out, out.SideBranches)
 	if len(out.SkippedBranches) > 0 {
 		fmt.Fprintf(g.io.Out, "git: sandbox branches not synced (names lazaret refuses; see lazaret audit): %s\n", strings.Join(out.SkippedBranches, " "))
 	}

@@ -52,6 +52,12 @@ type ExecEnver interface {
 	ExecEnv(ctx context.Context, session *ctl.Session, req *ctl.ExecSpecRequest) (map[string]string, error)
 }
 
+// Syncer is implemented by a component that syncs on demand (the Git
+// Sentry brings the agent's commits to the host: ctl.TypeGitSync).
+type Syncer interface {
+	SyncNow(ctx context.Context) error
+}
+
 // BeforeStopper is implemented by a component that needs the running
 // container once more at teardown, before it is removed (the Git Sentry
 // syncs the agent's last commits).

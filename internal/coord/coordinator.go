@@ -147,6 +147,7 @@ func Run(ctx context.Context, o Options) error {
 	c.srv.Handle(ctl.TypeStatus, c.handleStatus)
 	c.srv.Handle(ctl.TypeStop, c.handleStop)
 	c.srv.Handle(ctl.TypeExecSpec, c.handleExecSpec)
+	c.srv.Handle(ctl.TypeGitSync, c.handleGitSync)
 	for typ, h := range ctl.AuditHandlers(auditStore{c}) {
 		c.srv.Handle(typ, h)
 	}

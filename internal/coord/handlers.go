@@ -120,3 +120,21 @@ func (c *coordinator) handleExecSpec(ctx context.Context, r *ctl.Request) (any, 
 	}
 	return &ctl.ExecSpec{Container: c.spec.Name, Env: env, Workdir: sandbox.WorkspaceDir}, nil
 }
+
+// handleGitSync runs one ref sync of every component that has one and
+// answers when it is done (the caller bounds the wait).
+func (c *coordinator) handleGitSync(ctx context.Context, _ *ctl.Request) (any, error) {
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	for _, comp := range c.comps {
+		if s, ok := comp.(Syncer); ok {
+			if err := s.SyncNow(ctx); err != nil {
+				return nil, ctl.Errorf(ctl.ErrInternal.Code, "%s: %v", comp.Name(), err)
+			}
+		}
+	}
+	return struct{}{}, nil
+}

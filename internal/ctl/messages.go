@@ -18,6 +18,11 @@ const (
 	// TypeShutdown tells an attached session that the sandbox is going away
 	// (coordinator → client notification, payload Shutdown).
 	TypeShutdown = "shutdown"
+	// TypeGitSync asks for one ref sync of the agent clone to the host and
+	// answers once it is done (client → coordinator; no payload). A
+	// session sends it when its command ended, so that the command's last
+	// commit is on the host when lazaret exec returns.
+	TypeGitSync = "gitsentry.sync"
 )
 
 // StopRequest is the optional payload of TypeStop: who asked. Without it

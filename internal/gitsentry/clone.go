@@ -55,7 +55,7 @@ func writeRepositoryFormat(b *strings.Builder, objectFormat string) {
 	b.WriteString("[core]\n\trepositoryformatversion = 0\n")
 }
 
-// buildClone makes the agent clone on branch, checked out at start,
+// buildClone makes the agent clone on m's agent branch, checked out at start,
 // sharing the host's objects, in a new temporary directory under parent,
 // and returns that directory (the caller moves it into the vault). A
 // failure leaves nothing behind. This is the only time host git runs in
@@ -63,8 +63,10 @@ func writeRepositoryFormat(b *strings.Builder, objectFormat string) {
 // what lazaret wrote and its tree only a commit the host has verified
 // (which cannot hold a .git entry: index-pack --strict). Submodules the
 // host has initialised are checked out too (submodules.go); notice
-// reports the ones that stay empty.
-func buildClone(ctx context.Context, g *Git, repo *HostRepo, parent, branch, start string, notice func(string, ...any)) (dir string, err error) {
+// reports the ones that stay empty. The agent's side branches the host
+// keeps are recreated (sidebranch.go).
+func buildClone(ctx context.Context, g *Git, repo *HostRepo, parent string, m RefMap, start string, notice func(string, ...any)) (dir string, err error) {
+	branch := m.AgentBranch()
 	tmp, err := os.MkdirTemp(parent, ".workspace.new-")
 	if err != nil {
 		return "", err
@@ -96,6 +98,7 @@ func buildClone(ctx context.Context, g *Git, repo *HostRepo, parent, branch, sta
 	if err := g.Run(ctx, tmp, "checkout", "-q", "-f", "-B", branch, start); err != nil {
 		return "", fmt.Errorf("checking out %s in the agent clone: %w", start, err)
 	}
+	recreateSideBranches(ctx, g, repo, m, tmp, notice)
 	if err := populateSubmodules(ctx, g, repo, tmp, notice); err != nil {
 		return "", fmt.Errorf("submodules of the agent clone: %w", err)
 	}

@@ -74,6 +74,8 @@ type Component struct {
 	cancel    context.CancelFunc
 	done      chan struct{}
 	once      sync.Once
+	mu        sync.Mutex // guards syncer and finished for SyncNow
+	finished  bool       // the last sync ran
 }
 
 // New returns the Git Sentry component of anchor for a profile's git_mode.
@@ -194,7 +196,7 @@ func EnsureClone(ctx context.Context, g *Git, repo *HostRepo, a *domain.Anchor, 
 			notice("the host working tree has uncommitted changes; they are not in the agent's clone, which starts at commit %s on branch %s", start[:12], m.AgentBranch())
 		}
 	}
-	tmp, err := buildClone(ctx, g, repo, a.Root(), m.AgentBranch(), start, notice)
+	tmp, err := buildClone(ctx, g, repo, a.Root(), m, start, notice)
 	if err != nil {
 		return nil, err
 	}
@@ -225,9 +227,12 @@ func (c *Component) Started(ctx context.Context, container string) error {
 	if c.mode != ModeBranch {
 		return nil
 	}
-	c.syncer = &Syncer{Git: c.Git, Repo: c.repo, Map: RefMap{Profile: c.Anchor.Profile},
+	syncer := &Syncer{Git: c.Git, Repo: c.repo, Map: RefMap{Profile: c.Anchor.Profile},
 		Podman: c.Podman, Container: container, Log: c.Log, Audit: c.Audit,
 		StatusFile: SkippedRefsFile(c.Anchor.Root())}
+	c.mu.Lock()
+	c.syncer = syncer
+	c.mu.Unlock()
 	interval := pollInterval
 	w, err := newRefWatcher(c.clone.Path() + "/.git")
 	if err != nil {
@@ -291,6 +296,22 @@ func (c *Component) syncOnce(ctx context.Context) {
 	}
 }
 
+// SyncNow runs one ref sync and returns when it is done (ctl.TypeGitSync:
+// a session whose command ended waits for it). A sync the watcher is
+// running is waited for first (Syncer.mu), then this one sees everything
+// committed before the call. Nothing to do in direct mode, before Started
+// or after the last sync.
+func (c *Component) SyncNow(ctx context.Context) error {
+	c.mu.Lock()
+	s, done := c.syncer, c.finished
+	c.mu.Unlock()
+	if s == nil || done {
+		return nil
+	}
+	_, err := s.Sync(ctx)
+	return err
+}
+
 // BeforeStop runs at teardown while the container still runs (the
 // coordinator calls it before removing the container): stop the watcher
 // and make a last sync, so commits made just before the end are on the
@@ -320,6 +341,9 @@ func (c *Component) finish(ctx context.Context) {
 		if _, err := c.syncer.Sync(sctx); err != nil {
 			c.logger().Debug("gitsentry: final sync", "err", err)
 		}
+		c.mu.Lock()
+		c.finished = true
+		c.mu.Unlock()
 		c.syncer.Close()
 	})
 }

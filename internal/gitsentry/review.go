@@ -287,12 +287,16 @@ type ResetResult struct {
 	OldTip string // "" when there was no agent branch
 	KeptAs string // ref keeping the old tip, "" when nothing needed keeping
 	NewTip string
+	// Side are the agent's side branches kept on the host (the next
+	// start recreates them in the new clone).
+	Side []SideBranch
 }
 
 // ResetBranch starts the agent over from the host's current commit: the
 // old tip is kept as refs/lazaret/<p>/old/<timestamp>, the host agent
 // branch moves to HEAD, and the agent clone is removed so the next start
-// builds a fresh one from there. It refuses while the sandbox runs.
+// builds a fresh one from there (with the side branches, which stay on
+// the host untouched). It refuses while the sandbox runs.
 func ResetBranch(ctx context.Context, g *Git, pc *podman.Client, repo *HostRepo, a *domain.Anchor, now time.Time) (*ResetResult, error) {
 	running, err := SandboxRunning(ctx, pc, a.Container())
 	if err != nil {
@@ -307,6 +311,9 @@ func ResetBranch(ctx context.Context, g *Git, pc *podman.Client, repo *HostRepo,
 		return nil, err
 	}
 	res := &ResetResult{OldTip: repo.ResolveRef(ctx, g, m.AgentRef()), NewTip: head}
+	if res.Side, err = ListSideBranches(ctx, g, repo, m); err != nil {
+		return nil, err
+	}
 	var tx strings.Builder
 	if res.OldTip != "" && res.OldTip != head {
 		res.KeptAs = m.OldRefPrefix() + now.UTC().Format("20060102T150405.000Z")
