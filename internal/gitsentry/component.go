@@ -229,7 +229,7 @@ func (c *Component) Started(ctx context.Context, container string) error {
 	}
 	syncer := &Syncer{Git: c.Git, Repo: c.repo, Map: RefMap{Profile: c.Anchor.Profile},
 		Podman: c.Podman, Container: container, Log: c.Log, Audit: c.Audit,
-		StatusFile: SkippedRefsFile(c.Anchor.Root())}
+		StatusFile: SkippedRefsFile(c.Anchor.Root()), RefsDir: c.clone.Path() + "/.git"}
 	c.mu.Lock()
 	c.syncer = syncer
 	c.mu.Unlock()
@@ -308,8 +308,7 @@ func (c *Component) SyncNow(ctx context.Context) error {
 	if s == nil || done {
 		return nil
 	}
-	_, err := s.Sync(ctx)
-	return err
+	return s.SyncIfChanged(ctx)
 }
 
 // BeforeStop runs at teardown while the container still runs (the

@@ -48,8 +48,14 @@ type Syncer struct {
 	lastSkipped  string          // what StatusFile holds
 	wroteSkipped bool
 
-	mu   sync.Mutex   // one sync at a time
-	sess *syncSession // the sync session, when one is open
+	// RefsDir is the clone's git dir on the host, for the fingerprint
+	// that lets SyncIfChanged skip a sync (empty: never skipped).
+	RefsDir string
+
+	mu          sync.Mutex   // one sync at a time
+	sess        *syncSession // the sync session, when one is open
+	syncedPrint string       // refs fingerprint at the start of the last complete sync
+	syncedAt    time.Time    // when it was taken
 }
 
 // Close ends the sync session.
@@ -98,6 +104,16 @@ type SyncResult struct {
 func (s *Syncer) Sync(ctx context.Context) (*SyncResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	print, at := s.notePrint()
+	s.syncedPrint = "" // until this sync completes
+	out, err := s.sync(ctx)
+	if err == nil {
+		s.syncedPrint, s.syncedAt = print, at
+	}
+	return out, err
+}
+
+func (s *Syncer) sync(ctx context.Context) (*SyncResult, error) {
 	host, err := s.hostRefs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading host refs: %w", err)
