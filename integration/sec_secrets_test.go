@@ -274,6 +274,12 @@ func TestSessionAnchorIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = victim.Process.Kill(); _ = victim.Wait() }()
+	// podman exec returns before its process runs: wait until the victim
+	// is there, or the attack would find no control to read.
+	Eventually(t, 30*time.Second, "the control victim to run", func() bool {
+		out, _ := Podman(t, "exec", ctr, "sh", "-c", `for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null; echo; done`)
+		return strings.Contains(out, " control-victim ")
+	})
 
 	r := e.Run("exec", "sec", "--", "sh", "-c", attackScript)
 	out := r.Stdout + r.Stderr
