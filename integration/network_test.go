@@ -190,35 +190,8 @@ func (f *netFixture) pair(t *testing.T, agent, control string, wantAllowed bool,
 
 func TestNetworkSidecar(t *testing.T) {
 	f := newNetFixture(t)
-	env := NewEnv(t)
-	env.WriteConfig(netTestConfig)
+	env, pol, a := netDomain(t, f, netTestConfig)
 	ctx := context.Background()
-
-	if err := sidecar.BuildImage(ctx, f.pc, filepath.Join(binDir(t), "lazaret-netd"), netTestImage); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prof, err := cfg.Profile("default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := sidecar.PolicyOf(prof)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := domain.RuntimeDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The same anchor the CLI derives in env.Workspace, so `lazaret net`
-	// reaches this sidecar.
-	a, err := domain.New("default", env.Workspace, cfg.DataRoot, rt, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// Fail closed: a sidecar whose policy netd refuses never reports
 	// ready, Started fails (the coordinator then tears the sandbox down)
@@ -226,7 +199,7 @@ func TestNetworkSidecar(t *testing.T) {
 	bad := sidecar.New(sidecar.Options{Anchor: a, Podman: f.pc, Image: netTestImage,
 		Policy: netpolicy.Policy{AllowDomains: []netpolicy.Domain{{Pattern: "bad..name"}}}})
 	spec0 := &podman.ContainerSpec{Network: "none"}
-	err = bad.Prepare(ctx, spec0)
+	err := bad.Prepare(ctx, spec0)
 	if err == nil {
 		err = bad.Started(ctx, "")
 	}
@@ -638,4 +611,38 @@ func TestNetworkSidecarImageRebuild(t *testing.T) {
 	if d := dangling(); d != "" {
 		t.Errorf("untagged sidecar images not pruned: %s", d)
 	}
+}
+
+// netDomain builds the netd test image, loads the config text cfg into a
+// fresh Env and returns that Env, the default profile's policy and its
+// Domain Anchor (the one the CLI derives in env.Workspace, so `lazaret net`
+// reaches a sidecar started for it).
+func netDomain(t *testing.T, f *netFixture, cfg string) (*Env, netpolicy.Policy, *domain.Anchor) {
+	t.Helper()
+	env := NewEnv(t)
+	env.WriteConfig(cfg)
+	if err := sidecar.BuildImage(context.Background(), f.pc, filepath.Join(binDir(t), "lazaret-netd"), netTestImage); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof, err := c.Profile("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := sidecar.PolicyOf(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := domain.RuntimeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := domain.New("default", env.Workspace, c.DataRoot, rt, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, pol, a
 }

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/netd/api"
 	"github.com/lazaret-dev/lazaret/internal/podman"
@@ -44,32 +43,9 @@ func newSecNet(t *testing.T, tag, cfg string, hostAddrs []netip.Addr) *secNet {
 	t.Helper()
 	f := newNetFixture(t)
 	f.suffix = tag + "-" + f.suffix
-	env := NewEnv(t)
-	env.WriteConfig(cfg)
+	_, pol, a := netDomain(t, f, cfg)
 	ctx := context.Background()
-	if err := sidecar.BuildImage(ctx, f.pc, filepath.Join(binDir(t), "lazaret-netd"), netTestImage); err != nil {
-		t.Fatal(err)
-	}
-	c, err := config.Load(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prof, err := c.Profile("default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := sidecar.PolicyOf(prof)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := domain.RuntimeDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &secNet{f: f, agent: "lzt-sec-agent-" + f.suffix, ctlAgent: "lzt-sec-ctlagent-" + f.suffix, server: "lzt-sec-srv-" + f.suffix}
-	if s.a, err = domain.New("default", env.Workspace, c.DataRoot, rt, ""); err != nil {
-		t.Fatal(err)
-	}
+	s := &secNet{f: f, agent: "lzt-sec-agent-" + f.suffix, ctlAgent: "lzt-sec-ctlagent-" + f.suffix, server: "lzt-sec-srv-" + f.suffix, a: a}
 	s.comp = sidecar.New(sidecar.Options{Anchor: s.a, Policy: pol, Podman: f.pc, Image: netTestImage, Upstreams: []string{"192.0.2.53"},
 		HostAddrs: func() ([]netip.Addr, error) { return hostAddrs, nil }})
 	t.Cleanup(func() { s.comp.Close(context.Background()) })

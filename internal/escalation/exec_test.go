@@ -144,14 +144,9 @@ func probeInTerminal(t *testing.T, l *fdprobe.Leaks, mode string) fdprobe.Report
 	cmd.ExtraFiles = l.Files()
 	cmd.Env = append(os.Environ(), "LAZARET_SECRET=s3cret", "ANTHROPIC_API_KEY=sk-ant-test")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 3}
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
+	r, err := fdprobe.Run(cmd)
 	if err != nil {
 		t.Fatalf("helper %s: %v", mode, err)
-	}
-	r, err := fdprobe.Parse(out)
-	if err != nil {
-		t.Fatalf("helper %s: %v: %q", mode, err, out)
 	}
 	return r
 }

@@ -41,14 +41,9 @@ func probeThroughHelper(t *testing.T, l *fdprobe.Leaks, mode string) fdprobe.Rep
 	t.Helper()
 	cmd := exec.Command(os.Args[0], helperArg, mode)
 	cmd.ExtraFiles = l.Files()
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
+	r, err := fdprobe.Run(cmd)
 	if err != nil {
 		t.Fatalf("helper %s: %v", mode, err)
-	}
-	r, err := fdprobe.Parse(out)
-	if err != nil {
-		t.Fatalf("helper %s: %v: %q", mode, err, out)
 	}
 	return r
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"unsafe"
@@ -176,4 +177,19 @@ func Parse(out []byte) (Report, error) {
 		}
 	}
 	return r, errors.New("no probe report in the output")
+}
+
+// Run runs cmd (a process that ends up running the probe, its stderr
+// passed through) and returns the probe's report.
+func Run(cmd *exec.Cmd) (Report, error) {
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return Report{}, err
+	}
+	r, err := Parse(out)
+	if err != nil {
+		return r, fmt.Errorf("%w: %q", err, out)
+	}
+	return r, nil
 }
