@@ -53,7 +53,7 @@ func newSAEnv(t *testing.T) *saEnv {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_ = s.pc.Run(ctx, "rm", "-f", "-t", "0", s.container())
+		_ = s.pc.RemoveContainer(ctx, s.container(), 0)
 	})
 	return s
 }
@@ -105,7 +105,7 @@ func (s *saEnv) stop(comp *stateanchor.Component) {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.pc.Run(ctx, "rm", "-f", "-t", "0", s.container()); err != nil {
+	if err := s.pc.RemoveContainer(ctx, s.container(), 0); err != nil {
 		s.t.Errorf("podman rm: %v", err)
 	}
 	if err := comp.Close(ctx); err != nil {

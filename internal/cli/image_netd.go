@@ -17,7 +17,7 @@ func buildNetdImage(ctx context.Context, g *globalOptions, b *image.Builder) err
 		return withHint(err, exitSetup, "build it with `make build` (or set LAZARET_NETD)")
 	}
 	if !b.Force {
-		if ok, err := sidecar.ImageExists(ctx, b.Podman, ref); err == nil && ok {
+		if ok, err := b.Podman.ImageExists(ctx, ref); err == nil && ok {
 			fmt.Fprintf(b.Progress, "==> %s is up to date\n", ref)
 			return nil
 		}

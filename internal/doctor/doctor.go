@@ -7,7 +7,7 @@ import (
 	"compress/gzip"
 	"context"
 	"debug/elf"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -56,7 +56,7 @@ func Run(ctx context.Context, env *Env) []Result {
 	var rs []Result
 	rs = append(rs, checkUser())
 	rs = append(rs, checkRuntimeDir())
-	rs = append(rs, checkBinary("podman", "apt-get install podman ("+setupFix+")"))
+	rs = append(rs, checkBinary(podman.DefaultBin, "apt-get install podman ("+setupFix+")"))
 	rs = append(rs, checkBinary("conmon", "apt-get install conmon"))
 	rs = append(rs, checkBinary("runc", "apt-get install runc (the network sidecar runs under runc)"))
 	rs = append(rs, checkBinary("fuse-overlayfs", "apt-get install fuse-overlayfs"))
@@ -293,28 +293,13 @@ func utsString(b []int8) string {
 	return sb.String()
 }
 
-type podmanInfo struct {
-	Version struct {
-		Version string `json:"Version"`
-	} `json:"version"`
-	Store struct {
-		GraphDriverName string `json:"graphDriverName"`
-	} `json:"store"`
-	Host struct {
-		Security struct {
-			Rootless bool `json:"rootless"`
-		} `json:"security"`
-	} `json:"host"`
-}
-
 func checkPodman(ctx context.Context, c *podman.Client) []Result {
-	out, err := c.Output(ctx, "info", "--format", "json")
+	info, err := c.Info(ctx)
 	if err != nil {
+		if errors.Is(err, podman.ErrBadOutput) {
+			return []Result{fail("podman info", err.Error(), "")}
+		}
 		return []Result{fail("podman info", err.Error(), "fix the error above; `podman info` must work as this user ("+setupFix+")")}
-	}
-	var info podmanInfo
-	if err := json.Unmarshal(out, &info); err != nil {
-		return []Result{fail("podman info", "cannot decode: "+err.Error(), "")}
 	}
 	rs := []Result{pass("podman", "version "+info.Version.Version)}
 	if !info.Host.Security.Rootless {

@@ -270,7 +270,7 @@ const BrokerStartDelay = 2 * time.Second
 // once podman has started it (not once it listens). It runs detached for
 // the container's life, as the container's user.
 func (c *Component) StartBroker(ctx context.Context, container string) error {
-	return c.o.Podman.Run(ctx, "exec", "-d", container, SandboxGoClient, brokerVerb, SandboxBrokerSocket)
+	return c.o.Podman.ExecDetached(ctx, container, SandboxGoClient, brokerVerb, SandboxBrokerSocket)
 }
 
 // Close stops the server (killing commands in flight), removes the socket

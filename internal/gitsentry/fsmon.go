@@ -92,6 +92,6 @@ func (c *Component) prepareFSMonitor(spec *podman.ContainerSpec) {
 // watches every directory), and if it dies, the hook answers "/" and git
 // scans everything.
 func StartFSMonitor(ctx context.Context, pc *podman.Client, container string) error {
-	return pc.Run(ctx, "exec", "-d", container, ContainerFSMonitorBin, "daemon",
+	return pc.ExecDetached(ctx, container, ContainerFSMonitorBin, "daemon",
 		"--root", ContainerWorkspace, "--socket", fsmonitor.DefaultSocket)
 }

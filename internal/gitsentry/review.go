@@ -272,14 +272,14 @@ func (r *Review) restoreIndex() {
 
 // SandboxRunning reports whether the domain's container is running.
 func SandboxRunning(ctx context.Context, pc *podman.Client, container string) (bool, error) {
-	out, err := pc.Output(ctx, "container", "inspect", "--format", "{{.State.Running}}", container)
+	info, err := pc.InspectContainer(ctx, container)
 	if err != nil {
 		if errors.Is(err, podman.ErrNoSuchContainer) {
 			return false, nil
 		}
 		return false, err
 	}
-	return strings.TrimSpace(string(out)) == "true", nil
+	return info.State.Running, nil
 }
 
 // ResetResult says what ResetBranch did.
@@ -350,7 +350,7 @@ func removeClone(ctx context.Context, pc *podman.Client, a *domain.Anchor, now t
 	if err := os.RemoveAll(trash); err == nil {
 		return nil
 	}
-	if _, err := pc.Output(ctx, "unshare", "rm", "-rf", "--", trash); err != nil {
+	if _, err := pc.Unshare(ctx, "rm", "-rf", "--", trash); err != nil {
 		return fmt.Errorf("removing the old agent clone %s: %w", trash, err)
 	}
 	return nil

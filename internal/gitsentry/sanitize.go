@@ -371,17 +371,20 @@ func logArgs(oneline bool) ([]string, outputKind) {
 // stderr too, is the agent's, so it goes through the same renderer as the
 // host's diff, which trusts nothing of its layout.
 func UncommittedDiff(ctx context.Context, pc *podman.Client, container string, out, errOut io.Writer, stat bool, view View) error {
-	args := []string{"exec", container, "git", "-C", ContainerWorkspace, "--no-pager"}
-	args = append(args, diffArgs(view, stat)...)
-	args = append(args, "HEAD")
+	argv := []string{"git", "-C", ContainerWorkspace, "--no-pager"}
+	argv = append(argv, diffArgs(view, stat)...)
+	argv = append(argv, "HEAD")
 	kind := kindPatch
 	if stat {
 		kind = kindText
 	}
-	cmd := pc.Command(ctx, args...)
+	cmd, err := pc.ExecCmd(ctx, podman.ExecOptions{Container: container, Command: argv})
+	if err != nil {
+		return err
+	}
 	var closeStreams func() error
 	cmd.Stdout, cmd.Stderr, closeStreams = viewStreams(out, errOut, view, kind)
-	err := cmd.Run()
+	err = cmd.Run()
 	if cerr := closeStreams(); err == nil {
 		err = cerr
 	}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
 // A sync session is one long-lived `podman exec` running a small loop in
@@ -52,7 +54,11 @@ type syncSession struct {
 
 func (s *Syncer) openSession() (*syncSession, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := s.Podman.Command(ctx, "exec", "-i", s.Container, "sh", "-c", sessionScript)
+	cmd, err := s.Podman.ExecCmd(ctx, podman.ExecOptions{Container: s.Container, Interactive: true, Command: []string{"sh", "-c", sessionScript}})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		cancel()

@@ -187,7 +187,10 @@ func (s *Syncer) export(ctx context.Context, known []string) (*exported, error) 
 	// off instead of drained.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmd := s.Podman.Command(ctx, "exec", "-i", s.Container, "sh", "-c", exportScript)
+	cmd, err := s.Podman.ExecCmd(ctx, podman.ExecOptions{Container: s.Container, Interactive: true, Command: []string{"sh", "-c", exportScript}})
+	if err != nil {
+		return nil, err
+	}
 	cmd.Stdin = strings.NewReader(stdin.String())
 	var stderr limitedBuffer
 	cmd.Stderr = &stderr

@@ -113,3 +113,34 @@ func TestSeconds(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeInfo(t *testing.T) {
+	out, err := os.ReadFile("testdata/info.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := decodeInfo(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Version.Version == "" || info.Store.GraphDriverName != "overlay" || !info.Host.Security.Rootless {
+		t.Errorf("info: %+v", info)
+	}
+	if _, err := decodeInfo([]byte("{")); !errors.Is(err, ErrBadOutput) {
+		t.Errorf("bad JSON: %v", err)
+	}
+}
+
+func TestArgvOfVerbs(t *testing.T) {
+	inv, err := ExecArgs(ExecOptions{Container: "c", Detach: true, Command: []string{"-x", "y"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"exec", "-d", "c", "-x", "y"}; !slices.Equal(inv.Args, want) {
+		t.Errorf("exec -d: %q, want %q", inv.Args, want)
+	}
+	got := buildArgs(BuildOptions{ContextDir: "/ctx", Containerfile: "/ctx/C", Tag: "t:1", NoLayers: true})
+	if want := []string{"build", "--network", "none", "--pull=never", "--layers=false", "--tag", "t:1", "--file", "/ctx/C", "/ctx"}; !slices.Equal(got, want) {
+		t.Errorf("build: %q, want %q", got, want)
+	}
+}

@@ -37,7 +37,7 @@ func TestImageMountRecreatesAMissingMountPoint(t *testing.T) {
 	}
 	c := fakeStorageClient(t, layer)
 	// Positive control: the fake fails as podman does.
-	if _, err := c.Output(context.Background(), "image", "mount", "img"); err == nil || !strings.Contains(err.Error(), "lstat") {
+	if _, err := c.outputArgs(context.Background(), "image", "mount", "img"); err == nil || !strings.Contains(err.Error(), "lstat") {
 		t.Fatalf("control: image mount without the mount point: %v, want the lstat error", err)
 	}
 	dir, err := c.ImageMount(context.Background(), "img")

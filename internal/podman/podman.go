@@ -4,7 +4,6 @@
 package podman
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/lazaret-dev/lazaret/internal/execx"
 )
 
 // Exit codes podman uses for its own failures, as opposed to the
@@ -31,6 +32,8 @@ var (
 	ErrNoSuchContainer = errors.New("no such container")
 	ErrNoSuchImage     = errors.New("no such image")
 	ErrNotInstalled    = errors.New("podman is not installed")
+	// ErrBadOutput is output lazaret cannot decode (an unknown podman).
+	ErrBadOutput = errors.New("unexpected podman output")
 )
 
 // Error is a failed podman invocation.
@@ -41,7 +44,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	msg := lastLine(e.Stderr)
+	msg := execx.LastLine(e.Stderr)
 	verb := ""
 	if len(e.Args) > 0 {
 		verb = e.Args[0]
@@ -73,6 +76,9 @@ func (e *Error) Unwrap() []error {
 	return errs
 }
 
+// DefaultBin is the podman executable looked up on PATH.
+const DefaultBin = "podman"
+
 // Client runs podman. The zero value runs "podman" from PATH with the
 // process environment.
 type Client struct {
@@ -90,7 +96,7 @@ func (c *Client) bin() string {
 	if c.Bin != "" {
 		return c.Bin
 	}
-	return "podman"
+	return DefaultBin
 }
 
 func (c *Client) logger() *slog.Logger {
@@ -100,12 +106,11 @@ func (c *Client) logger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// Command returns an *exec.Cmd for podman with args; for callers that must
-// wire their own streams (attach, exec with a PTY). No descriptors other
+// command returns an *exec.Cmd for podman with args. No descriptors other
 // than the ones the caller sets are inherited: exec.Cmd passes on every
 // descriptor not marked close-on-exec, and lazaret marks all it inherited
 // at start (internal/fdsafe).
-func (c *Client) Command(ctx context.Context, args ...string) *exec.Cmd {
+func (c *Client) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, c.bin(), args...)
 	if c.Env != nil {
 		cmd.Env = c.Env
@@ -114,15 +119,10 @@ func (c *Client) Command(ctx context.Context, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// Output runs podman with args and returns its stdout. A non-zero exit is
-// an *Error carrying stderr.
-func (c *Client) Output(ctx context.Context, args ...string) ([]byte, error) {
-	return c.OutputStdin(ctx, nil, args...)
-}
-
-// OutputStdin is Output with stdin connected to r.
-func (c *Client) OutputStdin(ctx context.Context, r io.Reader, args ...string) ([]byte, error) {
-	return c.output(c.Command(ctx, args...), r, args)
+// outputArgs runs podman with args and returns its stdout. A non-zero exit
+// is an *Error carrying stderr.
+func (c *Client) outputArgs(ctx context.Context, args ...string) ([]byte, error) {
+	return c.output(c.command(ctx, args...), nil, args)
 }
 
 // OutputInvocation is Output for an Invocation (its environment beside
@@ -136,21 +136,13 @@ func (c *Client) OutputInvocation(ctx context.Context, inv *Invocation) ([]byte,
 }
 
 func (c *Client) output(cmd *exec.Cmd, r io.Reader, args []string) ([]byte, error) {
-	var stdout, stderr bytes.Buffer
-	cmd.Stdin = r
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
-	err := cmd.Start()
-	closeExtra(cmd)
-	if err == nil {
-		err = cmd.Wait()
-	}
-	return stdout.Bytes(), c.wrap(args, err, stderr.String())
+	stdout, stderr, err := execx.Output(cmd, r)
+	return stdout, c.wrap(args, err, stderr)
 }
 
-// Run runs podman with args, discarding stdout.
-func (c *Client) Run(ctx context.Context, args ...string) error {
-	_, err := c.Output(ctx, args...)
+// run runs podman with args, discarding stdout.
+func (c *Client) run(ctx context.Context, args ...string) error {
+	_, err := c.outputArgs(ctx, args...)
 	return err
 }
 
@@ -158,22 +150,11 @@ func (c *Client) wrap(args []string, err error, stderr string) error {
 	if err == nil {
 		return nil
 	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return &Error{Args: args, ExitCode: ee.ExitCode(), Stderr: stderr}
+	if code, ok := execx.ExitCode(err); ok {
+		return &Error{Args: args, ExitCode: code, Stderr: stderr}
 	}
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%w (%s)", ErrNotInstalled, c.bin())
 	}
 	return fmt.Errorf("podman %s: %w", strings.Join(args, " "), err)
-}
-
-// lastLine is the last non-blank line of a command's output, trimmed:
-// where podman and its helpers put the message that matters.
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = strings.TrimSpace(s[i+1:])
-	}
-	return s
 }

@@ -366,9 +366,10 @@ func (c *Component) waitReady(ctx context.Context) error {
 		}
 		if errors.Is(err, syscall.ECONNREFUSED) || time.Since(lastCheck) > 500*time.Millisecond {
 			lastCheck = time.Now()
-			state, ierr := c.o.Podman.Output(ctx, "inspect", "--format", "{{.State.Status}}", c.o.Anchor.Sidecar())
-			if s := strings.TrimSpace(string(state)); ierr == nil && s != "running" && s != "created" {
-				logs, _ := c.o.Podman.Output(ctx, "logs", c.o.Anchor.Sidecar())
+			info, ierr := c.o.Podman.InspectContainer(ctx, c.o.Anchor.Sidecar())
+			if ierr == nil && info.State.Status != "running" && info.State.Status != "created" {
+				s := info.State.Status
+				logs, _ := c.o.Podman.Logs(ctx, c.o.Anchor.Sidecar())
 				return fmt.Errorf("%w: sidecar %s: %s", ErrSidecarFailed, s, lastLine(string(logs), nil))
 			}
 		}

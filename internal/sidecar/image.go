@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
@@ -65,18 +64,17 @@ var contentTag = regexp.MustCompile(`^` + regexp.QuoteMeta(ImageName) + `:[^:]+-
 // behind with no name); one still used by a running sidecar stays (podman
 // refuses, which is not an error here).
 func PruneImages(ctx context.Context, pc *podman.Client, keep string) {
-	out, err := pc.Output(ctx, "images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", "reference="+ImageName)
+	refs, err := pc.ImageRefs(ctx, ImageName)
 	if err != nil {
 		return
 	}
-	for _, ref := range strings.Fields(string(out)) {
+	for _, ref := range refs {
 		if ref != keep && contentTag.MatchString(ref) {
-			_ = pc.Run(ctx, "image", "rm", ref)
+			_ = pc.RemoveUnusedImage(ctx, ref)
 		}
 	}
-	// Without --all, prune takes only dangling images; the label keeps it
-	// to lazaret-netd's.
-	_ = pc.Run(ctx, "image", "prune", "--force", "--filter", "label="+imageTitleLabel+"="+imageTitle)
+	// Only dangling images are pruned; the label keeps it to lazaret-netd's.
+	_ = pc.PruneDanglingImages(ctx, imageTitleLabel+"="+imageTitle)
 }
 
 // The title label every sidecar image carries (containerfile).
@@ -126,50 +124,15 @@ func BuildImage(ctx context.Context, pc *podman.Client, netdBinary, tag string) 
 	}
 	// --network none: the build must never need a registry or the network;
 	// FROM scratch has nothing to pull.
-	if err := pc.Run(ctx, "build", "--network", "none", "--pull=never", "--layers=false",
-		"--tag", tag, "--file", cf, dir); err != nil {
+	if err := pc.BuildImage(ctx, podman.BuildOptions{ContextDir: dir, Containerfile: cf, Tag: tag, NoLayers: true}); err != nil {
 		return fmt.Errorf("build sidecar image %s: %w", tag, err)
 	}
 	return nil
 }
 
-// ImageExists reports whether the sidecar image tag is in local storage.
-func ImageExists(ctx context.Context, pc *podman.Client, tag string) (bool, error) {
-	err := pc.Run(ctx, "image", "exists", tag)
-	if err == nil {
-		return true, nil
-	}
-	var pe *podman.Error
-	if errors.As(err, &pe) && pe.ExitCode == 1 {
-		return false, nil
-	}
-	return false, err
-}
-
 // BinaryLabel is the image label holding the SHA-256 of the lazaret-netd
 // inside, so a changed binary (a development build) is noticed.
 const BinaryLabel = "lazaret.netd.sha256"
-
-// ImageCurrent reports whether tag exists and holds the netd binary at
-// netdBinary.
-func ImageCurrent(ctx context.Context, pc *podman.Client, tag, netdBinary string) (bool, error) {
-	out, err := pc.Output(ctx, "image", "inspect", "--format", "{{index .Labels \""+BinaryLabel+"\"}}", tag)
-	if err != nil {
-		if errors.Is(err, podman.ErrNoSuchImage) {
-			return false, nil
-		}
-		var pe *podman.Error
-		if errors.As(err, &pe) && pe.ExitCode == 125 {
-			return false, nil // podman 4.3: "no such image" exits 125 without the usual text
-		}
-		return false, err
-	}
-	sum, err := fileSHA256(netdBinary)
-	if err != nil {
-		return false, err
-	}
-	return strings.TrimSpace(string(out)) == sum, nil
-}
 
 func fileSHA256(path string) (string, error) {
 	f, err := os.Open(path)
