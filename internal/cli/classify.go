@@ -5,6 +5,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/gitsentry"
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
@@ -38,7 +39,7 @@ func classify(err error) (int, string) {
 		return exitFailure, "resolve it by hand: `git merge lazaret/agent-<profile>`, or ask the agent to rebase onto your branch"
 	case errors.Is(err, gitsentry.ErrSandboxRunning):
 		return exitFailure, "stop the sandbox first (`lazaret stop [PROFILE]`)"
-	case errors.Is(err, gitsentry.ErrGitNotInstalled):
+	case errors.Is(err, hostgit.ErrNotInstalled):
 		return exitSetup, "install git on the host"
 	}
 	return exitFailure, ""

@@ -15,6 +15,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/gitsentry"
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/stateanchor"
 )
 
@@ -75,7 +76,7 @@ func sideBranches(ctx context.Context, g *globalOptions, gitMode string, a *doma
 	if mode, err := gitsentry.ResolveMode(gitMode, a.Workspace); err != nil || mode != gitsentry.ModeBranch {
 		return nil
 	}
-	git := &gitsentry.Git{Log: g.log}
+	git := &hostgit.Git{Log: g.log}
 	repo, err := gitsentry.OpenHostRepo(ctx, git, a.Workspace)
 	if err != nil {
 		g.log.Debug("status: host repository", "err", err)

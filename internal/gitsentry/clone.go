@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
 // Paths inside the sandbox.
@@ -65,7 +67,7 @@ func writeRepositoryFormat(b *strings.Builder, objectFormat string) {
 // host has initialised are checked out too (submodules.go); notice
 // reports the ones that stay empty. The agent's side branches the host
 // keeps are recreated (sidebranch.go).
-func buildClone(ctx context.Context, g *Git, repo *HostRepo, parent string, m RefMap, start string, notice func(string, ...any)) (dir string, err error) {
+func buildClone(ctx context.Context, g *hostgit.Git, repo *HostRepo, parent string, m RefMap, start string, notice func(string, ...any)) (dir string, err error) {
 	branch := m.AgentBranch()
 	tmp, err := os.MkdirTemp(parent, ".workspace.new-")
 	if err != nil {

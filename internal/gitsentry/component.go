@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -52,7 +53,7 @@ func ResolveMode(gitMode, workspace string) (string, error) {
 type Component struct {
 	Anchor  *domain.Anchor
 	GitMode string // the profile's git_mode
-	Git     *Git
+	Git     *hostgit.Git
 	Podman  *podman.Client
 	Log     *slog.Logger
 	// Notices receives the few user-facing notes (uncommitted host changes
@@ -80,7 +81,7 @@ type Component struct {
 
 // New returns the Git Sentry component of anchor for a profile's git_mode.
 func New(a *domain.Anchor, gitMode string, pc *podman.Client, log *slog.Logger) *Component {
-	return &Component{Anchor: a, GitMode: gitMode, Git: &Git{Log: log}, Podman: pc, Log: log}
+	return &Component{Anchor: a, GitMode: gitMode, Git: &hostgit.Git{Log: log}, Podman: pc, Log: log}
 }
 
 // WithAudit sets the audit sink and returns c.
@@ -166,7 +167,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 // starts at the host's agent branch if that exists (work kept across a
 // deleted clone), else at the host's HEAD; the host branch is created to
 // match.
-func EnsureClone(ctx context.Context, g *Git, repo *HostRepo, a *domain.Anchor, notice func(string, ...any)) (*Clone, error) {
+func EnsureClone(ctx context.Context, g *hostgit.Git, repo *HostRepo, a *domain.Anchor, notice func(string, ...any)) (*Clone, error) {
 	v := a.AgentClone()
 	if _, err := os.Lstat(v); err == nil {
 		if err := sealVault(v); err != nil {
@@ -353,7 +354,7 @@ func (c *Component) finish(ctx context.Context) {
 // commits, not a top level) and the one-time notice the user should see
 // on their terminal (uncommitted host changes are not carried over) when
 // the clone does not exist yet. It changes nothing.
-func Preflight(ctx context.Context, g *Git, a *domain.Anchor, gitMode string) (notice string, err error) {
+func Preflight(ctx context.Context, g *hostgit.Git, a *domain.Anchor, gitMode string) (notice string, err error) {
 	mode, err := ResolveMode(gitMode, a.Workspace)
 	if err != nil || mode != ModeBranch {
 		return "", err

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
 // What a merge of the agent's branch plants on the host, beyond the
@@ -233,7 +235,7 @@ func (r *Review) Flags(ctx context.Context) ([]Flag, error) {
 }
 
 func (r *Review) flagsBetween(ctx context.Context, base, tip string) ([]Flag, error) {
-	out, err := r.Git.Output(ctx, r.Repo.TopLevel, append([]string{"diff", "--raw", "-z", "--no-renames", "--no-abbrev"}, append(NoDriverArgs, base, tip, "--")...)...)
+	out, err := r.Git.Output(ctx, r.Repo.TopLevel, append([]string{"diff", "--raw", "-z", "--no-renames", "--no-abbrev"}, append(hostgit.NoDriverArgs, base, tip, "--")...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
 // These tests run real host git on repositories in temporary directories.
@@ -72,12 +73,7 @@ func TestGitEnvironmentIsFixed(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "marker")
 	t.Setenv("GIT_DIR", "/nonexistent")
 	t.Setenv("GIT_CONFIG_PARAMETERS", "'core.fsmonitor'='touch "+marker+"'")
-	for _, kv := range env() {
-		if strings.HasPrefix(kv, "GIT_DIR=") || strings.HasPrefix(kv, "GIT_CONFIG_PARAMETERS=") {
-			t.Errorf("inherited %s", kv)
-		}
-	}
-	g := &Git{}
+	g := &hostgit.Git{}
 	r, err := OpenHostRepo(context.Background(), g, repo)
 	if err != nil {
 		t.Fatalf("OpenHostRepo with a hostile GIT_DIR in the environment: %v", err)
@@ -100,7 +96,7 @@ func TestGitEnvironmentIsFixed(t *testing.T) {
 
 func TestEnsureCloneVariants(t *testing.T) {
 	ctx := context.Background()
-	g := &Git{}
+	g := &hostgit.Git{}
 	cases := map[string]func(t *testing.T) (ws string, want string){
 		"plain": func(t *testing.T) (string, string) {
 			r := newRepo(t)
@@ -195,7 +191,7 @@ func TestEnsureCloneNoCommits(t *testing.T) {
 	ws := filepath.Join(t.TempDir(), "empty")
 	os.MkdirAll(ws, 0o755)
 	hg(t, ws, "init", "-q")
-	g := &Git{}
+	g := &hostgit.Git{}
 	repo, err := OpenHostRepo(context.Background(), g, ws)
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +209,7 @@ func TestEnsureCloneNoCommits(t *testing.T) {
 func TestEnsureCloneUncommittedNotice(t *testing.T) {
 	ws := newRepo(t)
 	write(t, filepath.Join(ws, "a.txt"), "changed\n")
-	g := &Git{}
+	g := &hostgit.Git{}
 	repo, _ := OpenHostRepo(context.Background(), g, ws)
 	var notes []string
 	if _, err := EnsureClone(context.Background(), g, repo, testAnchor(t, ws, "p1"), func(f string, a ...any) {
@@ -248,7 +244,7 @@ func TestResolveMode(t *testing.T) {
 
 func TestRepairCloneIgnoresPlantedSymlinks(t *testing.T) {
 	ws := newRepo(t)
-	g := &Git{}
+	g := &hostgit.Git{}
 	repo, _ := OpenHostRepo(context.Background(), g, ws)
 	a := testAnchor(t, ws, "p1")
 	mustEnsureClone(t, context.Background(), g, repo, a, func(string, ...any) {})
@@ -313,7 +309,7 @@ func agentRepo(t testing.TB, agentLine string) (string, *Review) {
 	write(t, filepath.Join(ws, "a.txt"), agentLine+"\ntwo\nthree\n")
 	hg(t, ws, "commit", "-q", "-am", "agent change")
 	hg(t, ws, "checkout", "-q", "main")
-	g := &Git{}
+	g := &hostgit.Git{}
 	repo, err := OpenHostRepo(context.Background(), g, ws)
 	if err != nil {
 		t.Fatal(err)
@@ -428,7 +424,7 @@ func TestMergeRunsNoAgentHook(t *testing.T) {
 
 func TestPreflight(t *testing.T) {
 	ctx := context.Background()
-	g := &Git{}
+	g := &hostgit.Git{}
 	ws := newRepo(t)
 	a := testAnchor(t, ws, "p1")
 	if n, err := Preflight(ctx, g, a, ""); err != nil || n != "" {
@@ -459,7 +455,7 @@ var _ interface{ BeforeStop(context.Context) } = (*Component)(nil)
 // leave .git/modules is never followed.
 func TestEnsureCloneSubmodules(t *testing.T) {
 	ctx := context.Background()
-	g := &Git{}
+	g := &hostgit.Git{}
 	sub := newRepo(t)
 	write(t, filepath.Join(sub, "lib.txt"), "library\n")
 	hg(t, sub, "add", ".")
@@ -528,7 +524,7 @@ func TestEnsureCloneSubmodules(t *testing.T) {
 }
 
 // mustEnsureClone makes or reuses the clone and closes it.
-func mustEnsureClone(t *testing.T, ctx context.Context, g *Git, repo *HostRepo, a *domain.Anchor, notice func(string, ...any)) {
+func mustEnsureClone(t *testing.T, ctx context.Context, g *hostgit.Git, repo *HostRepo, a *domain.Anchor, notice func(string, ...any)) {
 	t.Helper()
 	c, err := EnsureClone(ctx, g, repo, a, notice)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
 // Errors of host repository discovery; internal/cli turns them into
@@ -49,7 +51,7 @@ func HasGitEntry(dir string) bool {
 // OpenHostRepo inspects the repository whose top level is workspace.
 // Discovery never walks above workspace (GIT_CEILING_DIRECTORIES), so a
 // .git planted in a parent directory is never used.
-func OpenHostRepo(ctx context.Context, g *Git, workspace string) (*HostRepo, error) {
+func OpenHostRepo(ctx context.Context, g *hostgit.Git, workspace string) (*HostRepo, error) {
 	ws, err := filepath.EvalSymlinks(workspace)
 	if err != nil {
 		return nil, fmt.Errorf("workspace %s: %w", workspace, err)
@@ -57,13 +59,15 @@ func OpenHostRepo(ctx context.Context, g *Git, workspace string) (*HostRepo, err
 	if !HasGitEntry(ws) {
 		return nil, fmt.Errorf("%s: %w", ws, ErrNotRepository)
 	}
-	cmd := g.Command(ctx, ws, "rev-parse", "--path-format=absolute",
+	out, err := g.Output(ctx, ws, "rev-parse", "--path-format=absolute",
 		"--is-bare-repository", "--show-toplevel", "--git-dir", "--git-common-dir", "--show-object-format")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %s", ws, ErrNotRepository, strings.TrimSpace(stderr.String()))
+		var ge *hostgit.Error
+		stderr := ""
+		if errors.As(err, &ge) {
+			stderr = strings.TrimSpace(ge.Stderr)
+		}
+		return nil, fmt.Errorf("%s: %w: %s", ws, ErrNotRepository, stderr)
 	}
 	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
 	if len(lines) != 5 {
@@ -90,18 +94,18 @@ func OpenHostRepo(ctx context.Context, g *Git, workspace string) (*HostRepo, err
 }
 
 // git runs host git in the working tree.
-func (r *HostRepo) git(ctx context.Context, g *Git, args ...string) (string, error) {
+func (r *HostRepo) git(ctx context.Context, g *hostgit.Git, args ...string) (string, error) {
 	return g.Line(ctx, r.TopLevel, args...)
 }
 
 // gitCommon runs host git on the common dir only (no working tree): ref
 // updates and object import, which must not depend on the checked-out state.
-func (r *HostRepo) gitCommon(ctx context.Context, g *Git, args ...string) (string, error) {
+func (r *HostRepo) gitCommon(ctx context.Context, g *hostgit.Git, args ...string) (string, error) {
 	return g.Line(ctx, r.CommonDir, append([]string{"--git-dir=" + r.CommonDir}, args...)...)
 }
 
 // Head returns the commit HEAD points at, or ErrNoCommits.
-func (r *HostRepo) Head(ctx context.Context, g *Git) (string, error) {
+func (r *HostRepo) Head(ctx context.Context, g *hostgit.Git) (string, error) {
 	oid, err := r.git(ctx, g, "rev-parse", "-q", "--verify", "HEAD^{commit}")
 	if err != nil || oid == "" {
 		return "", fmt.Errorf("%s: %w", r.TopLevel, ErrNoCommits)
@@ -111,7 +115,7 @@ func (r *HostRepo) Head(ctx context.Context, g *Git) (string, error) {
 
 // Branch returns the full name of the checked-out branch, or "" when HEAD
 // is detached.
-func (r *HostRepo) Branch(ctx context.Context, g *Git) string {
+func (r *HostRepo) Branch(ctx context.Context, g *hostgit.Git) string {
 	b, err := r.git(ctx, g, "symbolic-ref", "-q", "HEAD")
 	if err != nil {
 		return ""
@@ -121,7 +125,7 @@ func (r *HostRepo) Branch(ctx context.Context, g *Git) string {
 
 // ResolveRef returns the object a full ref name points at, or "" if the
 // ref does not exist.
-func (r *HostRepo) ResolveRef(ctx context.Context, g *Git, ref string) string {
+func (r *HostRepo) ResolveRef(ctx context.Context, g *hostgit.Git, ref string) string {
 	oid, err := r.gitCommon(ctx, g, "rev-parse", "-q", "--verify", ref+"^{commit}")
 	if err != nil {
 		return ""
@@ -131,7 +135,7 @@ func (r *HostRepo) ResolveRef(ctx context.Context, g *Git, ref string) string {
 
 // Dirty returns `git status --porcelain` of tracked and untracked files
 // (empty when clean). It is run only in the user's own working tree.
-func (r *HostRepo) Dirty(ctx context.Context, g *Git, untracked bool) (string, error) {
+func (r *HostRepo) Dirty(ctx context.Context, g *hostgit.Git, untracked bool) (string, error) {
 	args := []string{"status", "--porcelain", "--ignore-submodules=dirty"}
 	if !untracked {
 		args = append(args, "--untracked-files=no")
@@ -142,7 +146,7 @@ func (r *HostRepo) Dirty(ctx context.Context, g *Git, untracked bool) (string, e
 // CheckedOutBranches returns the full branch names checked out in any
 // worktree of the repository; the ref sync never moves one of those (that
 // would change a working tree's HEAD under the user).
-func (r *HostRepo) CheckedOutBranches(ctx context.Context, g *Git) (map[string]bool, error) {
+func (r *HostRepo) CheckedOutBranches(ctx context.Context, g *hostgit.Git) (map[string]bool, error) {
 	out, err := r.gitCommon(ctx, g, "worktree", "list", "--porcelain")
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -29,7 +30,7 @@ var identityKeys = map[string]bool{"user.name": true, "user.email": true}
 // (or the host's system) git configuration, as host git reads them in dir,
 // as key, value pairs. Values set by the repository itself do not count;
 // unprintable ones are left out.
-func GlobalIdentity(ctx context.Context, g *Git, dir string) []string {
+func GlobalIdentity(ctx context.Context, g *hostgit.Git, dir string) []string {
 	out, err := g.Output(ctx, dir, "config", "--show-scope", "--null", "--get-regexp", `^user\.(name|email)$`)
 	if err != nil {
 		return nil // exit 1: neither is set

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
 // Only user.name and user.email of the global config go to the sandbox,
@@ -14,7 +16,7 @@ import (
 // unprintable goes.
 func TestGlobalIdentity(t *testing.T) {
 	ctx := context.Background()
-	g := &Git{}
+	g := &hostgit.Git{}
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	global := "[user]\n\tname = Global Name\n\temail = global@example.com\n[credential]\n\thelper = store\n"

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -32,7 +33,7 @@ var (
 // never in the agent clone; the agent's work is only ever read as the
 // verified objects behind refs/heads/lazaret/agent-<p>.
 type Review struct {
-	Git  *Git
+	Git  *hostgit.Git
 	Repo *HostRepo
 	Map  RefMap
 	// AllowExternalSymlinks lets Merge create symlinks that lead out of
@@ -54,17 +55,12 @@ func (r *Review) agentTip(ctx context.Context) (string, error) {
 // streamView runs git in the working tree with its output, of kind,
 // rendered for view on out and errOut.
 func (r *Review) streamView(ctx context.Context, out, errOut io.Writer, view View, kind outputKind, args ...string) error {
-	cmd := r.Git.Command(ctx, r.Repo.TopLevel, args...)
-	var closeStreams func() error
-	cmd.Stdout, cmd.Stderr, closeStreams = viewStreams(out, errOut, view, kind)
-	err := cmd.Run()
+	stdout, stderr, closeStreams := viewStreams(out, errOut, view, kind)
+	err := r.Git.Stream(ctx, r.Repo.TopLevel, stdout, stderr, args...)
 	if cerr := closeStreams(); err == nil && cerr != nil {
 		return cerr
 	}
-	if err != nil {
-		return r.Git.wrap(args, err, "")
-	}
-	return nil
+	return err
 }
 
 // forkPoint returns the agent tip and its merge base with HEAD.
@@ -214,7 +210,7 @@ func (e *ExternalSymlinkError) Unwrap() error { return ErrExternalSymlinks }
 
 func (r *Review) isAncestor(ctx context.Context, a, b string) (bool, error) {
 	err := r.Git.Run(ctx, r.Repo.TopLevel, "merge-base", "--is-ancestor", a, b)
-	var ge *GitError
+	var ge *hostgit.Error
 	if errors.As(err, &ge) && ge.ExitCode == 1 {
 		return false, nil
 	}
@@ -297,7 +293,7 @@ type ResetResult struct {
 // branch moves to HEAD, and the agent clone is removed so the next start
 // builds a fresh one from there (with the side branches, which stay on
 // the host untouched). It refuses while the sandbox runs.
-func ResetBranch(ctx context.Context, g *Git, pc *podman.Client, repo *HostRepo, a *domain.Anchor, now time.Time) (*ResetResult, error) {
+func ResetBranch(ctx context.Context, g *hostgit.Git, pc *podman.Client, repo *HostRepo, a *domain.Anchor, now time.Time) (*ResetResult, error) {
 	running, err := SandboxRunning(ctx, pc, a.Container())
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
@@ -344,7 +345,7 @@ func viewStreams(out, errOut io.Writer, view View, kind outputKind) (o, e io.Wri
 // ASCII), and in a pipe binary changes as a binary patch so the patch
 // applies whole.
 func diffArgs(view View, stat bool) []string {
-	args := append([]string{"-c", "core.quotePath=true", "diff", "--color=never"}, NoDriverArgs...)
+	args := append([]string{"-c", "core.quotePath=true", "diff", "--color=never"}, hostgit.NoDriverArgs...)
 	if stat {
 		return append(args, "--stat")
 	}
@@ -358,7 +359,7 @@ func diffArgs(view View, stat bool) []string {
 // (which indent every line of a message, so no message line can pose as
 // a commit header).
 func logArgs(oneline bool) ([]string, outputKind) {
-	args := append([]string{"-c", "core.quotePath=true", "log", "--color=never", "--decorate=short", "--no-show-signature"}, NoDriverArgs...)
+	args := append([]string{"-c", "core.quotePath=true", "log", "--color=never", "--decorate=short", "--no-show-signature"}, hostgit.NoDriverArgs...)
 	if oneline {
 		return append(args, "--oneline"), kindOneline
 	}

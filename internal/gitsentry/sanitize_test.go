@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
@@ -37,7 +38,7 @@ func hostileRepo(t testing.TB) (string, *Review) {
 	hg(t, ws, "add", ".")
 	hg(t, ws, "-c", "user.name="+hostileAuthor, "commit", "-q", "-m", hostileMessage)
 	hg(t, ws, "checkout", "-q", "main")
-	g := &Git{}
+	g := &hostgit.Git{}
 	repo, err := OpenHostRepo(context.Background(), g, ws)
 	if err != nil {
 		t.Fatal(err)

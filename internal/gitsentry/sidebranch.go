@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
@@ -23,7 +24,7 @@ type SideBranch struct {
 // ListSideBranches returns the host copies of the agent's other branches,
 // sorted by name. Refs whose names lazaret would not have synced (made on
 // the host by hand) are listed too: they are the user's.
-func ListSideBranches(ctx context.Context, g *Git, repo *HostRepo, m RefMap) ([]SideBranch, error) {
+func ListSideBranches(ctx context.Context, g *hostgit.Git, repo *HostRepo, m RefMap) ([]SideBranch, error) {
 	out, err := repo.gitCommon(ctx, g, "for-each-ref", "--format=%(objectname) %(refname)",
 		strings.TrimSuffix(m.SideRefPrefix(), "/"))
 	if err != nil {
@@ -109,7 +110,7 @@ func FindSideBranch(bs []SideBranch, name string) (SideBranch, bool) {
 // that the ref sync (which mirrors deletions) does not drop them when the
 // clone was rebuilt, after reset-branch or a lost clone. One update-ref
 // each: a name the clone cannot hold is reported and skipped, not fatal.
-func recreateSideBranches(ctx context.Context, g *Git, repo *HostRepo, m RefMap, dir string, notice func(string, ...any)) {
+func recreateSideBranches(ctx context.Context, g *hostgit.Git, repo *HostRepo, m RefMap, dir string, notice func(string, ...any)) {
 	bs, err := ListSideBranches(ctx, g, repo, m)
 	if err != nil {
 		notice("side branches not recreated in the agent clone: %v", err)

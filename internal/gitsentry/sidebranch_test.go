@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
 // TestRebuiltCloneKeepsSideBranches: a clone built while the host keeps
@@ -16,7 +18,7 @@ import (
 // build before this change) deletes the host ref.
 func TestRebuiltCloneKeepsSideBranches(t *testing.T) {
 	ctx := context.Background()
-	g := &Git{}
+	g := &hostgit.Git{}
 	ws := newRepo(t)
 	base := hg(t, ws, "rev-parse", "HEAD")
 	hg(t, ws, "commit", "-q", "--allow-empty", "-m", "side 1")

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
 // A submodule's repository on the host lives in the superproject's git dir
@@ -25,7 +27,7 @@ type gitlink struct{ path, oid string }
 // submodule of the host that has a repository there. A submodule that
 // cannot be populated stays an empty directory, with a notice saying why:
 // the clone is still usable.
-func populateSubmodules(ctx context.Context, g *Git, repo *HostRepo, dir string, notice func(string, ...any)) error {
+func populateSubmodules(ctx context.Context, g *hostgit.Git, repo *HostRepo, dir string, notice func(string, ...any)) error {
 	out, err := g.Output(ctx, dir, "ls-files", "--stage", "-z")
 	if err != nil {
 		return fmt.Errorf("listing submodules: %w", err)
@@ -68,7 +70,7 @@ func populateSubmodules(ctx context.Context, g *Git, repo *HostRepo, dir string,
 
 // checkoutSubmodule makes <dir>/.git/modules/<name> and checks l out into
 // <dir>/<l.path>. On failure it removes what it made.
-func checkoutSubmodule(ctx context.Context, g *Git, dir, name string, l gitlink, hostDir, inside string) (err error) {
+func checkoutSubmodule(ctx context.Context, g *hostgit.Git, dir, name string, l gitlink, hostDir, inside string) (err error) {
 	// Paths of the tree go through os.Root: the tree may come from the
 	// agent's branch, and none of its paths may lead the host out of the
 	// clone (through a symlinked parent, say).
@@ -170,13 +172,13 @@ func parseGitlinks(out []byte) []gitlink {
 }
 
 // submoduleNames maps each submodule path of .gitmodules to its name.
-func submoduleNames(ctx context.Context, g *Git, dir string) (map[string]string, error) {
+func submoduleNames(ctx context.Context, g *hostgit.Git, dir string) (map[string]string, error) {
 	if _, err := os.Lstat(filepath.Join(dir, ".gitmodules")); err != nil {
 		return map[string]string{}, nil
 	}
 	out, err := g.Output(ctx, dir, "config", "--file", ".gitmodules", "--null", "--get-regexp", `^submodule\..*\.path$`)
 	if err != nil {
-		if ge := (*GitError)(nil); errors.As(err, &ge) && ge.ExitCode == 1 { // no match
+		if ge := (*hostgit.Error)(nil); errors.As(err, &ge) && ge.ExitCode == 1 { // no match
 			return map[string]string{}, nil
 		}
 		return nil, fmt.Errorf("reading .gitmodules: %w", err)

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/execx"
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -29,7 +31,7 @@ exec git -C /workspace bundle create --quiet - --branches --stdin`
 
 // Syncer brings the agent clone's branches into the host repository.
 type Syncer struct {
-	Git       *Git
+	Git       *hostgit.Git
 	Repo      *HostRepo
 	Map       RefMap
 	Podman    *podman.Client
@@ -192,7 +194,7 @@ func (s *Syncer) export(ctx context.Context, known []string) (*exported, error) 
 		return nil, err
 	}
 	cmd.Stdin = strings.NewReader(stdin.String())
-	var stderr limitedBuffer
+	stderr := execx.TailBuffer{Max: 64 << 10}
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -384,18 +386,6 @@ func (s *Syncer) checkCommits(ctx context.Context, tips []string) error {
 	}
 	return nil
 }
-
-// limitedBuffer keeps the first 64 KiB written to it (stderr of podman).
-type limitedBuffer struct{ b []byte }
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := 64<<10 - len(l.b); room > 0 {
-		l.b = append(l.b, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-func (l *limitedBuffer) String() string { return string(l.b) }
 
 // Retry policy of the watcher.
 const (

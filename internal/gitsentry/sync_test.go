@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
 // evilPack returns a pack holding a commit whose tree has an entry named
@@ -42,7 +44,7 @@ func evilPack(t *testing.T) []byte {
 func TestImportPackRejectsBadObjects(t *testing.T) {
 	pack := evilPack(t)
 	host := newRepo(t)
-	g := &Git{}
+	g := &hostgit.Git{}
 	repo, err := OpenHostRepo(context.Background(), g, host)
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +67,7 @@ func TestImportPackRejectsBadObjects(t *testing.T) {
 
 func TestImportPackSizeLimit(t *testing.T) {
 	host := newRepo(t)
-	g := &Git{}
+	g := &hostgit.Git{}
 	repo, _ := OpenHostRepo(context.Background(), g, host)
 	src := newRepo(t)
 	os.WriteFile(filepath.Join(src, "big"), bytes.Repeat([]byte("x"), 1<<16), 0o644)
@@ -114,7 +116,7 @@ func TestSyncFromStream(t *testing.T) {
 	hg(t, agent, "commit", "-q", "-m", "agent")
 	hg(t, agent, "branch", "side")
 	hg(t, agent, "branch", "-D", "main")
-	g := &Git{}
+	g := &hostgit.Git{}
 	repo, _ := OpenHostRepo(ctx, g, host)
 	s := &Syncer{Git: g, Repo: repo, Map: RefMap{Profile: "p"}}
 	sync := func(stream []byte) *SyncResult {
@@ -191,7 +193,7 @@ func TestSessionAnswerParsing(t *testing.T) {
 	hg(t, agent, "commit", "-q", "--allow-empty", "-m", "agent")
 	hg(t, agent, "branch", `bad"name`) // skipped, in both sections
 	tip := hg(t, agent, "rev-parse", "HEAD")
-	g := &Git{}
+	g := &hostgit.Git{}
 	repo, _ := OpenHostRepo(ctx, g, host)
 	s := &Syncer{Git: g, Repo: repo, Map: RefMap{Profile: "p"}}
 	stream := agentStream(t, agent, base)

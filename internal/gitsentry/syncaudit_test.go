@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
 func TestHiddenText(t *testing.T) {
@@ -46,7 +47,7 @@ func TestSyncSkipsRefusedBranchesAndAuditsCommits(t *testing.T) {
 	hg(t, agent, "branch", `bad"name`)
 	hg(t, agent, "branch", "ünï")
 	hg(t, agent, "branch", "-D", "main")
-	g := &Git{}
+	g := &hostgit.Git{}
 	repo, _ := OpenHostRepo(ctx, g, host)
 	var entries []audit.Entry
 	s := &Syncer{Git: g, Repo: repo, Map: RefMap{Profile: "p"}, Audit: func(_ context.Context, e audit.Entry) (uint64, error) {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
 func vaultMode(t *testing.T, v string) os.FileMode {
@@ -21,7 +23,7 @@ func vaultMode(t *testing.T, v string) os.FileMode {
 // again at the next start.
 func TestVaultSealedAndReopened(t *testing.T) {
 	ws := newRepo(t)
-	g := &Git{}
+	g := &hostgit.Git{}
 	repo, _ := OpenHostRepo(context.Background(), g, ws)
 	a := testAnchor(t, ws, "p1")
 	c, err := EnsureClone(context.Background(), g, repo, a, func(string, ...any) {})
@@ -46,7 +48,7 @@ func TestVaultSealedAndReopened(t *testing.T) {
 // directly at <domain_root>/workspace) moves into the vault, work kept.
 func TestVaultMigratesLegacyClone(t *testing.T) {
 	ws := newRepo(t)
-	g := &Git{}
+	g := &hostgit.Git{}
 	repo, _ := OpenHostRepo(context.Background(), g, ws)
 	a := testAnchor(t, ws, "p1")
 	mustEnsureClone(t, context.Background(), g, repo, a, func(string, ...any) {})

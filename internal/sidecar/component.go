@@ -15,6 +15,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/execx"
 	"github.com/lazaret-dev/lazaret/internal/netd/api"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/podman"
@@ -384,11 +385,9 @@ func (c *Component) waitReady(ctx context.Context) error {
 	}
 }
 
+// lastLine is the last line of s, or err's message when s has none.
 func lastLine(s string, err error) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
+	s = execx.LastLine(s)
 	if s == "" && err != nil {
 		return err.Error()
 	}

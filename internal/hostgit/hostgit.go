@@ -1,17 +1,10 @@
-// Package gitsentry is the Git Sentry of DESIGN §6: the agent clone and its
-// mounts (branch mode), the read-only .git of direct mode, the real-time ref
-// sync that brings the agent's commits into the host repository as verified
-// git objects, and the host-side review commands (diff, log, merge, reset).
-//
-// The principle every function here keeps: the host never runs git against
-// metadata the agent can write (the clone is only touched by host git when
-// lazaret creates it, before any sandbox has seen it), and data crosses from
-// the agent to the host only as a pack that host git checks with
-// `index-pack --strict` followed by a connectivity check.
-package gitsentry
+// Package hostgit is the one adapter of host git: every git lazaret runs on
+// the host goes through Git, with one fixed environment and the hardening
+// options. The principle it serves (see internal/gitsentry): the host never
+// runs git against metadata the agent can write.
+package hostgit
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,23 +14,22 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/lazaret-dev/lazaret/internal/execx"
 )
 
-// ErrGitNotInstalled is returned when no git executable is found on the host.
-var ErrGitNotInstalled = errors.New("git is not installed on the host")
+// ErrNotInstalled is returned when no git executable is found on the host.
+var ErrNotInstalled = errors.New("git is not installed on the host")
 
-// GitError is a failed host git invocation.
-type GitError struct {
+// Error is a failed host git invocation.
+type Error struct {
 	Args     []string
 	ExitCode int
 	Stderr   string
 }
 
-func (e *GitError) Error() string {
-	msg := strings.TrimSpace(e.Stderr)
-	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-		msg = strings.TrimSpace(msg[i+1:])
-	}
+func (e *Error) Error() string {
+	msg := execx.LastLine(e.Stderr)
 	verb := ""
 	for _, a := range e.Args {
 		if !strings.HasPrefix(a, "-") && !strings.Contains(a, "=") {
@@ -140,12 +132,12 @@ func env() []string {
 // and a rendering that can hide what a merge brings in).
 var NoDriverArgs = []string{"--no-ext-diff", "--no-textconv"}
 
-// Command returns a hardened git command run in dir (a host directory that
+// command returns a hardened git command run in dir (a host directory that
 // lazaret trusts: the user's workspace, the host common dir, or a clone
 // lazaret is building, never the agent clone once built). Repository
 // discovery stops at dir (GIT_CEILING_DIRECTORIES is its parent): a .git
 // above the directory lazaret chose is never used.
-func (g *Git) Command(ctx context.Context, dir string, args ...string) *exec.Cmd {
+func (g *Git) command(ctx context.Context, dir string, args ...string) *exec.Cmd {
 	full := make([]string, 0, len(hardening)+len(args)+1)
 	full = append(full, "--no-pager")
 	full = append(full, hardening...)
@@ -160,6 +152,14 @@ func (g *Git) Command(ctx context.Context, dir string, args ...string) *exec.Cmd
 	return cmd
 }
 
+// Stream runs git in dir with its output going to stdout and stderr (which
+// the caller renders as it goes).
+func (g *Git) Stream(ctx context.Context, dir string, stdout, stderr io.Writer, args ...string) error {
+	cmd := g.command(ctx, dir, args...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	return g.wrap(args, cmd.Run(), "")
+}
+
 // Output runs git in dir and returns its stdout.
 func (g *Git) Output(ctx context.Context, dir string, args ...string) ([]byte, error) {
 	return g.OutputStdin(ctx, dir, nil, args...)
@@ -167,13 +167,8 @@ func (g *Git) Output(ctx context.Context, dir string, args ...string) ([]byte, e
 
 // OutputStdin is Output with stdin.
 func (g *Git) OutputStdin(ctx context.Context, dir string, stdin io.Reader, args ...string) ([]byte, error) {
-	cmd := g.Command(ctx, dir, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdin = stdin
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	return stdout.Bytes(), g.wrap(args, err, stderr.String())
+	stdout, stderr, err := execx.Output(g.command(ctx, dir, args...), stdin)
+	return stdout, g.wrap(args, err, stderr)
 }
 
 // Line runs git and returns its stdout without the trailing newline.
@@ -192,12 +187,11 @@ func (g *Git) wrap(args []string, err error, stderr string) error {
 	if err == nil {
 		return nil
 	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return &GitError{Args: args, ExitCode: ee.ExitCode(), Stderr: stderr}
+	if code, ok := execx.ExitCode(err); ok {
+		return &Error{Args: args, ExitCode: code, Stderr: stderr}
 	}
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-		return ErrGitNotInstalled
+		return ErrNotInstalled
 	}
 	return fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
 }
