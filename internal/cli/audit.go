@@ -177,7 +177,7 @@ func openAuditSource(ctx context.Context, g *globalOptions, a *domain.Anchor) (*
 			case <-time.After(250 * time.Millisecond):
 			}
 		}
-		c, err := coord.Dial(ctx, a.ControlSocket(), g.log)
+		c, err := g.domainClient(a).dial(ctx)
 		if err == nil {
 			return &auditSource{client: c}, nil
 		}
@@ -507,7 +507,7 @@ func runAuditExport(ctx context.Context, g *globalOptions, profile string) error
 func (g *globalOptions) auditPolicyChange(ctx context.Context, a *domain.Anchor, action string, fields map[string]string) {
 	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
-	c, err := coord.Dial(ctx, a.ControlSocket(), g.log)
+	c, err := g.domainClient(a).dial(ctx)
 	if err == nil {
 		defer c.Close()
 		_, err = ctl.RecordPolicyChange(ctx, c.Conn, ctl.PolicyChange{Action: action, Fields: fields})

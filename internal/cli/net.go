@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/coord"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/netd/api"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
@@ -112,7 +111,7 @@ func (g *globalOptions) netClient(o *netOptions) (*config.Profile, *domain.Ancho
 }
 
 func netUnavailable(ctx context.Context, g *globalOptions, err error, a *domain.Anchor) error {
-	if errors.Is(err, api.ErrUnavailable) && coordinatorAnswers(ctx, g, a) {
+	if errors.Is(err, api.ErrUnavailable) && g.domainClient(a).alive(ctx) {
 		// The sandbox runs but its sidecar does not answer: it died (the
 		// coordinator is stopping the sandbox) or is still starting.
 		return withHint(fmt.Errorf("the network sidecar of the sandbox for profile %s in %s does not answer: %w", a.Profile, a.Workspace, err), exitFailure,
@@ -123,18 +122,6 @@ func netUnavailable(ctx context.Context, g *globalOptions, err error, a *domain.
 			"start it with "+verbLine("shell", a.Profile)+"; the policy of a stopped sandbox is the configuration")
 	}
 	return err
-}
-
-// coordinatorAnswers reports whether the domain's coordinator runs.
-func coordinatorAnswers(ctx context.Context, g *globalOptions, a *domain.Anchor) bool {
-	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
-	defer cancel()
-	c, err := coord.Dial(ctx, a.ControlSocket(), g.log)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
 }
 
 func runNetStatus(ctx context.Context, g *globalOptions, o *netOptions) error {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lazaret-dev/lazaret/internal/coord"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 )
@@ -62,7 +61,7 @@ func scanDomains(ctx context.Context, g *globalOptions) ([]runningDomain, error)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := coord.Dial(ctx, s, g.log)
+			c, err := dialSocket(ctx, s, g.log)
 			if err != nil {
 				return
 			}

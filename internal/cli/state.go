@@ -6,18 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/coord"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/stateanchor"
@@ -160,24 +157,24 @@ func runStateReset(ctx context.Context, g *globalOptions, o *stateOptions, profi
 		return nil
 	}
 
-	// The domain lock keeps a sandbox from starting while we delete; a
-	// sandbox already running is found by its control socket or container.
-	lock, err := coord.OpenLock(a.LockFile())
-	if err != nil {
-		return err
+	// No sandbox may start while we delete; one already running is found
+	// by its coordinator or its container.
+	err = g.domainClient(a).maintain(ctx, false, func() error {
+		return resetStates(ctx, g, o, a, st, dirs)
+	})
+	if errors.Is(err, errDomainLocked) || errors.Is(err, errCoordinatorLive) {
+		return stateBusy(a, err.Error())
 	}
-	defer lock.Close()
-	ok, err := lock.TryLock()
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return stateBusy(a, "a sandbox is starting")
-	}
-	defer lock.Unlock()
+	return err
+}
+
+// resetStates discards the changes of dirs, under the domain's lock.
+func resetStates(ctx context.Context, g *globalOptions, o *stateOptions, a *domain.Anchor, st stateanchor.Store, dirs []string) error {
 	pc := &podman.Client{Log: g.log}
-	if running, why := stateSandboxRunning(ctx, pc, a); running {
-		return stateBusy(a, why)
+	if ok, err := pc.ContainerExists(ctx, a.Container()); err != nil {
+		return stateBusy(a, "cannot tell whether container "+a.Container()+" exists: "+err.Error())
+	} else if ok {
+		return stateBusy(a, "container "+a.Container()+" exists")
 	}
 	if st.Shared {
 		// No other workspace's sandbox may use the profile's overlays.
@@ -221,23 +218,6 @@ func runStateReset(ctx context.Context, g *globalOptions, o *stateOptions, profi
 func stateBusy(a *domain.Anchor, why string) error {
 	return withHint(fmt.Errorf("state reset: the sandbox of profile %s in %s is in use: %s", a.Profile, a.Workspace, why),
 		exitFailure, "stop it first with "+verbLine("stop", a.Profile))
-}
-
-// stateSandboxRunning reports whether a coordinator answers on the domain's
-// control socket or the domain's container exists.
-func stateSandboxRunning(ctx context.Context, pc *podman.Client, a *domain.Anchor) (bool, string) {
-	d := net.Dialer{Timeout: 2 * time.Second}
-	if c, err := d.DialContext(ctx, "unix", a.ControlSocket()); err == nil {
-		c.Close()
-		return true, "its coordinator is running"
-	}
-	if ok, err := pc.ContainerExists(ctx, a.Container()); err != nil || ok {
-		if err != nil {
-			return true, "cannot tell whether container " + a.Container() + " exists: " + err.Error()
-		}
-		return true, "container " + a.Container() + " exists"
-	}
-	return false, ""
 }
 
 func stateShortID(id string) string {

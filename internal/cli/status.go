@@ -121,7 +121,7 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 	defer cancel()
 	out := statusJSON{Domain: a.Hash, Profile: a.Profile, Workspace: a.Workspace, Persistent: persistent,
 		SkippedBranches: gitsentry.ReadSkippedRefs(a.Root()), SideBranches: sideBranches(ctx, g, p.GitMode, a)}
-	c, err := coord.Dial(ctx, a.ControlSocket(), g.log)
+	c, err := g.domainClient(a).dial(ctx)
 	switch {
 	case errors.Is(err, coord.ErrNotRunning):
 	case err != nil:

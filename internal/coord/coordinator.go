@@ -350,19 +350,8 @@ func (c *coordinator) start(ctx context.Context) error {
 // removeLeftovers removes every container labelled with this domain: the
 // coordinator that made them is dead (its socket did not answer).
 func (c *coordinator) removeLeftovers(ctx context.Context) error {
-	list, err := c.pm.ListByLabel(ctx, domain.LabelKey, c.o.Anchor.Hash)
-	if err != nil {
-		return err
-	}
-	// One at a time: removing a sidecar also removes the agent container
-	// that joined its namespace (RemoveContainer's --depend).
-	for _, ctr := range list {
-		c.log.Info("removing leftover container", "name", ctr.Name(), "id", ctr.ID)
-		if err := c.pm.RemoveContainer(ctx, ctr.ID, 0); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := c.pm.RemoveLabelled(ctx, domain.LabelKey, c.o.Anchor.Hash)
+	return err
 }
 
 // beforeStop gives the components that need the running container at

@@ -119,6 +119,12 @@ func (a *Anchor) NetdSocket() string { return filepath.Join(a.RuntimeDir, "netd-
 // in podman's mount namespace; an empty file on the host).
 func (a *Anchor) Netns() string { return filepath.Join(a.RuntimeDir, "netns-"+a.Hash) }
 
+// RuntimeSockets are the UNIX sockets the domain's coordinator and its
+// components bind: what a dead coordinator leaves behind.
+func (a *Anchor) RuntimeSockets() []string {
+	return []string{a.ControlSocket(), a.NetdSocket(), a.EscalationSocket()}
+}
+
 // Container is the agent sandbox container name.
 func (a *Anchor) Container() string { return "lazaret-" + a.Profile + "-" + a.Hash }
 

@@ -150,6 +150,23 @@ func (c *Client) RemoveContainer(ctx context.Context, nameOrID string, timeout t
 	return err
 }
 
+// RemoveLabelled removes, one at a time, every container labelled
+// key=value (removing a sidecar also removes the agent container joined to
+// it, which is then already gone) and returns how many there were.
+func (c *Client) RemoveLabelled(ctx context.Context, key, value string) (int, error) {
+	list, err := c.ListByLabel(ctx, key, value)
+	if err != nil {
+		return 0, err
+	}
+	for _, ctr := range list {
+		c.logger().Info("removing leftover container", "name", ctr.Name(), "id", ctr.ID)
+		if err := c.RemoveContainer(ctx, ctr.ID, 0); err != nil {
+			return 0, err
+		}
+	}
+	return len(list), nil
+}
+
 func seconds(d time.Duration) string {
 	s := int((d + time.Second - 1) / time.Second)
 	return strconv.Itoa(max(s, 0))
