@@ -104,7 +104,6 @@ func runPlain(cmd *exec.Cmd, o Options) (int, error) {
 }
 
 func runTTY(cmd *exec.Cmd, o Options) (code int, err error) {
-	var restore func()
 	isTerm := o.Stdin != nil && term.IsTerminal(int(o.Stdin.Fd()))
 	var size *pty.Winsize
 	if isTerm {
@@ -116,17 +115,9 @@ func runTTY(cmd *exec.Cmd, o Options) (code int, err error) {
 	}
 	defer ptmx.Close()
 
-	restore = func() {}
-	if isTerm {
-		state, err := term.MakeRaw(int(o.Stdin.Fd()))
-		if err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			return 0, fmt.Errorf("terminal raw mode: %w", err)
-		}
-		var once sync.Once
-		fd := int(o.Stdin.Fd())
-		restore = func() { once.Do(func() { _ = term.Restore(fd, state) }) }
+	restore, err := rawMode(cmd, o.Stdin, isTerm)
+	if err != nil {
+		return 0, err
 	}
 	// Restored on return and on a panic anywhere below, including in the
 	// copying goroutines (a panic there would not run this goroutine's
@@ -170,20 +161,7 @@ func runTTY(cmd *exec.Cmd, o Options) (code int, err error) {
 		defer close(out)
 		o.Gate.copyOut(o.Stdout, ptmx) // ends with EIO once the command exits
 	}()
-	// A SIGINT or SIGQUIT sent to lazaret (kill(1); the terminal's own
-	// Ctrl-C arrives as a byte in raw mode) becomes the same key on the
-	// command's terminal, so it reaches the sandboxed foreground process.
-	forward := func(sig os.Signal) {
-		switch sig {
-		case syscall.SIGINT:
-			_, _ = ptmx.Write([]byte{0x03})
-		case syscall.SIGQUIT:
-			_, _ = ptmx.Write([]byte{0x1c})
-		default:
-			_ = cmd.Process.Signal(sig)
-		}
-	}
-	code, err = wait(cmd, sigs, o.Stop, forward)
+	code, err = wait(cmd, sigs, o.Stop, ptyForwarder(cmd, ptmx))
 	// Drain what the command wrote just before exiting.
 	select {
 	case <-out:
@@ -194,6 +172,41 @@ func runTTY(cmd *exec.Cmd, o Options) (code int, err error) {
 		close(winch)
 	}
 	return code, err
+}
+
+// rawMode puts the terminal stdin in raw mode (when isTerm) and returns
+// what restores it, safe to call more than once. On failure the command,
+// already started on its PTY, is killed.
+func rawMode(cmd *exec.Cmd, stdin *os.File, isTerm bool) (restore func(), err error) {
+	if !isTerm {
+		return func() {}, nil
+	}
+	fd := int(stdin.Fd())
+	state, err := term.MakeRaw(fd)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("terminal raw mode: %w", err)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { _ = term.Restore(fd, state) }) }, nil
+}
+
+// ptyForwarder passes a signal sent to lazaret on to the command: SIGINT
+// and SIGQUIT (kill(1); the terminal's own Ctrl-C arrives as a byte in raw
+// mode) become the same key on the command's terminal, so they reach the
+// sandboxed foreground process.
+func ptyForwarder(cmd *exec.Cmd, ptmx *os.File) func(os.Signal) {
+	return func(sig os.Signal) {
+		switch sig {
+		case syscall.SIGINT:
+			_, _ = ptmx.Write([]byte{0x03})
+		case syscall.SIGQUIT:
+			_, _ = ptmx.Write([]byte{0x1c})
+		default:
+			_ = cmd.Process.Signal(sig)
+		}
+	}
 }
 
 // wait waits for cmd, passing received signals to forward and ending

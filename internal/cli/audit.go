@@ -439,8 +439,8 @@ type exportHeader struct {
 }
 
 // runAuditExport writes {"format":…,"verification":{…},"entries":[…]}. The
-// entries carry seq, prev and hash; audit.VerifyEntries re-checks them
-// without the database. The export is written whole even when the chain
+// entries carry seq, prev and hash: encoded again canonically, they verify
+// with audit.Verifier without the database. The export is written whole even when the chain
 // does not verify (records are never dropped), and then exits 5.
 func runAuditExport(ctx context.Context, g *globalOptions, profile string) error {
 	a, err := g.auditAnchor(profile)

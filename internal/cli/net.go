@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -185,7 +184,7 @@ func runNetReload(ctx context.Context, g *globalOptions, o *netOptions) error {
 }
 
 func printNetStatus(w io.Writer, st *api.Status) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, "")
 	defer tw.Flush()
 	state := "not installed"
 	if st.Applied {

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -97,8 +96,7 @@ func runPs(ctx context.Context, g *globalOptions, o *psOptions) error {
 		fmt.Fprintln(g.io.Out, "no sandbox running")
 		return nil
 	}
-	tw := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DOMAIN\tPROFILE\tSESSIONS\tUPTIME\tCONTAINER\tWORKSPACE")
+	tw := newTable(g.io.Out, "DOMAIN\tPROFILE\tSESSIONS\tUPTIME\tCONTAINER\tWORKSPACE")
 	for _, st := range running {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", field(st.Domain), field(st.Profile), len(st.Sessions),
 			roundDuration(time.Duration(st.Uptime)), field(st.Container.Name), field(st.Workspace))

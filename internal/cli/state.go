@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -113,8 +112,7 @@ func runState(ctx context.Context, g *globalOptions, o *stateOptions, profile st
 		fmt.Fprintln(g.io.Out, "no persistent dirs (persistent_dirs in the profile)")
 		return nil
 	}
-	w := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "DIR\tCHANGES\tMOUNTED\tLAST IMAGE\tPATH")
+	w := newTable(g.io.Out, "DIR\tCHANGES\tMOUNTED\tLAST IMAGE\tPATH")
 	for _, s := range states {
 		img := "-"
 		if r := s.Record; r != nil {

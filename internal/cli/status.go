@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -99,8 +98,7 @@ func printSideBranches(w io.Writer, bs []sideBranchJSON) {
 	if len(bs) == 0 {
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nSIDE BRANCH\tTIP\tNOT IN HEAD\tHOST REF")
+	tw := newTable(w, "\nSIDE BRANCH\tTIP\tNOT IN HEAD\tHOST REF")
 	for _, b := range bs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Name, short(b.Tip), gitsentry.Commits(b.Ahead), b.Ref)
 	}
@@ -176,8 +174,7 @@ func printOverlayRecords(w io.Writer, recs []stateanchor.Record) {
 	if len(recs) == 0 {
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nPERSISTENT\tLAST IMAGE\tIMAGE ID\tDIGEST\tLAST MOUNTED")
+	tw := newTable(w, "\nPERSISTENT\tLAST IMAGE\tIMAGE ID\tDIGEST\tLAST MOUNTED")
 	for _, r := range recs {
 		digest := r.ImageDigest
 		if digest == "" {
@@ -189,7 +186,7 @@ func printOverlayRecords(w io.Writer, recs []stateanchor.Record) {
 }
 
 func printStatus(w io.Writer, st *ctl.Status) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, "")
 	state := "running"
 	if st.ShuttingDown {
 		state = "shutting down"
@@ -210,8 +207,7 @@ func printStatus(w io.Writer, st *ctl.Status) {
 	if len(st.Sessions) == 0 {
 		return
 	}
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nSESSION\tPID\tTTY\tATTACHED\tCOMMAND")
+	tw = newTable(w, "\nSESSION\tPID\tTTY\tATTACHED\tCOMMAND")
 	for _, s := range st.Sessions {
 		fmt.Fprintf(tw, "%s\t%d\t%v\t%s ago\t%s\n", field(s.ID[:min(12, len(s.ID))]), s.PeerPID, s.TTY, roundDuration(time.Since(s.Attached)), argvField(s.Command))
 	}

@@ -36,8 +36,8 @@ type Deps struct {
 // line here.
 func components(d *Deps) []sandbox.Component {
 	return []sandbox.Component{
-		// netd, stateanchor, gitsentry, escalation: one line each, e.g.
-		// netd.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
+		// In this order: each Prepare sees the spec its predecessors
+		// changed (network sidecar, State Anchor, Git Sentry, escalation).
 		withDenials(d, sidecar.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log)),
 		stateanchor.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 		gitsentry.New(d.Anchor, d.Profile.GitMode, d.Podman, d.Log).WithAudit(d.Audit),

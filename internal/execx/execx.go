@@ -7,7 +7,9 @@ package execx
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 )
@@ -39,6 +41,22 @@ func ExitCode(err error) (code int, ok bool) {
 		return ee.ExitCode(), true
 	}
 	return 0, false
+}
+
+// Wrap is the error of a finished run: nil for success, exited(code) for
+// a non-zero exit, missing when the program is not installed, else err
+// prefixed with what.
+func Wrap(err error, exited func(code int) error, missing error, what string) error {
+	if err == nil {
+		return nil
+	}
+	if code, ok := ExitCode(err); ok {
+		return exited(code)
+	}
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		return missing
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // LastLine is the last non-blank line of s, trimmed: where programs put

@@ -147,10 +147,7 @@ func (s *Syncer) sessionRequest(ctx context.Context, ss *syncSession, known []st
 	if err != nil {
 		return nil, err
 	}
-	ex := &exported{refs: map[string]string{}, skipped: skipped}
-	for _, r := range refs {
-		ex.refs[r.Name] = r.OID
-	}
+	ex := newExported(refs, skipped)
 	limit := s.MaxPack
 	if limit <= 0 {
 		limit = DefaultMaxPack
@@ -176,10 +173,6 @@ func (s *Syncer) sessionRequest(ctx context.Context, ss *syncSession, known []st
 	if _, err := io.Copy(io.Discard, lr); err != nil {
 		return nil, err
 	}
-	ex.imported = true
-	ex.skipped = append(ex.skipped, h.Skipped...)
-	for _, r := range h.Refs {
-		ex.refs[r.Name] = r.OID
-	}
+	ex.addBundle(h)
 	return ex, nil
 }

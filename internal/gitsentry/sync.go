@@ -227,6 +227,24 @@ func (s *Syncer) export(ctx context.Context, known []string) (*exported, error) 
 	return &res.exported, nil
 }
 
+func newExported(refs []CloneRef, skipped []string) *exported {
+	ex := &exported{refs: map[string]string{}, skipped: skipped}
+	for _, r := range refs {
+		ex.refs[r.Name] = r.OID
+	}
+	return ex
+}
+
+// addBundle records an imported bundle: it was made after the ref list,
+// so its tips are the newer ones.
+func (ex *exported) addBundle(h *BundleHeader) {
+	ex.imported = true
+	ex.skipped = append(ex.skipped, h.Skipped...)
+	for _, r := range h.Refs {
+		ex.refs[r.Name] = r.OID
+	}
+}
+
 type readResult struct {
 	exported
 	listFailed bool
@@ -242,11 +260,7 @@ func (s *Syncer) readExport(ctx context.Context, br *bufio.Reader) (readResult, 
 		}
 		return rr, fmt.Errorf("sandbox stream: %w", err)
 	}
-	rr.skipped = skipped
-	rr.refs = map[string]string{}
-	for _, r := range refs {
-		rr.refs[r.Name] = r.OID
-	}
+	rr.exported = *newExported(refs, skipped)
 	h, err := ReadBundleHeader(br, s.Repo.ObjectFormat)
 	if errors.Is(err, errNoBundle) {
 		return rr, nil
@@ -257,12 +271,7 @@ func (s *Syncer) readExport(ctx context.Context, br *bufio.Reader) (readResult, 
 	if err := s.importPack(ctx, br); err != nil {
 		return rr, err
 	}
-	rr.imported = true
-	rr.skipped = append(rr.skipped, h.Skipped...)
-	// The bundle was made after the ref list; its tips are the newer ones.
-	for _, r := range h.Refs {
-		rr.refs[r.Name] = r.OID
-	}
+	rr.addBundle(h)
 	return rr, nil
 }
 

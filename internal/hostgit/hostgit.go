@@ -184,14 +184,6 @@ func (g *Git) Run(ctx context.Context, dir string, args ...string) error {
 }
 
 func (g *Git) wrap(args []string, err error, stderr string) error {
-	if err == nil {
-		return nil
-	}
-	if code, ok := execx.ExitCode(err); ok {
-		return &Error{Args: args, ExitCode: code, Stderr: stderr}
-	}
-	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-		return ErrNotInstalled
-	}
-	return fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
+	exited := func(code int) error { return &Error{Args: args, ExitCode: code, Stderr: stderr} }
+	return execx.Wrap(err, exited, ErrNotInstalled, "git "+strings.Join(args, " "))
 }

@@ -110,9 +110,6 @@ func (r recipe) hash() string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// Recipe returns the hash identifying the default image's recipe.
-func Recipe() string { return recipes()["default"].hash() }
-
 // Builder builds images into the user's rootless podman storage.
 type Builder struct {
 	Podman *podman.Client

@@ -385,59 +385,11 @@ func (d *Daemon) handle(ctx context.Context, req api.Request) api.Response {
 	switch req.Op {
 	case api.OpStatus:
 	case api.OpSetPolicy:
-		if req.Policy == nil {
-			return api.Response{Error: "set_policy without a policy"}
-		}
-		if err := req.Policy.Validate(); err != nil {
-			return api.Response{Error: err.Error()}
-		}
-		d.mu.Lock()
-		// Temporary entries added with `net allow` survive a reload until
-		// they expire; the permanent ones are replaced.
-		p := *req.Policy
-		for _, c := range d.policy.AllowEgress {
-			if !c.Expires.IsZero() {
-				p.AllowEgress = append(p.AllowEgress, c)
-			}
-		}
-		for _, dm := range d.policy.AllowDomains {
-			if !dm.Expires.IsZero() {
-				p.AllowDomains = append(p.AllowDomains, dm)
-			}
-		}
-		p = p.Active(time.Now())
-		d.mu.Unlock()
-		if err := d.commit(p, reason+": set policy "+describe(p)); err != nil {
+		if err := d.setPolicy(req.Policy, reason); err != nil {
 			return api.Response{Error: err.Error()}
 		}
 	case api.OpAllow:
-		if req.ForSeconds < 0 {
-			return api.Response{Error: "negative duration"}
-		}
-		cidr, domain, err := netpolicy.ParseTarget(req.Target)
-		if err != nil {
-			return api.Response{Error: err.Error()}
-		}
-		var exp time.Time
-		if req.ForSeconds > 0 {
-			exp = time.Now().Add(time.Duration(req.ForSeconds) * time.Second).UTC()
-		}
-		d.mu.Lock()
-		p := d.policy
-		p.AllowEgress = slices.Clone(p.AllowEgress)
-		p.AllowDomains = slices.Clone(p.AllowDomains)
-		what := reason + ": allow " + req.Target
-		if domain != "" {
-			p.AllowDomains = append(p.AllowDomains, netpolicy.Domain{Pattern: domain, Expires: exp})
-		} else {
-			p.AllowEgress = append(p.AllowEgress, netpolicy.CIDR{Prefix: cidr, Expires: exp})
-		}
-		p = p.Active(time.Now())
-		d.mu.Unlock()
-		if !exp.IsZero() {
-			what += " until " + exp.Format(time.RFC3339)
-		}
-		if err := d.commit(p, what); err != nil {
+		if err := d.allow(req, reason); err != nil {
 			return api.Response{Error: err.Error()}
 		}
 	case api.OpHostAddrs:
@@ -449,6 +401,65 @@ func (d *Daemon) handle(ctx context.Context, req api.Request) api.Response {
 	}
 	st := d.status()
 	return api.Response{OK: true, Status: &st}
+}
+
+// setPolicy replaces the policy: the permanent entries by policy's, the
+// temporary ones kept until they expire.
+func (d *Daemon) setPolicy(policy *netpolicy.Policy, reason string) error {
+	if policy == nil {
+		return errors.New("set_policy without a policy")
+	}
+	if err := policy.Validate(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	// Temporary entries added with `net allow` survive a reload until
+	// they expire; the permanent ones are replaced.
+	p := *policy
+	for _, c := range d.policy.AllowEgress {
+		if !c.Expires.IsZero() {
+			p.AllowEgress = append(p.AllowEgress, c)
+		}
+	}
+	for _, dm := range d.policy.AllowDomains {
+		if !dm.Expires.IsZero() {
+			p.AllowDomains = append(p.AllowDomains, dm)
+		}
+	}
+	p = p.Active(time.Now())
+	d.mu.Unlock()
+	return d.commit(p, reason+": set policy "+describe(p))
+}
+
+// allow adds req.Target to the policy, for req.ForSeconds when set.
+func (d *Daemon) allow(req api.Request, reason string) error {
+	if req.ForSeconds < 0 {
+		return errors.New("negative duration")
+	}
+	cidr, domain, err := netpolicy.ParseTarget(req.Target)
+	if err != nil {
+		return err
+	}
+	var exp time.Time
+	if req.ForSeconds > 0 {
+		exp = time.Now().Add(time.Duration(req.ForSeconds) * time.Second).UTC()
+	}
+	d.mu.Lock()
+	p := d.policy
+	p.AllowEgress = slices.Clone(p.AllowEgress)
+	p.AllowDomains = slices.Clone(p.AllowDomains)
+	what := reason + ": allow " + req.Target
+	if domain != "" {
+		p.AllowDomains = append(p.AllowDomains, netpolicy.Domain{Pattern: domain, Expires: exp})
+	} else {
+		p.AllowEgress = append(p.AllowEgress, netpolicy.CIDR{Prefix: cidr, Expires: exp})
+	}
+	p = p.Active(time.Now())
+	d.mu.Unlock()
+	if !exp.IsZero() {
+		what += " until " + exp.Format(time.RFC3339)
+	}
+	return d.commit(p, what)
 }
 
 // commit installs p's allow sets (one transaction) and then makes p the

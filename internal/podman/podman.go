@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"strings"
 
@@ -147,14 +146,7 @@ func (c *Client) run(ctx context.Context, args ...string) error {
 }
 
 func (c *Client) wrap(args []string, err error, stderr string) error {
-	if err == nil {
-		return nil
-	}
-	if code, ok := execx.ExitCode(err); ok {
-		return &Error{Args: args, ExitCode: code, Stderr: stderr}
-	}
-	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%w (%s)", ErrNotInstalled, c.bin())
-	}
-	return fmt.Errorf("podman %s: %w", strings.Join(args, " "), err)
+	exited := func(code int) error { return &Error{Args: args, ExitCode: code, Stderr: stderr} }
+	missing := fmt.Errorf("%w (%s)", ErrNotInstalled, c.bin())
+	return execx.Wrap(err, exited, missing, "podman "+strings.Join(args, " "))
 }

@@ -92,9 +92,6 @@ func New(root string) (*Daemon, error) {
 	return d, nil
 }
 
-// Root is the watched work tree.
-func (d *Daemon) Root() string { return d.root }
-
 func (d *Daemon) logf(format string, args ...any) {
 	if d.Logf != nil {
 		d.Logf(format, args...)
@@ -398,13 +395,6 @@ func (d *Daemon) Query(r Request) []byte {
 	return Answer{Token: tok, Paths: paths}.Bytes()
 }
 
-// Disabled is why the daemon answers "/" for good ("" if it does not).
-func (d *Daemon) Disabled() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.disabled
-}
-
 // Run drains events as they come until Close, so the kernel's queue does
 // not overflow between queries.
 func (d *Daemon) Run() {
@@ -424,17 +414,6 @@ func (d *Daemon) Run() {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-}
-
-// Close stops watching.
-func (d *Daemon) Close() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil
-	}
-	d.closed = true
-	return unix.Close(d.fd)
 }
 
 // Serve answers hook requests on ln until it fails.
