@@ -17,6 +17,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/trust"
@@ -26,13 +27,13 @@ import (
 const (
 	SandboxTLSDir = "/run/lazaret/tls"
 	SandboxSocket = "/run/lazaret/escalate.sock"
-	SandboxBinDir = "/run/lazaret/bin"
+	SandboxBinDir = escprompt.SandboxBinDir
 	// SandboxClient is lazaret-escalate, the small C front end that hands
 	// each request to the broker; SandboxGoClient is the Go client, which
 	// runs as the broker and which the front end execs when the broker
 	// cannot be reached.
 	SandboxClient   = SandboxBinDir + "/lazaret-escalate"
-	SandboxGoClient = SandboxBinDir + "/lazaret-escalate-go"
+	SandboxGoClient = escprompt.SandboxGoClient
 	// SandboxBrokerDir is a tmpfs, empty at every start, for the broker's
 	// socket SandboxBrokerSocket (cmd/lazaret-escalate/client's
 	// DefaultBrokerSocket).
@@ -44,36 +45,6 @@ const (
 	// sets none (podman would otherwise keep the image's).
 	defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 )
-
-// Control-socket messages of escalation.
-const (
-	// TypeRegister registers the Session Anchor's public key of the
-	// attached session that sends it (CLI → coordinator): RegisterRequest,
-	// answered by RegisterReply. Unknown to a coordinator whose escalation
-	// is disabled.
-	TypeRegister = "escalation.register"
-	// TypePrompt asks the session's human (coordinator → CLI):
-	// PromptRequest, answered by Answer.
-	TypePrompt = "escalation.prompt"
-	// TypePromptCancel withdraws a prompt whose requester went away
-	// (coordinator → CLI notification): PromptCancel.
-	TypePromptCancel = "escalation.prompt_cancel"
-)
-
-// RegisterRequest carries the session public key.
-type RegisterRequest struct {
-	PublicKey []byte `json:"public_key"`
-}
-
-// RegisterReply tells the CLI which sandbox its delegations must name.
-type RegisterReply struct {
-	SandboxID string `json:"sandbox_id"`
-}
-
-// PromptCancel withdraws the prompt of RequestID.
-type PromptCancel struct {
-	RequestID string `json:"request_id"`
-}
 
 // ComponentOptions configure the escalation component.
 type ComponentOptions struct {
@@ -179,7 +150,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	home, _ := os.UserHomeDir()
 	srv := NewServer(Config{
 		Profile: a.Profile, SandboxID: a.Hash, Workspace: a.Workspace, Registry: c.registry,
-		Policy:   &Policy{AutoApprove: c.o.AutoApprove, Path: SafePath(os.Getenv("PATH")), Workspace: a.Workspace},
+		Policy:   &Policy{AutoApprove: c.o.AutoApprove, Path: escprompt.SafePath(os.Getenv("PATH")), Workspace: a.Workspace},
 		Executor: &Executor{Env: MinimalEnv(os.Getenv("PATH"), home, os.Getenv("LANG"))},
 		Auditor:  c.o.Auditor, Log: c.o.Log,
 	}, ta.ServerConfig())
@@ -195,7 +166,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 		}
 	}()
 	if c.o.Server != nil {
-		c.o.Server.Handle(TypeRegister, c.handleRegister)
+		c.o.Server.Handle(escprompt.TypeRegister, c.handleRegister)
 	}
 	spec.Mounts = append(spec.Mounts,
 		podman.Mount{Type: "bind", Source: a.TLSDir(), Target: SandboxTLSDir, ReadOnly: true},
@@ -327,42 +298,42 @@ func listenPrivate(path string) (net.Listener, error) {
 // registration ends with the session's control connection.
 func (c *Component) handleRegister(ctx context.Context, r *ctl.Request) (any, error) {
 	if r.Session == nil {
-		return nil, ctl.Errorf(ctl.ErrNoSession.Code, "%s needs an attached session", TypeRegister)
+		return nil, ctl.Errorf(ctl.ErrNoSession.Code, "%s needs an attached session", escprompt.TypeRegister)
 	}
-	var req RegisterRequest
+	var req escprompt.RegisterRequest
 	if err := r.Decode(&req); err != nil {
 		return nil, err
 	}
 	if len(req.PublicKey) != ed25519.PublicKeySize {
-		return nil, ctl.Errorf(ctl.ErrBadRequest.Code, "%s: public_key must be an Ed25519 key", TypeRegister)
+		return nil, ctl.Errorf(ctl.ErrBadRequest.Code, "%s: public_key must be an Ed25519 key", escprompt.TypeRegister)
 	}
 	sess := r.Session
 	unregister, err := c.registry.Register(&Session{ID: sess.ID, Public: ed25519.PublicKey(req.PublicKey), Prompt: ctlPrompter{sess},
 		Command: sess.Command, PID: sess.PeerPID, Started: sess.Attached})
 	if err != nil {
-		return nil, ctl.Errorf(ctl.ErrBadRequest.Code, "%s: %v", TypeRegister, err)
+		return nil, ctl.Errorf(ctl.ErrBadRequest.Code, "%s: %v", escprompt.TypeRegister, err)
 	}
 	go func() {
 		<-sess.Done()
 		unregister()
 	}()
 	c.o.Log.Info("escalation session registered", "session", sess.ID)
-	return &RegisterReply{SandboxID: c.SandboxID()}, nil
+	return &escprompt.RegisterReply{SandboxID: c.SandboxID()}, nil
 }
 
 // ctlPrompter asks the human of one session over its control connection,
 // and no one else.
 type ctlPrompter struct{ s *ctl.Session }
 
-func (p ctlPrompter) Prompt(ctx context.Context, r PromptRequest) (Answer, error) {
-	var a Answer
-	err := p.s.Call(ctx, TypePrompt, r, &a)
+func (p ctlPrompter) Prompt(ctx context.Context, r escprompt.PromptRequest) (escprompt.Answer, error) {
+	var a escprompt.Answer
+	err := p.s.Call(ctx, escprompt.TypePrompt, r, &a)
 	if ctx.Err() != nil {
-		_ = p.s.Notify(TypePromptCancel, PromptCancel{RequestID: r.RequestID})
-		return Answer{Action: Deny}, ctx.Err()
+		_ = p.s.Notify(escprompt.TypePromptCancel, escprompt.PromptCancel{RequestID: r.RequestID})
+		return escprompt.Answer{Action: escprompt.Deny}, ctx.Err()
 	}
 	if err != nil {
-		return Answer{Action: Deny}, fmt.Errorf("asking the session: %w", err)
+		return escprompt.Answer{Action: escprompt.Deny}, fmt.Errorf("asking the session: %w", err)
 	}
 	return a, nil
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe"
 )
 
@@ -42,7 +43,7 @@ func MinimalEnv(path, home, lang string) []string {
 	if lang == "" {
 		lang = "C.UTF-8"
 	}
-	return []string{"PATH=" + SafePath(path), "HOME=" + home, "LANG=" + lang, "TERM=dumb"}
+	return []string{"PATH=" + escprompt.SafePath(path), "HOME=" + home, "LANG=" + lang, "TERM=dumb"}
 }
 
 // Result is the outcome of one command.

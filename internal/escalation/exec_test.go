@@ -13,12 +13,13 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe/fdprobe"
 )
 
 func runExec(t *testing.T, e *Executor, argv ...string) (string, string, Result) {
 	t.Helper()
-	exe, err := Resolve(argv[0], "/", "/usr/bin:/bin")
+	exe, err := escprompt.Resolve(argv[0], "/", "/usr/bin:/bin")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,13 +2,13 @@ package escalation
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/shellwords"
 )
 
@@ -70,7 +70,7 @@ func (p *Policy) Evaluate(argv []string, command, dir string) Verdict {
 		}
 	}
 	v.Argv = argv
-	exe, err := Resolve(argv[0], dir, p.Path)
+	exe, err := escprompt.Resolve(argv[0], dir, p.Path)
 	if err != nil {
 		v.Reason = err.Error()
 		return v
@@ -174,55 +174,4 @@ func outsideWorkspace(word, dir, workspace string) string {
 		return fmt.Sprintf("names a path outside the workspace (%s)", real)
 	}
 	return ""
-}
-
-// ErrNotExecutable is wrapped when argv[0] does not name an executable.
-var ErrNotExecutable = errors.New("no such executable")
-
-// Resolve returns the real absolute path of the executable argv0 names: a
-// name with a slash is taken relative to dir, a bare name is looked up in
-// the absolute entries of path; symlinks are resolved so the banned-name
-// check and the prompt see the real binary.
-func Resolve(argv0, dir, path string) (string, error) {
-	var candidates []string
-	if strings.Contains(argv0, "/") {
-		p := argv0
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		candidates = []string{p}
-	} else {
-		for _, d := range filepath.SplitList(path) {
-			if filepath.IsAbs(d) {
-				candidates = append(candidates, filepath.Join(d, argv0))
-			}
-		}
-	}
-	for _, c := range candidates {
-		real, err := filepath.EvalSymlinks(c)
-		if err != nil {
-			continue
-		}
-		fi, err := os.Stat(real)
-		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-			continue
-		}
-		return real, nil
-	}
-	return "", fmt.Errorf("%w: %q", ErrNotExecutable, argv0)
-}
-
-// SafePath returns path without empty or relative entries: those would
-// resolve commands inside the agent-writable workspace.
-func SafePath(path string) string {
-	var keep []string
-	for _, d := range filepath.SplitList(path) {
-		if filepath.IsAbs(d) {
-			keep = append(keep, d)
-		}
-	}
-	if len(keep) == 0 {
-		return "/usr/local/bin:/usr/bin:/bin"
-	}
-	return strings.Join(keep, string(filepath.ListSeparator))
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 )
 
 // fakeBin makes a PATH directory with executables of the given names and
@@ -197,10 +199,10 @@ func TestPolicyResolvesRealBinary(t *testing.T) {
 
 func TestResolveIgnoresRelativePath(t *testing.T) {
 	ws := fakeBin(t, []string{"make"}, nil)
-	if _, err := Resolve("make", ws, ".:bin:"); err == nil {
+	if _, err := escprompt.Resolve("make", ws, ".:bin:"); err == nil {
 		t.Fatal("relative PATH entry resolved a command in the workspace")
 	}
-	if got := SafePath(".:/usr/bin::bin:/bin"); got != "/usr/bin:/bin" {
+	if got := escprompt.SafePath(".:/usr/bin::bin:/bin"); got != "/usr/bin:/bin" {
 		t.Fatalf("SafePath = %q", got)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/escalation/wire"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/trust"
 )
 
@@ -255,17 +256,17 @@ func (s *Server) serve(ctx context.Context, req *wire.Request, sess *Session, ou
 func (s *Server) askHuman(ctx context.Context, req *wire.Request, sess *Session, v Verdict, hostDir string, base Event, out *frameWriter) (argv []string, exe string, ok bool) {
 	argv, exe = v.Argv, v.Executable
 	out.send(wire.Frame{Type: wire.FramePending, Message: "waiting for approval on the lazaret terminal: " + v.Reason})
-	ans, err := s.ask(ctx, sess, PromptRequest{RequestID: req.RequestID, Profile: req.Profile, Justification: req.Justification,
+	ans, err := s.ask(ctx, sess, escprompt.PromptRequest{RequestID: req.RequestID, Profile: req.Profile, Justification: req.Justification,
 		Cwd: req.Cwd, HostDir: hostDir, Command: req.Command, Argv: v.Argv, Executable: v.Executable, Reason: v.Reason,
 		Path: s.cfg.Policy.Path, SessionCommand: sess.Command, SessionPID: sess.PID, SessionStarted: sess.Started})
 	dec := base
 	dec.Kind, dec.Argv, dec.Executable = EventDecision, v.Argv, v.Executable
 	switch {
-	case ans.Action == Approve && ans.Argv != nil:
+	case ans.Action == escprompt.Approve && ans.Argv != nil:
 		dec.Decision, dec.Argv, dec.Executable = DecisionEdited, ans.Argv, ans.Executable
-	case ans.Action == Approve:
+	case ans.Action == escprompt.Approve:
 		dec.Decision = DecisionApproved
-	case ans.Action == Abort:
+	case ans.Action == escprompt.Abort:
 		dec.Decision, dec.Reason = DecisionDenied, ReasonAbortedByUser
 	default:
 		dec.Decision, dec.Reason = DecisionDenied, "denied by the user"
@@ -278,10 +279,10 @@ func (s *Server) askHuman(ctx context.Context, req *wire.Request, sess *Session,
 	}
 	s.audit(ctx, dec)
 	switch {
-	case ans.Action == Abort:
+	case ans.Action == escprompt.Abort:
 		out.send(wire.Frame{Type: wire.FrameDenied, Message: "denied: " + ReasonAbortedByUser + "; lazaret is stopping the sandbox"})
 		return nil, "", false
-	case ans.Action != Approve:
+	case ans.Action != escprompt.Approve:
 		msg := "denied by the user"
 		if ans.Reason != "" {
 			msg = "denied: " + ans.Reason
@@ -295,7 +296,7 @@ func (s *Server) askHuman(ctx context.Context, req *wire.Request, sess *Session,
 	if ans.Argv != nil {
 		// The human approved an edited command as resolved on their
 		// screen; resolve it again here and refuse any difference.
-		e2, err := Resolve(ans.Argv[0], hostDir, s.cfg.Policy.Path)
+		e2, err := escprompt.Resolve(ans.Argv[0], hostDir, s.cfg.Policy.Path)
 		if err != nil || e2 != ans.Executable {
 			out.send(wire.Frame{Type: wire.FrameDenied, Message: "denied: the edited command no longer resolves to what was approved"})
 			return nil, "", false
@@ -319,19 +320,19 @@ func (s *Server) askHuman(ctx context.Context, req *wire.Request, sess *Session,
 // others wait for the human.
 var ErrTooManyPrompts = errors.New("too many requests already wait for approval")
 
-func (s *Server) ask(ctx context.Context, sess *Session, pr PromptRequest) (Answer, error) {
+func (s *Server) ask(ctx context.Context, sess *Session, pr escprompt.PromptRequest) (escprompt.Answer, error) {
 	if sess.Prompt == nil {
-		return Answer{Action: Deny}, ErrNoPrompter
+		return escprompt.Answer{Action: escprompt.Deny}, ErrNoPrompter
 	}
 	select {
 	case s.prompts <- struct{}{}:
 		defer func() { <-s.prompts }()
 	default:
-		return Answer{Action: Deny}, ErrTooManyPrompts
+		return escprompt.Answer{Action: escprompt.Deny}, ErrTooManyPrompts
 	}
 	ans, err := sess.Prompt.Prompt(ctx, pr)
 	if err != nil {
-		return Answer{Action: Deny}, err
+		return escprompt.Answer{Action: escprompt.Deny}, err
 	}
 	return ans, nil
 }

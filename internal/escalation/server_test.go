@@ -16,6 +16,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
 	"github.com/lazaret-dev/lazaret/internal/escalation/wire"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/session"
 	"github.com/lazaret-dev/lazaret/internal/shellwords"
 	"github.com/lazaret-dev/lazaret/internal/trust"
@@ -42,16 +43,16 @@ type rig struct {
 
 type fakePrompter struct {
 	mu     sync.Mutex
-	asked  []PromptRequest
-	answer func(PromptRequest) Answer
+	asked  []escprompt.PromptRequest
+	answer func(escprompt.PromptRequest) escprompt.Answer
 }
 
-func (f *fakePrompter) Prompt(ctx context.Context, r PromptRequest) (Answer, error) {
+func (f *fakePrompter) Prompt(ctx context.Context, r escprompt.PromptRequest) (escprompt.Answer, error) {
 	f.mu.Lock()
 	f.asked = append(f.asked, r)
 	f.mu.Unlock()
 	if f.answer == nil {
-		return Answer{Action: Deny}, nil
+		return escprompt.Answer{Action: escprompt.Deny}, nil
 	}
 	return f.answer(r), nil
 }
@@ -226,13 +227,13 @@ func TestPromptDecisions(t *testing.T) {
 		t.Fatalf("prompt does not name the session: %+v", got)
 	}
 	// Approve.
-	r.prompt.answer = func(PromptRequest) Answer { return Answer{Action: Approve} }
+	r.prompt.answer = func(escprompt.PromptRequest) escprompt.Answer { return escprompt.Answer{Action: escprompt.Approve} }
 	if code, out, _ := r.escalate(r.env(), "--", "echo", "approved"); code != 0 || out != "approved\n" {
 		t.Fatalf("approve: exit %d out %q", code, out)
 	}
 	// Edit then approve: the edited argv runs.
-	r.prompt.answer = func(PromptRequest) Answer {
-		return Answer{Action: Approve, Argv: []string{"echo", "edited"}, Executable: "/usr/bin/echo"}
+	r.prompt.answer = func(escprompt.PromptRequest) escprompt.Answer {
+		return escprompt.Answer{Action: escprompt.Approve, Argv: []string{"echo", "edited"}, Executable: "/usr/bin/echo"}
 	}
 	// The agent is told the command was edited and what ran instead.
 	if code, out, errOut := r.escalate(r.env(), "--", "echo", "original"); code != 0 || out != "edited\n" ||
@@ -240,19 +241,19 @@ func TestPromptDecisions(t *testing.T) {
 		t.Fatalf("edit: exit %d out %q err %q", code, out, errOut)
 	}
 	// An edit whose resolution differs from what the human saw is refused.
-	r.prompt.answer = func(PromptRequest) Answer {
-		return Answer{Action: Approve, Argv: []string{"echo", "x"}, Executable: "/usr/bin/true"}
+	r.prompt.answer = func(escprompt.PromptRequest) escprompt.Answer {
+		return escprompt.Answer{Action: escprompt.Approve, Argv: []string{"echo", "x"}, Executable: "/usr/bin/true"}
 	}
 	if code, _, _ := r.escalate(r.env(), "--", "echo", "original"); code != client.ExitDenied {
 		t.Fatalf("mismatched edit: exit %d", code)
 	}
 	// Abort.
-	r.prompt.answer = func(PromptRequest) Answer { return Answer{Action: Abort} }
+	r.prompt.answer = func(escprompt.PromptRequest) escprompt.Answer { return escprompt.Answer{Action: escprompt.Abort} }
 	if code, _, errOut := r.escalate(r.env(), "--", "echo", "x"); code != client.ExitDenied || !strings.Contains(errOut, "denied: "+ReasonAbortedByUser) {
 		t.Fatalf("abort: exit %d err %q", code, errOut)
 	}
 	// An unparsable command can never be approved as it is.
-	r.prompt.answer = func(PromptRequest) Answer { return Answer{Action: Approve} }
+	r.prompt.answer = func(escprompt.PromptRequest) escprompt.Answer { return escprompt.Answer{Action: escprompt.Approve} }
 	if code, _, _ := r.escalate(r.env(), "--shell", "echo a; echo b", "--reason", "x"); code != client.ExitDenied {
 		t.Fatalf("approve of a compound command: exit %d", code)
 	}
@@ -520,10 +521,10 @@ func TestUnregisteredSessionRejected(t *testing.T) {
 // blockingPrompter never answers; it reports when its requester went away.
 type blockingPrompter struct{ gone chan struct{} }
 
-func (b *blockingPrompter) Prompt(ctx context.Context, _ PromptRequest) (Answer, error) {
+func (b *blockingPrompter) Prompt(ctx context.Context, _ escprompt.PromptRequest) (escprompt.Answer, error) {
 	<-ctx.Done()
 	close(b.gone)
-	return Answer{Action: Deny}, ctx.Err()
+	return escprompt.Answer{Action: escprompt.Deny}, ctx.Err()
 }
 
 // TestClientTimeoutWithdrawsPrompt: --timeout ends the client with 124 and
@@ -581,11 +582,11 @@ var blocked atomic.Int32
 // countingBlocker holds every prompt until its requester goes away.
 type countingBlocker struct{}
 
-func (countingBlocker) Prompt(ctx context.Context, _ PromptRequest) (Answer, error) {
+func (countingBlocker) Prompt(ctx context.Context, _ escprompt.PromptRequest) (escprompt.Answer, error) {
 	blocked.Add(1)
 	defer blocked.Add(-1)
 	<-ctx.Done()
-	return Answer{Action: Deny}, ctx.Err()
+	return escprompt.Answer{Action: escprompt.Deny}, ctx.Err()
 }
 
 // An authenticated connection that ends before sending a byte (the

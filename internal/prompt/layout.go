@@ -10,7 +10,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/lazaret-dev/lazaret/internal/escalation"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/shellwords"
 )
 
@@ -91,7 +91,7 @@ func fitLeft(prefix, v string, w int) string {
 	return label.Render(prefix) + "…" + ansi.TruncateLeft(v, ansi.StringWidth(v)-room+1, "")
 }
 
-func (m *Model) top(r escalation.PromptRequest, w int) []string {
+func (m *Model) top(r escprompt.PromptRequest, w int) []string {
 	head := "lazaret: the agent asks to run a command on the HOST"
 	if n := len(m.queue); n > 1 {
 		head += " (" + strconv.Itoa(n-1) + " more waiting)"
@@ -112,7 +112,7 @@ func (m *Model) top(r escalation.PromptRequest, w int) []string {
 }
 
 // sessionLine names the session that asked: its command, pid and start.
-func sessionLine(r escalation.PromptRequest) string {
+func sessionLine(r escprompt.PromptRequest) string {
 	if r.SessionCommand == nil && r.SessionPID == 0 {
 		return "(unknown session)"
 	}
@@ -143,7 +143,7 @@ type bodyKey struct {
 
 // cachedBody wraps the body once per request, edit and width: a request
 // of tens of thousands of words would otherwise be wrapped on every key.
-func (m *Model) cachedBody(r escalation.PromptRequest, w int) []bodyLine {
+func (m *Model) cachedBody(r escprompt.PromptRequest, w int) []bodyLine {
 	k := bodyKey{r.RequestID, m.gen, w}
 	if m.bodyCache == nil || m.bodyKey != k {
 		m.bodyKey, m.bodyCache = k, m.body(r, w)
@@ -152,7 +152,7 @@ func (m *Model) cachedBody(r escalation.PromptRequest, w int) []bodyLine {
 }
 
 // body is the whole request, wrapped to the width: nothing is cut.
-func (m *Model) body(r escalation.PromptRequest, w int) []bodyLine {
+func (m *Model) body(r escprompt.PromptRequest, w int) []bodyLine {
 	var out []bodyLine
 	add := func(word int, k, v string) {
 		room := max(w-len(k)-1, 8)

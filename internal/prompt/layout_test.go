@@ -9,13 +9,12 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
-
-	"github.com/lazaret-dev/lazaret/internal/escalation"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 )
 
 // longRequest is the attack of issue #12: a request long enough to push
 // the dangerous last word, the directory and the key legend off screen.
-func longRequest(words int) escalation.PromptRequest {
+func longRequest(words int) escprompt.PromptRequest {
 	argv := []string{"make", "lint"}
 	for i := 0; len(argv) < words-1; i++ {
 		argv = append(argv, fmt.Sprintf("target-%03d", i))
@@ -93,7 +92,7 @@ func TestLongRequestPagesAndRefusesEarlyA(t *testing.T) {
 				t.Fatalf("the request fit on %d page(s); the test needs paging", pages+1)
 			}
 			m.Update(key("a"))
-			if len(rec.got) != 1 || rec.got[0].Answer.Action != escalation.Approve {
+			if len(rec.got) != 1 || rec.got[0].Answer.Action != escprompt.Approve {
 				t.Fatalf("A after reading everything: %+v", rec.got)
 			}
 		})

@@ -11,27 +11,27 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
-	"github.com/lazaret-dev/lazaret/internal/escalation"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/shellwords"
 )
 
 // Decision is the answer to one request.
 type Decision struct {
 	RequestID string
-	Answer    escalation.Answer
+	Answer    escprompt.Answer
 }
 
 // Messages the model understands besides keys.
 type (
 	// AddMsg queues a request.
-	AddMsg struct{ Request escalation.PromptRequest }
+	AddMsg struct{ Request escprompt.PromptRequest }
 	// CancelMsg withdraws a request (its requester went away).
 	CancelMsg struct{ RequestID string }
 )
 
 // Resolver resolves an edited command's argv[0] for request r exactly as
-// the coordinator will (escalation.Resolve in r.HostDir with r.Path).
-type Resolver func(argv0 string, r escalation.PromptRequest) (string, error)
+// the coordinator will (escprompt.Resolve in r.HostDir with r.Path).
+type Resolver func(argv0 string, r escprompt.PromptRequest) (string, error)
 
 type mode int
 
@@ -44,7 +44,7 @@ const (
 // callback, synchronously inside Update, so tests need no sleeps; the
 // callback must not block.
 type Model struct {
-	queue   []escalation.PromptRequest
+	queue   []escprompt.PromptRequest
 	mode    mode
 	buf     []rune
 	edited  []string // the edited argv shown for confirmation
@@ -69,8 +69,8 @@ type Model struct {
 }
 
 // New returns a model with the first request r.
-func New(r escalation.PromptRequest, resolve Resolver, decide func(Decision)) *Model {
-	return &Model{queue: []escalation.PromptRequest{r}, resolve: resolve, decide: decide}
+func New(r escprompt.PromptRequest, resolve Resolver, decide func(Decision)) *Model {
+	return &Model{queue: []escprompt.PromptRequest{r}, resolve: resolve, decide: decide}
 }
 
 // Init implements tea.Model.
@@ -198,20 +198,20 @@ func (m *Model) viewKey(k tea.KeyPressMsg) {
 			m.note = "this command cannot run as it is (not a simple command or no such executable): press E to edit it"
 			return
 		}
-		ans := escalation.Answer{Action: escalation.Approve}
+		ans := escprompt.Answer{Action: escprompt.Approve}
 		if m.edited != nil {
 			ans.Argv, ans.Executable = m.edited, m.exe
 		}
 		m.answer(ans)
 	case "d":
-		m.answer(escalation.Answer{Action: escalation.Deny})
+		m.answer(escprompt.Answer{Action: escprompt.Deny})
 	case "e":
 		m.mode, m.note = editing, ""
 		m.buf = []rune(commandLine(m.current()))
 	case "q", "ctrl+c":
-		m.answer(escalation.Answer{Action: escalation.Abort})
+		m.answer(escprompt.Answer{Action: escprompt.Abort})
 		for len(m.queue) > 0 {
-			m.answer(escalation.Answer{Action: escalation.Deny})
+			m.answer(escprompt.Answer{Action: escprompt.Deny})
 		}
 		m.done = true
 	}
@@ -251,7 +251,7 @@ func (m *Model) editKey(k tea.KeyPressMsg) {
 	}
 }
 
-func (m *Model) answer(a escalation.Answer) {
+func (m *Model) answer(a escprompt.Answer) {
 	r := m.queue[0]
 	m.queue = m.queue[1:]
 	m.reset()
@@ -259,7 +259,7 @@ func (m *Model) answer(a escalation.Answer) {
 }
 
 // current is the request being shown, with an edit applied.
-func (m *Model) current() escalation.PromptRequest {
+func (m *Model) current() escprompt.PromptRequest {
 	r := m.queue[0]
 	if m.edited != nil {
 		r.Argv, r.Executable, r.Command = m.edited, m.exe, ""
@@ -269,7 +269,7 @@ func (m *Model) current() escalation.PromptRequest {
 
 // commandLine is the text the editor starts from: the command string, or
 // the argv quoted so that Split gives it back.
-func commandLine(r escalation.PromptRequest) string {
+func commandLine(r escprompt.PromptRequest) string {
 	if r.Argv == nil {
 		return r.Command
 	}

@@ -9,7 +9,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/lazaret-dev/lazaret/internal/escalation"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
@@ -34,12 +34,12 @@ func typeText(m *Model, s string) {
 	}
 }
 
-func req(id string, argv ...string) escalation.PromptRequest {
-	return escalation.PromptRequest{RequestID: id, Profile: "claude", Justification: "because", Cwd: "/workspace",
+func req(id string, argv ...string) escprompt.PromptRequest {
+	return escprompt.PromptRequest{RequestID: id, Profile: "claude", Justification: "because", Cwd: "/workspace",
 		HostDir: "/home/u/proj", Argv: argv, Executable: "/usr/bin/" + argv[0], Reason: "no auto_approve entry matches"}
 }
 
-func resolver(argv0 string, _ escalation.PromptRequest) (string, error) {
+func resolver(argv0 string, _ escprompt.PromptRequest) (string, error) {
 	if argv0 == "nosuch" {
 		return "", errors.New("no such executable")
 	}
@@ -48,7 +48,7 @@ func resolver(argv0 string, _ escalation.PromptRequest) (string, error) {
 
 // newModel is New on a terminal of the classic size, as bubbletea reports
 // it before the first key.
-func newModel(r escalation.PromptRequest, resolve Resolver, decide func(Decision)) *Model {
+func newModel(r escprompt.PromptRequest, resolve Resolver, decide func(Decision)) *Model {
 	m := New(r, resolve, decide)
 	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
 	return m
@@ -61,8 +61,8 @@ func (r *recorder) decide(d Decision) { r.got = append(r.got, d) }
 func TestApproveDeny(t *testing.T) {
 	for _, tc := range []struct {
 		k    string
-		want escalation.Action
-	}{{"a", escalation.Approve}, {"A", escalation.Approve}, {"d", escalation.Deny}, {"D", escalation.Deny}} {
+		want escprompt.Action
+	}{{"a", escprompt.Approve}, {"A", escprompt.Approve}, {"d", escprompt.Deny}, {"D", escprompt.Deny}} {
 		rec := &recorder{}
 		m := newModel(req("r1", "make", "test"), resolver, rec.decide)
 		_, cmd := m.Update(key(tc.k))
@@ -104,8 +104,8 @@ func TestQueueAndAbort(t *testing.T) {
 	if cmd == nil {
 		t.Fatal("Q does not quit")
 	}
-	want := []Decision{{"r1", escalation.Answer{Action: escalation.Deny}}, {"r2", escalation.Answer{Action: escalation.Abort}}, {"r4", escalation.Answer{Action: escalation.Deny}}}
-	if len(rec.got) != 3 || rec.got[0].RequestID != "r1" || rec.got[1].Answer.Action != want[1].Answer.Action || rec.got[1].RequestID != "r2" || rec.got[2].RequestID != "r4" || rec.got[2].Answer.Action != escalation.Deny {
+	want := []Decision{{"r1", escprompt.Answer{Action: escprompt.Deny}}, {"r2", escprompt.Answer{Action: escprompt.Abort}}, {"r4", escprompt.Answer{Action: escprompt.Deny}}}
+	if len(rec.got) != 3 || rec.got[0].RequestID != "r1" || rec.got[1].Answer.Action != want[1].Answer.Action || rec.got[1].RequestID != "r2" || rec.got[2].RequestID != "r4" || rec.got[2].Answer.Action != escprompt.Deny {
 		t.Fatalf("decisions %+v", rec.got)
 	}
 }

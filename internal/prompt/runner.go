@@ -8,10 +8,9 @@ import (
 	"sync"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
-
-	"github.com/lazaret-dev/lazaret/internal/escalation"
 )
 
 // ErrNoTTY is returned (with a Deny answer) when there is no terminal to
@@ -19,7 +18,7 @@ import (
 var ErrNoTTY = errors.New("no terminal to ask on (run lazaret shell, or lazaret exec -t, at a terminal)")
 
 // Runner shows prompts on the CLI's terminal. It implements
-// escalation.Prompter: each call waits for its own answer while requests
+// escprompt.Prompter: each call waits for its own answer while requests
 // queue in one bubbletea program.
 type Runner struct {
 	// TTY is the terminal; nil or not a terminal denies every request.
@@ -64,23 +63,23 @@ func (r *Runner) Close() {
 }
 
 type pendingReq struct {
-	req escalation.PromptRequest
-	ch  chan escalation.Answer
+	req escprompt.PromptRequest
+	ch  chan escprompt.Answer
 }
 
-// Prompt implements escalation.Prompter.
-func (r *Runner) Prompt(ctx context.Context, req escalation.PromptRequest) (escalation.Answer, error) {
+// Prompt implements escprompt.Prompter.
+func (r *Runner) Prompt(ctx context.Context, req escprompt.PromptRequest) (escprompt.Answer, error) {
 	if r.TTY == nil || !term.IsTerminal(int(r.TTY.Fd())) {
-		return escalation.Answer{Action: escalation.Deny}, ErrNoTTY
+		return escprompt.Answer{Action: escprompt.Deny}, ErrNoTTY
 	}
-	ch := make(chan escalation.Answer, 1)
+	ch := make(chan escprompt.Answer, 1)
 	r.mu.Lock()
 	if r.pending == nil {
 		r.pending = map[string]pendingReq{}
 	}
 	r.pending[req.RequestID] = pendingReq{req, ch}
 	if r.prog == nil {
-		r.start([]escalation.PromptRequest{req})
+		r.start([]escprompt.PromptRequest{req})
 		r.mu.Unlock()
 	} else {
 		p := r.prog
@@ -98,12 +97,12 @@ func (r *Runner) Prompt(ctx context.Context, req escalation.PromptRequest) (esca
 		if p != nil {
 			p.Send(CancelMsg{RequestID: req.RequestID})
 		}
-		return escalation.Answer{Action: escalation.Deny}, ctx.Err()
+		return escprompt.Answer{Action: escprompt.Deny}, ctx.Err()
 	}
 }
 
 // start runs a program for reqs; r.mu is held.
-func (r *Runner) start(reqs []escalation.PromptRequest) {
+func (r *Runner) start(reqs []escprompt.PromptRequest) {
 	// Whatever was typed for the shell before the prompt appeared must not
 	// answer it.
 	flush := func() error {
@@ -132,14 +131,14 @@ func (r *Runner) start(reqs []escalation.PromptRequest) {
 		restoreOutput()
 		r.mu.Lock()
 		r.prog = nil
-		var left []escalation.PromptRequest
+		var left []escprompt.PromptRequest
 		for _, pr := range r.pending {
 			left = append(left, pr.req)
 		}
 		if err != nil {
 			// The terminal is unusable: deny what is waiting.
 			for id, pr := range r.pending {
-				pr.ch <- escalation.Answer{Action: escalation.Deny}
+				pr.ch <- escprompt.Answer{Action: escprompt.Deny}
 				delete(r.pending, id)
 			}
 			left = nil
@@ -165,7 +164,7 @@ func (r *Runner) Cancel(id string) {
 	p := r.prog
 	r.mu.Unlock()
 	if ok {
-		pr.ch <- escalation.Answer{Action: escalation.Deny}
+		pr.ch <- escprompt.Answer{Action: escprompt.Deny}
 	}
 	if p != nil {
 		p.Send(CancelMsg{RequestID: id})
@@ -181,7 +180,7 @@ func (r *Runner) deliver(d Decision) {
 	if ok {
 		pr.ch <- d.Answer
 	}
-	if d.Answer.Action == escalation.Abort && r.OnAbort != nil {
+	if d.Answer.Action == escprompt.Abort && r.OnAbort != nil {
 		go r.OnAbort()
 	}
 }

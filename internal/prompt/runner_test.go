@@ -13,10 +13,9 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
-
-	"github.com/lazaret-dev/lazaret/internal/escalation"
 )
 
 type ptyRig struct {
@@ -68,8 +67,8 @@ func (p *ptyRig) waitFor(t *testing.T, s string) {
 	t.Fatalf("terminal never showed %q", s)
 }
 
-func ask(r *Runner, rq escalation.PromptRequest) chan escalation.Answer {
-	ch := make(chan escalation.Answer, 1)
+func ask(r *Runner, rq escprompt.PromptRequest) chan escprompt.Answer {
+	ch := make(chan escprompt.Answer, 1)
 	go func() {
 		a, _ := r.Prompt(context.Background(), rq)
 		ch <- a
@@ -87,7 +86,7 @@ func TestRunnerOnPTY(t *testing.T) {
 	if _, err := p.ptmx.Write([]byte("a")); err != nil {
 		t.Fatal(err)
 	}
-	if a := <-ch; a.Action != escalation.Approve {
+	if a := <-ch; a.Action != escprompt.Approve {
 		t.Fatalf("answer %v", a.Action)
 	}
 	for i := 0; i < 500 && resumed.Load() == 0; i++ {
@@ -121,14 +120,14 @@ func TestRunnerFlushesPendingInput(t *testing.T) {
 		t.Cleanup(r.Wait)
 		ch := ask(r, req("r1", "make", "x"))
 		if !flush {
-			if a := <-ch; a.Action != escalation.Approve {
+			if a := <-ch; a.Action != escprompt.Approve {
 				t.Fatalf("control: pending 'a' did not approve (%v)", a.Action)
 			}
 			continue
 		}
 		p.waitFor(t, "abort lazaret")
 		p.ptmx.Write([]byte("d"))
-		if a := <-ch; a.Action != escalation.Deny {
+		if a := <-ch; a.Action != escprompt.Deny {
 			t.Fatalf("pending input answered the prompt: %v", a.Action)
 		}
 	}
@@ -139,7 +138,7 @@ func TestRunnerNoTTYDenies(t *testing.T) {
 	defer f.Close()
 	for _, tty := range []*os.File{nil, f} {
 		a, err := (&Runner{TTY: tty}).Prompt(context.Background(), req("r1", "make"))
-		if a.Action != escalation.Deny || !errors.Is(err, ErrNoTTY) {
+		if a.Action != escprompt.Deny || !errors.Is(err, ErrNoTTY) {
 			t.Fatalf("no tty: %v %v", a.Action, err)
 		}
 	}
@@ -155,10 +154,10 @@ func TestRunnerQueuesAndAborts(t *testing.T) {
 	ch2 := ask(r, req("r2", "make", "two"))
 	p.waitFor(t, "1 more waiting")
 	p.ptmx.Write([]byte("q"))
-	if a := <-ch1; a.Action != escalation.Abort {
+	if a := <-ch1; a.Action != escprompt.Abort {
 		t.Fatalf("r1 %v", a.Action)
 	}
-	if a := <-ch2; a.Action != escalation.Deny {
+	if a := <-ch2; a.Action != escprompt.Deny {
 		t.Fatalf("r2 %v", a.Action)
 	}
 	<-aborted
@@ -172,7 +171,7 @@ func TestRunnerCloseRestoresTerminal(t *testing.T) {
 	ch := ask(r, req("r1", "make", "x"))
 	p.waitFor(t, "abort lazaret")
 	r.Close()
-	if a := <-ch; a.Action != escalation.Deny {
+	if a := <-ch; a.Action != escprompt.Deny {
 		t.Fatalf("pending prompt answered %v on close", a.Action)
 	}
 	p.waitFor(t, "\x1b[?1049l") // the alternate screen was left

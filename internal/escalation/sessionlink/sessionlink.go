@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/escalation"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/prompt"
 	"github.com/lazaret-dev/lazaret/internal/session"
 )
@@ -62,14 +62,14 @@ func New(o Options) (*Link, error) {
 	t := newTermOwner()
 	l := &Link{anchor: a, opts: o, term: t}
 	l.runner = &prompt.Runner{TTY: o.TTY, OnAbort: o.Abort, Pause: t.escalationPause(o.Pause), Resume: t.escalationResume(o.Resume),
-		Resolve: func(argv0 string, r escalation.PromptRequest) (string, error) {
+		Resolve: func(argv0 string, r escprompt.PromptRequest) (string, error) {
 			// Resolved as the coordinator will (it checks again and refuses
 			// a difference).
 			path := r.Path
 			if path == "" {
-				path = escalation.SafePath(os.Getenv("PATH"))
+				path = escprompt.SafePath(os.Getenv("PATH"))
 			}
-			return escalation.Resolve(argv0, r.HostDir, escalation.SafePath(path))
+			return escprompt.Resolve(argv0, r.HostDir, escprompt.SafePath(path))
 		}}
 	return l, nil
 }
@@ -107,8 +107,8 @@ func (l *Link) Install(c *ctl.Client) {
 	l.mu.Lock()
 	l.client = c
 	l.mu.Unlock()
-	c.Handle(escalation.TypePrompt, func(ctx context.Context, req *ctl.Request) (any, error) {
-		var pr escalation.PromptRequest
+	c.Handle(escprompt.TypePrompt, func(ctx context.Context, req *ctl.Request) (any, error) {
+		var pr escprompt.PromptRequest
 		if err := req.Decode(&pr); err != nil {
 			return nil, err
 		}
@@ -116,13 +116,13 @@ func (l *Link) Install(c *ctl.Client) {
 		if err != nil && a.Reason == "" {
 			a.Reason = err.Error()
 		}
-		if a.Action == escalation.Abort && l.runner.OnAbort == nil {
+		if a.Action == escprompt.Abort && l.runner.OnAbort == nil {
 			l.stopAborted()
 		}
 		return &a, nil
 	})
-	c.Handle(escalation.TypePromptCancel, func(ctx context.Context, req *ctl.Request) (any, error) {
-		var pc escalation.PromptCancel
+	c.Handle(escprompt.TypePromptCancel, func(ctx context.Context, req *ctl.Request) (any, error) {
+		var pc escprompt.PromptCancel
 		if err := req.Decode(&pc); err != nil {
 			return nil, err
 		}
@@ -142,8 +142,8 @@ var ErrDisabled = errors.New("host escalation is disabled")
 
 // Register sends the session public key on the attached connection c.
 func (l *Link) Register(ctx context.Context, c *ctl.Client) error {
-	var reply escalation.RegisterReply
-	err := c.Call(ctx, escalation.TypeRegister, escalation.RegisterRequest{PublicKey: l.anchor.Public}, &reply)
+	var reply escprompt.RegisterReply
+	err := c.Call(ctx, escprompt.TypeRegister, escprompt.RegisterRequest{PublicKey: l.anchor.Public}, &reply)
 	if errors.Is(err, ctl.ErrUnknownType) {
 		return ErrDisabled
 	}
@@ -163,7 +163,7 @@ func (l *Link) Command(command []string) []string {
 	if l.sandboxID == "" {
 		return command
 	}
-	return append([]string{escalation.SandboxGoClient, session.HolderVerb, "--"}, command...)
+	return append([]string{escprompt.SandboxGoClient, session.HolderVerb, "--"}, command...)
 }
 
 // ExecEnv adds a fresh delegation for one `podman exec` to env. Without a
