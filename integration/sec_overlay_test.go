@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/stateanchor"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/stateanchor"
 )
 
 // secOverlayPlants plants in the persistent /usr, from inside the

@@ -22,9 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/gitsentry"
-	"github.com/lazaret-dev/lazaret/internal/gitsentry/fsmonitor"
+	"github.com/lazaret-dev/lazaret/internal/insandbox/fsmonitor"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 

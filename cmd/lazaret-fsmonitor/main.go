@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/lazaret-dev/lazaret/internal/gitsentry/fsmonitor"
+	"github.com/lazaret-dev/lazaret/internal/insandbox/fsmonitor"
 )
 
 func main() {

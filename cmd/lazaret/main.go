@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/lazaret-dev/lazaret/internal/cli"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe"
-	"github.com/lazaret-dev/lazaret/internal/sandbox"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/coord"
+	"github.com/lazaret-dev/lazaret/internal/coordinator"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
@@ -71,7 +71,7 @@ func runCoordinator(cmd *cobra.Command, g *globalOptions, o *coordinatorOptions)
 	if err != nil {
 		return err
 	}
-	return coord.Run(cmd.Context(), coord.Options{
+	return coordinator.Run(cmd.Context(), coordinator.Options{
 		Config: cfg, Profile: p, Anchor: a, Volumes: vols, Recover: o.recover,
 		Podman: &podman.Client{Log: log}, Log: log,
 	})

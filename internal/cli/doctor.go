@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lazaret-dev/lazaret/internal/doctor"
+	"github.com/lazaret-dev/lazaret/internal/cli/doctor"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 

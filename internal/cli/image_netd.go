@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/lazaret-dev/lazaret/internal/image"
-	"github.com/lazaret-dev/lazaret/internal/sidecar"
+	"github.com/lazaret-dev/lazaret/internal/cli/image"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 )
 
 // buildNetdImage builds the network sidecar image (FROM scratch with the

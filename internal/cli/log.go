@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lazaret-dev/lazaret/internal/gitsentry"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
 )
 
 type logOptions struct {

@@ -11,10 +11,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/netd/api"
+	"github.com/lazaret-dev/lazaret/internal/netdapi"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
-	"github.com/lazaret-dev/lazaret/internal/sidecar"
 )
 
 // netOptions are the flags of `lazaret net …`. The commands talk to the
@@ -97,7 +97,7 @@ act on the sandbox of PROFILE (default: "default") in the current directory.`,
 	return cmd
 }
 
-func (g *globalOptions) netClient(o *netOptions) (*config.Profile, *domain.Anchor, *api.Client, error) {
+func (g *globalOptions) netClient(o *netOptions) (*config.Profile, *domain.Anchor, *netdapi.Client, error) {
 	cfg, err := g.loadConfig()
 	if err != nil {
 		return nil, nil, nil, err
@@ -110,13 +110,13 @@ func (g *globalOptions) netClient(o *netOptions) (*config.Profile, *domain.Ancho
 }
 
 func netUnavailable(ctx context.Context, g *globalOptions, err error, a *domain.Anchor) error {
-	if errors.Is(err, api.ErrUnavailable) && g.domainClient(a).alive(ctx) {
+	if errors.Is(err, netdapi.ErrUnavailable) && g.domainClient(a).alive(ctx) {
 		// The sandbox runs but its sidecar does not answer: it died (the
 		// coordinator is stopping the sandbox) or is still starting.
 		return withHint(fmt.Errorf("the network sidecar of the sandbox for profile %s in %s does not answer: %w", a.Profile, a.Workspace, err), exitFailure,
 			"`lazaret status` says whether the sandbox is being stopped because lazaret-netd died")
 	}
-	if errors.Is(err, api.ErrUnavailable) {
+	if errors.Is(err, netdapi.ErrUnavailable) {
 		return withHint(fmt.Errorf("no running sandbox for profile %s in %s", a.Profile, a.Workspace), exitFailure,
 			"start it with "+verbLine("shell", a.Profile)+"; the policy of a stopped sandbox is the configuration")
 	}
@@ -183,7 +183,7 @@ func runNetReload(ctx context.Context, g *globalOptions, o *netOptions) error {
 	return nil
 }
 
-func printNetStatus(w io.Writer, st *api.Status) {
+func printNetStatus(w io.Writer, st *netdapi.Status) {
 	tw := newTable(w, "")
 	defer tw.Flush()
 	state := "not installed"

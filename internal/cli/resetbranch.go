@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lazaret-dev/lazaret/internal/gitsentry"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
 )
 
 func newResetBranchCmd(g *globalOptions) *cobra.Command {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/lazaret-dev/lazaret/internal/sandbox"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
 )
 
 // Shim runs lazaret as the runsc runtime shim: it returns only when the

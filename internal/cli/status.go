@@ -10,12 +10,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lazaret-dev/lazaret/internal/coord"
+	"github.com/lazaret-dev/lazaret/internal/coordinator"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/stateanchor"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/gitsentry"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
-	"github.com/lazaret-dev/lazaret/internal/stateanchor"
 )
 
 // controlTimeout bounds a status or ps request.
@@ -121,7 +121,7 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 		SkippedBranches: gitsentry.ReadSkippedRefs(a.Root()), SideBranches: sideBranches(ctx, g, p.GitMode, a)}
 	c, err := g.domainClient(a).dial(ctx)
 	switch {
-	case errors.Is(err, coord.ErrNotRunning):
+	case errors.Is(err, coordinator.ErrNotRunning):
 	case err != nil:
 		return err
 	default:

@@ -8,8 +8,8 @@ import (
 	"syscall"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/gitsentry"
 )
 
 // workspaceHint is the way out of a refused workspace.
