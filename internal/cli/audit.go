@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
-	"github.com/lazaret-dev/lazaret/internal/coordinator"
+	"github.com/lazaret-dev/lazaret/internal/cli/connect"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/store"
@@ -184,7 +184,7 @@ func openAuditSource(ctx context.Context, g *globalOptions, a *domain.Anchor) (*
 		switch {
 		case errors.Is(err, ctl.ErrAPIMismatch):
 			return nil, err
-		case !errors.Is(err, coordinator.ErrNotRunning):
+		case !errors.Is(err, connect.ErrNotRunning):
 			// Shutting down, or its sandbox failed to start: it closes
 			// the store as it goes; read the file once it is gone.
 			lastErr = err

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/lazaret-dev/lazaret/internal/coordinator"
+	"github.com/lazaret-dev/lazaret/internal/cli/connect"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
@@ -35,14 +35,14 @@ var (
 )
 
 // dial connects to the running coordinator without attaching a session
-// and without starting one; coordinator.ErrNotRunning when none answers.
+// and without starting one; connect.ErrNotRunning when none answers.
 func (d *domainClient) dial(ctx context.Context) (*ctl.Client, error) {
 	return dialSocket(ctx, d.a.ControlSocket(), d.log)
 }
 
 // dialSocket is dial for a coordinator found by its socket (ps, stop --all).
 func dialSocket(ctx context.Context, socket string, log *slog.Logger) (*ctl.Client, error) {
-	return coordinator.Dial(ctx, socket, log)
+	return connect.Dial(ctx, socket, log)
 }
 
 // alive reports whether a coordinator answers on the domain's control
@@ -57,13 +57,13 @@ func (d *domainClient) alive(ctx context.Context) bool {
 		c.Close()
 		return true
 	}
-	return !errors.Is(err, coordinator.ErrNotRunning)
+	return !errors.Is(err, connect.ErrNotRunning)
 }
 
 // connect attaches client to the domain's coordinator, starting one with
-// spawn when none runs (coordinator.Connect: hold-to-bind).
-func (d *domainClient) connect(ctx context.Context, client *ctl.Client, hello ctl.Hello, spawn coordinator.Spawn) error {
-	return coordinator.Connect(ctx, d.a, client, hello, spawn, d.log)
+// spawn when none runs (connect.Connect: hold-to-bind).
+func (d *domainClient) connect(ctx context.Context, client *ctl.Client, hello ctl.Hello, spawn connect.Spawn) error {
+	return connect.Connect(ctx, d.a, client, hello, spawn, d.log)
 }
 
 // maintain runs action under the domain's lock while no coordinator is
@@ -72,7 +72,7 @@ func (d *domainClient) connect(ctx context.Context, client *ctl.Client, hello ct
 // else a held lock is errDomainLocked. A live coordinator is
 // errCoordinatorLive.
 func (d *domainClient) maintain(ctx context.Context, wait bool, action func() error) error {
-	lock, err := coordinator.OpenLock(d.a.LockFile())
+	lock, err := connect.OpenLock(d.a.LockFile())
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (d *domainClient) maintain(ctx context.Context, wait bool, action func() er
 }
 
 // stop asks the domain's coordinator to stop and waits until it has torn
-// down; coordinator.ErrNotRunning when none answers.
+// down; connect.ErrNotRunning when none answers.
 func (d *domainClient) stop(ctx context.Context) error {
 	return stopCoordinator(ctx, d.a.ControlSocket(), d.log)
 }

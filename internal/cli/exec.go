@@ -17,9 +17,9 @@ import (
 	"golang.org/x/term"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/attach"
+	"github.com/lazaret-dev/lazaret/internal/cli/connect"
 	"github.com/lazaret-dev/lazaret/internal/cli/sessionlink"
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/coordinator"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
@@ -250,7 +250,7 @@ func (s *session) connect(ctx context.Context) (context.Context, context.CancelF
 		// A fresh timeout for each attempt: a pull may come between.
 		cancel()
 		cctx, cancel = context.WithTimeout(ctx, connectTimeout)
-		return d.connect(cctx, s.client, hello, coordinator.Spawn{Args: args})
+		return d.connect(cctx, s.client, hello, connect.Spawn{Args: args})
 	}); err != nil {
 		return cctx, cancelLast, sessionError(err, s.p.Name)
 	}

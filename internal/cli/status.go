@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lazaret-dev/lazaret/internal/coordinator"
+	"github.com/lazaret-dev/lazaret/internal/cli/connect"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/stateanchor"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
@@ -121,7 +121,7 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 		SkippedBranches: gitsentry.ReadSkippedRefs(a.Root()), SideBranches: sideBranches(ctx, g, p.GitMode, a)}
 	c, err := g.domainClient(a).dial(ctx)
 	switch {
-	case errors.Is(err, coordinator.ErrNotRunning):
+	case errors.Is(err, connect.ErrNotRunning):
 	case err != nil:
 		return err
 	default:

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lazaret-dev/lazaret/internal/cli/connect"
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/coordinator"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
@@ -65,7 +65,7 @@ func runStop(ctx context.Context, g *globalOptions, profile string) error {
 	}
 	d := g.domainClient(a)
 	err = d.stop(ctx)
-	if errors.Is(err, coordinator.ErrNotRunning) {
+	if errors.Is(err, connect.ErrNotRunning) {
 		// Nothing answers: remove what a dead coordinator may have left.
 		n, rerr := d.removeLeftovers(ctx)
 		if rerr != nil {
@@ -107,7 +107,7 @@ func runStopAll(ctx context.Context, g *globalOptions) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := stopCoordinator(ctx, d.Socket, g.log); err != nil && !errors.Is(err, coordinator.ErrNotRunning) {
+			if err := stopCoordinator(ctx, d.Socket, g.log); err != nil && !errors.Is(err, connect.ErrNotRunning) {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("%s: %w", d.Status.Container.Name, err))
 				mu.Unlock()

@@ -1,3 +1,7 @@
+// Package coordinator is the Session Coordinator process (`lazaret
+// __coordinator`, spawned detached by the CLI through internal/cli/connect):
+// sandbox start, the control socket, reference counting, teardown, crash
+// recovery, and the components under internal/coordinator/....
 package coordinator
 
 import (
@@ -19,6 +23,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/starterr"
 	"github.com/lazaret-dev/lazaret/internal/version"
 )
 
@@ -253,7 +258,7 @@ func (c *coordinator) hello(ctx context.Context, h *ctl.Hello) (*ctl.HelloReply,
 	}
 	if c.startErr != nil {
 		c.errOnce.Do(func() { close(c.errServed) })
-		return nil, ToWire(c.startErr)
+		return nil, starterr.ToWire(c.startErr)
 	}
 	// A coordinator that is shutting down still answers status and stop;
 	// a session is refused then by attached, under the reference lock.

@@ -1,8 +1,8 @@
-// Package coord is the Session Coordinator: the hold-to-bind protocol that
-// makes exactly one coordinator per Domain Anchor, the coordinator process
-// itself (sandbox start, control socket, reference counting, teardown) and
-// crash recovery.
-package coordinator
+// Package connect is how the CLI reaches a domain's Session Coordinator:
+// the hold-to-bind lock (lock.go) that makes exactly one coordinator per
+// Domain Anchor, connecting to it or spawning it detached (Connect), and
+// dialing a running one (Dial).
+package connect
 
 import (
 	"context"

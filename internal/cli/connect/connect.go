@@ -1,4 +1,4 @@
-package coordinator
+package connect
 
 import (
 	"bufio"
@@ -17,8 +17,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe"
-	"github.com/lazaret-dev/lazaret/internal/locate"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/starterr"
 )
 
 // SocketWait is how long a leader waits for a coordinator it spawned to
@@ -113,7 +112,7 @@ func connectOnce(ctx context.Context, a *domain.Anchor, client *ctl.Client, hell
 		if notAnswering(err) || errors.Is(err, ctl.ErrShuttingDown) {
 			return errRetry{err}
 		}
-		return FromWire(err)
+		return starterr.FromWire(err)
 	}
 	defer lock.Unlock()
 	err = client.Connect(ctx, a.ControlSocket(), hello)
@@ -123,7 +122,7 @@ func connectOnce(ctx context.Context, a *domain.Anchor, client *ctl.Client, hell
 	case errors.Is(err, ctl.ErrShuttingDown):
 		return errRetry{err}
 	case !notAnswering(err):
-		return FromWire(err)
+		return starterr.FromWire(err)
 	}
 	recoverFlag := false
 	if _, serr := os.Lstat(a.ControlSocket()); serr == nil {
@@ -146,7 +145,7 @@ func connectOnce(ctx context.Context, a *domain.Anchor, client *ctl.Client, hell
 			return nil
 		}
 		if !notAnswering(err) {
-			return FromWire(err)
+			return starterr.FromWire(err)
 		}
 		select {
 		case <-ctx.Done():
@@ -251,63 +250,6 @@ func lastLogLine(path string) string {
 	return last + " (log: " + path + ")"
 }
 
-// Wire error codes for why a sandbox could not start; FromWire turns them
-// back into the errors the CLI knows how to explain.
-const (
-	CodeNoSuchImage    = "no_such_image"
-	CodePodmanMissing  = "podman_missing"
-	CodeRuntimeMissing = "runtime_missing"
-	CodeStartFailed    = "start_failed"
-)
-
-// ToWire maps a start failure to a typed control-socket error.
-func ToWire(err error) *ctl.Error {
-	var we *ctl.Error
-	if errors.As(err, &we) {
-		return we
-	}
-	code := CodeStartFailed
-	switch {
-	case errors.Is(err, podman.ErrNoSuchImage):
-		code = CodeNoSuchImage
-	case errors.Is(err, podman.ErrNotInstalled):
-		code = CodePodmanMissing
-	case errors.Is(err, locate.ErrNotFound):
-		code = CodeRuntimeMissing
-	}
-	return &ctl.Error{Code: code, Message: err.Error()}
-}
-
-// wireError is a coordinator error that unwraps to the local sentinel of
-// its code, so internal/cli can classify it.
-type wireError struct {
-	err      *ctl.Error
-	sentinel error
-}
-
-func (e wireError) Error() string   { return e.err.Error() }
-func (e wireError) Unwrap() []error { return []error{e.err, e.sentinel} }
-
-// FromWire maps a coordinator's typed error back to lazaret's sentinels.
-func FromWire(err error) error {
-	var we *ctl.Error
-	if !errors.As(err, &we) {
-		return err
-	}
-	var s error
-	switch we.Code {
-	case CodeNoSuchImage:
-		s = podman.ErrNoSuchImage
-	case CodePodmanMissing:
-		s = podman.ErrNotInstalled
-	case CodeRuntimeMissing:
-		s = locate.ErrNotFound
-	default:
-		return err
-	}
-	return wireError{err: we, sentinel: s}
-}
-
 // ErrNotRunning means no coordinator answers on a domain's control socket.
 var ErrNotRunning = errors.New("no sandbox is running")
 
@@ -319,7 +261,7 @@ func Dial(ctx context.Context, socket string, log *slog.Logger) (*ctl.Client, er
 		if notAnswering(err) {
 			return nil, fmt.Errorf("%w (%s)", ErrNotRunning, socket)
 		}
-		return nil, FromWire(err)
+		return nil, starterr.FromWire(err)
 	}
 	return c, nil
 }
