@@ -12,7 +12,6 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/cli/connect"
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
@@ -131,7 +130,7 @@ func runStopAll(ctx context.Context, g *globalOptions) error {
 // carries only the domain label) and its runtime files.
 func removeDeadDomains(ctx context.Context, g *globalOptions, cfg *config.Config) (int, error) {
 	pm := &podman.Client{Log: g.log}
-	list, err := pm.ListByLabel(ctx, sandbox.LabelDataRoot, cfg.DataRoot)
+	list, err := pm.ListByLabel(ctx, domain.LabelDataRoot, cfg.DataRoot)
 	if err != nil {
 		return 0, err
 	}

@@ -134,6 +134,10 @@ func (a *Anchor) Sidecar() string { return "lazaret-net-" + a.Hash }
 // LabelKey is the podman label every container of a domain carries.
 const LabelKey = "lazaret.domain"
 
+// LabelDataRoot is the podman label naming the data_root of an agent
+// container's configuration: it scopes `lazaret stop --all`.
+const LabelDataRoot = "lazaret.data_root"
+
 // AgentBranch is the branch the agent works on in branch mode.
 func (a *Anchor) AgentBranch() string { return "lazaret/agent-" + a.Profile }
 

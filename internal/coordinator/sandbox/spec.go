@@ -21,7 +21,7 @@ const (
 const (
 	LabelDomain   = domain.LabelKey // the Domain Anchor hash
 	LabelProfile  = "lazaret.profile"
-	LabelDataRoot = "lazaret.data_root" // scopes `lazaret stop --all`
+	LabelDataRoot = domain.LabelDataRoot
 )
 
 // PidsLimit bounds the number of tasks in the sandbox: enough for a

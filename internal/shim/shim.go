@@ -1,4 +1,7 @@
-package sandbox
+// Package shim is the lazaret-runsc runtime shim, a process of its own:
+// podman runs the lazaret binary through a link of that name as the OCI
+// runtime, and the shim execs the pinned runsc with lazaret's flags.
+package shim
 
 import (
 	"fmt"
