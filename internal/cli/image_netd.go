@@ -5,14 +5,14 @@ import (
 	"fmt"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/image"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
+	"github.com/lazaret-dev/lazaret/internal/netdimage"
 )
 
 // buildNetdImage builds the network sidecar image (FROM scratch with the
 // lazaret-netd installed beside lazaret), tagged with that binary's hash:
 // an existing image of the same tag holds the same binary and is kept.
 func buildNetdImage(ctx context.Context, g *globalOptions, b *image.Builder) error {
-	ref, bin, err := sidecar.InstalledImageRef()
+	ref, bin, err := netdimage.InstalledImageRef()
 	if err != nil {
 		return withHint(err, exitSetup, "build it with `make build` (or set LAZARET_NETD)")
 	}
@@ -23,18 +23,18 @@ func buildNetdImage(ctx context.Context, g *globalOptions, b *image.Builder) err
 		}
 	}
 	fmt.Fprintf(b.Progress, "==> building %s from %s\n", ref, bin)
-	if err := sidecar.BuildImage(ctx, b.Podman, bin, ref); err != nil {
+	if err := netdimage.BuildImage(ctx, b.Podman, bin, ref); err != nil {
 		return err
 	}
-	sidecar.PruneImages(ctx, b.Podman, ref)
+	netdimage.PruneImages(ctx, b.Podman, ref)
 	return nil
 }
 
 // netdImageRef is the sidecar image the installed lazaret-netd runs in
 // (this version's tag when none is installed).
 func netdImageRef() string {
-	if ref, _, err := sidecar.InstalledImageRef(); err == nil {
+	if ref, _, err := netdimage.InstalledImageRef(); err == nil {
 		return ref
 	}
-	return sidecar.ImageRef()
+	return netdimage.ImageRef()
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/netdapi"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
@@ -106,7 +105,7 @@ func (g *globalOptions) netClient(o *netOptions) (*config.Profile, *domain.Ancho
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return p, a, sidecar.Client(a), nil
+	return p, a, &netdapi.Client{Socket: a.NetdSocket()}, nil
 }
 
 func netUnavailable(ctx context.Context, g *globalOptions, err error, a *domain.Anchor) error {
@@ -170,7 +169,7 @@ func runNetReload(ctx context.Context, g *globalOptions, o *netOptions) error {
 	if err != nil {
 		return err
 	}
-	pol, err := sidecar.PolicyOf(p)
+	pol, err := netpolicy.FromConfig(p.AllowEgress, p.AllowDomains)
 	if err != nil {
 		return err
 	}

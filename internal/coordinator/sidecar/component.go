@@ -1,3 +1,7 @@
+// Package sidecar is the coordinator's side of the Network Sidecar: it
+// starts the sidecar container that owns a sandbox's network namespace,
+// talks to lazaret-netd over its control socket, watches it and relays its
+// denial notices. The image itself is internal/netdimage.
 package sidecar
 
 import (
@@ -17,6 +21,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/execx"
 	"github.com/lazaret-dev/lazaret/internal/netdapi"
+	"github.com/lazaret-dev/lazaret/internal/netdimage"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/unixsock"
@@ -103,7 +108,7 @@ func NewComponent(p *config.Profile, a *domain.Anchor, pm *podman.Client, log *s
 func New(o Options) *Component {
 	auto := o.Image == ""
 	if auto {
-		o.Image = ImageRef()
+		o.Image = netdimage.ImageRef()
 	}
 	if o.Runtime == "" {
 		o.Runtime = "runc"
@@ -178,9 +183,9 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	var err error
 	if c.autoImage {
 		// A content tag: no podman call is needed to know it holds the
-		// installed lazaret-netd. Without one installed, ImageRef() is
+		// installed lazaret-netd. Without one installed, netdimage.ImageRef() is
 		// used as it is.
-		if ref, bin, err := InstalledImageRef(); err == nil {
+		if ref, bin, err := netdimage.InstalledImageRef(); err == nil {
 			c.o.Image, netdBin = ref, bin
 		}
 	}
@@ -233,10 +238,10 @@ func (c *Component) start(ctx context.Context, name string, inv *podman.Invocati
 	runErr := c.run(ctx, inv, lf)
 	if errors.Is(runErr, errImageMissing) && netdBin != "" {
 		c.o.Log.Info("building the sidecar image", "image", c.o.Image)
-		if err := BuildImage(ctx, c.o.Podman, netdBin, c.o.Image); err != nil {
+		if err := netdimage.BuildImage(ctx, c.o.Podman, netdBin, c.o.Image); err != nil {
 			return err
 		}
-		PruneImages(ctx, c.o.Podman, c.o.Image)
+		netdimage.PruneImages(ctx, c.o.Podman, c.o.Image)
 		runErr = c.run(ctx, inv, lf)
 	} else if errors.Is(runErr, errImageMissing) {
 		runErr = fmt.Errorf("%w (no lazaret-netd installed to build it from: `make install`, then `lazaret image build`)", runErr)

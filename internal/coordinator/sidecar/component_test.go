@@ -11,6 +11,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/netdimage"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
@@ -51,7 +52,7 @@ func TestSpec(t *testing.T) {
 		"--security-opt no-new-privileges",
 		"--read-only",
 		"--preserve-fds 1",
-		ImageRef() + " --control-fd 3 --policy ",
+		netdimage.ImageRef() + " --control-fd 3 --policy ",
 		"--upstream " + SlirpResolver,
 	} {
 		if !strings.Contains(line, want) {

@@ -1,7 +1,8 @@
-// Package sidecar is the host side of the Network Sidecar: it builds the
-// lazaret-netd image, starts the sidecar container that owns a sandbox's
-// network namespace, and talks to lazaret-netd over its control socket.
-package sidecar
+// Package netdimage is the lazaret-netd image in local storage: its tag
+// (bound to the binary's content), its FROM scratch build and the pruning
+// of older tags. The CLI (`lazaret image build`) and the coordinator's
+// sidecar component (an image missing at start) both use it.
+package netdimage
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package sidecar
+package netdimage
 
 import (
 	"crypto/sha256"
