@@ -13,10 +13,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/lazaret-dev/lazaret/internal/cli/statecmd"
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/stateanchor"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/statestore"
 )
 
 type stateOptions struct {
@@ -87,10 +88,10 @@ func (g *globalOptions) stateDomain(profile string) (*config.Profile, *domain.An
 }
 
 type stateJSON struct {
-	Profile   string                 `json:"profile"`
-	Workspace string                 `json:"workspace"`
-	Hash      string                 `json:"hash"`
-	Dirs      []stateanchor.DirState `json:"dirs"`
+	Profile   string              `json:"profile"`
+	Workspace string              `json:"workspace"`
+	Hash      string              `json:"hash"`
+	Dirs      []statecmd.DirState `json:"dirs"`
 }
 
 func runState(ctx context.Context, g *globalOptions, o *stateOptions, profile string) error {
@@ -98,7 +99,7 @@ func runState(ctx context.Context, g *globalOptions, o *stateOptions, profile st
 	if err != nil {
 		return err
 	}
-	states, err := stateanchor.Inspect(ctx, &podman.Client{Log: g.log}, stateanchor.Locate(a, p.Persist), p.PersistentDirs)
+	states, err := statecmd.Inspect(ctx, &podman.Client{Log: g.log}, statestore.Locate(a, p.Persist), p.PersistentDirs)
 	if err != nil {
 		return err
 	}
@@ -136,9 +137,9 @@ func runStateReset(ctx context.Context, g *globalOptions, o *stateOptions, profi
 		return err
 	}
 	dirs := p.PersistentDirs
-	st := stateanchor.Locate(a, p.Persist)
+	st := statestore.Locate(a, p.Persist)
 	if dir != "" {
-		if err := stateanchor.ValidateDir(dir); err != nil {
+		if err := statestore.ValidateDir(dir); err != nil {
 			return usageError{err}
 		}
 		if !slices.Contains(dirs, dir) {
@@ -167,7 +168,7 @@ func runStateReset(ctx context.Context, g *globalOptions, o *stateOptions, profi
 }
 
 // resetStates discards the changes of dirs, under the domain's lock.
-func resetStates(ctx context.Context, g *globalOptions, o *stateOptions, a *domain.Anchor, st stateanchor.Store, dirs []string) error {
+func resetStates(ctx context.Context, g *globalOptions, o *stateOptions, a *domain.Anchor, st statestore.Store, dirs []string) error {
 	pc := &podman.Client{Log: g.log}
 	if ok, err := pc.ContainerExists(ctx, a.Container()); err != nil {
 		return stateBusy(a, "cannot tell whether container "+a.Container()+" exists: "+err.Error())
@@ -176,14 +177,14 @@ func resetStates(ctx context.Context, g *globalOptions, o *stateOptions, a *doma
 	}
 	if st.Shared {
 		// No other workspace's sandbox may use the profile's overlays.
-		plock, err := stateanchor.LockProfile(ctx, pc, st.Root, a)
+		plock, err := statestore.LockProfile(ctx, pc, st.Root, a)
 		if err != nil {
 			return fmt.Errorf("state reset: %w", err)
 		}
 		defer plock.Release()
 	}
 
-	states, err := stateanchor.Inspect(ctx, pc, st, dirs)
+	states, err := statecmd.Inspect(ctx, pc, st, dirs)
 	if err != nil {
 		return err
 	}
@@ -202,8 +203,8 @@ func resetStates(ctx context.Context, g *globalOptions, o *stateOptions, a *doma
 		}
 	}
 	for _, s := range states {
-		if err := stateanchor.Reset(ctx, pc, st, s.Dir); err != nil {
-			if errors.Is(err, stateanchor.ErrInUse) {
+		if err := statecmd.Reset(ctx, pc, st, s.Dir); err != nil {
+			if errors.Is(err, statecmd.ErrInUse) {
 				return stateBusy(a, err.Error())
 			}
 			return err

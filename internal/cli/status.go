@@ -12,10 +12,10 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/cli/connect"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/stateanchor"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/statestore"
 )
 
 // controlTimeout bounds a status or ps request.
@@ -53,7 +53,7 @@ type statusJSON struct {
 	Status    *ctl.Status `json:"status,omitempty"`
 	// Persistent are the State Anchor records of the profile's persistent
 	// dirs: which image each overlay was last used with.
-	Persistent []stateanchor.Record `json:"persistent,omitempty"`
+	Persistent []statestore.Record `json:"persistent,omitempty"`
 	// SkippedBranches are the agent's branches the ref sync did not bring
 	// over (escaped names).
 	SkippedBranches []string `json:"skipped_branches,omitempty"`
@@ -155,10 +155,10 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 
 // overlayRecords reads, without podman, which image each persistent dir's
 // overlay was last used with; dirs never mounted have no record.
-func overlayRecords(g *globalOptions, a *domain.Anchor, persist string, dirs []string) []stateanchor.Record {
-	var recs []stateanchor.Record
+func overlayRecords(g *globalOptions, a *domain.Anchor, persist string, dirs []string) []statestore.Record {
+	var recs []statestore.Record
 	for _, dir := range dirs {
-		rec, err := stateanchor.Locate(a, persist).Record(dir)
+		rec, err := statestore.Locate(a, persist).Record(dir)
 		if err != nil {
 			g.log.Warn("unreadable State Anchor record", "dir", dir, "err", err)
 			continue
@@ -170,7 +170,7 @@ func overlayRecords(g *globalOptions, a *domain.Anchor, persist string, dirs []s
 	return recs
 }
 
-func printOverlayRecords(w io.Writer, recs []stateanchor.Record) {
+func printOverlayRecords(w io.Writer, recs []statestore.Record) {
 	if len(recs) == 0 {
 		return
 	}

@@ -1,3 +1,9 @@
+// Package stateanchor is the State Anchor component of the coordinator: it
+// persists container directories such as /usr across sandbox restarts and
+// image updates with a fuse-overlayfs per directory (the image's directory
+// as lower layer, the domain's <name>_changes as upper layer), mounted
+// inside `podman unshare` so that rootless containers see it, and bound
+// over the directory in the container. The layout is internal/statestore.
 package stateanchor
 
 import (
@@ -14,6 +20,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/statestore"
 	"github.com/lazaret-dev/lazaret/internal/vault"
 )
 
@@ -55,10 +62,10 @@ type Component struct {
 	opt Options
 	log *slog.Logger
 
-	root    string       // canonical overlay root (Store.Root)
-	lock    *ProfileLock // hold of a shared root, nil otherwise
-	imageID string       // image mount this component holds, "" when none
-	mounted []string     // merged dirs this component mounted
+	root    string                  // canonical overlay root (Store.Root)
+	lock    *statestore.ProfileLock // hold of a shared root, nil otherwise
+	imageID string                  // image mount this component holds, "" when none
+	mounted []string                // merged dirs this component mounted
 }
 
 // New returns the State Anchor component for opt.
@@ -76,9 +83,6 @@ func New(opt Options) *Component {
 // Name implements sandbox.Component.
 func (c *Component) Name() string { return "stateanchor" }
 
-// overlayRoot is <domain_root>/overlay, the parent of every OverlayDir.
-func overlayRoot(a *domain.Anchor) string { return filepath.Dir(a.OverlayDir("/x")) }
-
 // Prepare implements sandbox.Component. It first removes whatever a crashed
 // predecessor left of this domain's overlays, then mounts one
 // fuse-overlayfs per persistent dir on the current image and binds each
@@ -87,7 +91,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	if len(c.opt.Dirs) == 0 {
 		return nil
 	}
-	if err := ValidateDirs(c.opt.Dirs); err != nil {
+	if err := statestore.ValidateDirs(c.opt.Dirs); err != nil {
 		return err
 	}
 	switch c.opt.Driver {
@@ -148,7 +152,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 // canonicalizes it and, when it is the profile's shared one, takes the
 // profile's lock.
 func (c *Component) openRoot(ctx context.Context) (string, error) {
-	st := Locate(c.opt.Anchor, c.opt.Persist)
+	st := statestore.Locate(c.opt.Anchor, c.opt.Persist)
 	// Host git run by the user anywhere under the data root must never
 	// reach what the agent wrote in the changes dirs: the root is mode 000.
 	if err := vault.Seal(st.Root); err != nil {
@@ -165,7 +169,7 @@ func (c *Component) openRoot(ctx context.Context) (string, error) {
 		c.log.Info("keeping this workspace's own State Anchor (changes made before it was per profile; `lazaret state reset` moves it to the profile's)", "root", root)
 	}
 	if st.Shared {
-		if c.lock, err = LockProfile(ctx, c.opt.Podman, root, c.opt.Anchor); err != nil {
+		if c.lock, err = statestore.LockProfile(ctx, c.opt.Podman, root, c.opt.Anchor); err != nil {
 			return "", err
 		}
 	}
@@ -190,7 +194,7 @@ func (c *Component) imageRoot(ctx context.Context, img *podman.ImageInfo) (strin
 	// Written after the mount: a crash between the two leaks one mount
 	// count of the image, which is harmless; the opposite order could make
 	// the next start release somebody else's mount.
-	if err := writeJSON(sideFile(c.root, holdFile), hold{ImageID: img.ID}); err != nil {
+	if err := statestore.WriteJSON(statestore.SideFile(c.root, statestore.HoldFile), statestore.Hold{ImageID: img.ID}); err != nil {
 		return "", err
 	}
 	return base, nil
@@ -222,7 +226,7 @@ func (c *Component) mountDir(ctx context.Context, dir, base, empty string, img *
 			return err
 		}
 	}
-	prev, err := ReadRecord(od.Path())
+	prev, err := statestore.ReadRecord(od.Path())
 	if err != nil {
 		c.log.Warn("unreadable overlay record; rewriting it", "dir", dir, "err", err)
 		prev = nil
@@ -251,7 +255,7 @@ func (c *Component) mountDir(ctx context.Context, dir, base, empty string, img *
 		}
 	}
 
-	rec := Record{Dir: dir, Image: c.opt.Image, ImageID: img.ID, ImageDigest: img.Digest, MountedAt: time.Now().UTC(), Driver: used}
+	rec := statestore.Record{Dir: dir, Image: c.opt.Image, ImageID: img.ID, ImageDigest: img.Digest, MountedAt: time.Now().UTC(), Driver: used}
 	if prev != nil {
 		rec.PreviousImageID = prev.PreviousImageID
 		if prev.ImageID != "" && prev.ImageID != img.ID {
@@ -261,7 +265,7 @@ func (c *Component) mountDir(ctx context.Context, dir, base, empty string, img *
 			rec.PreviousImageID = prev.ImageID
 		}
 	}
-	if err := writeJSON(od.Join(recordFile), rec); err != nil {
+	if err := statestore.WriteJSON(od.Join(statestore.RecordFile), rec); err != nil {
 		return err
 	}
 	c.log.Debug("mounted", "dir", dir, "merged", merged, "image", short(img.ID), "driver", used)
@@ -271,7 +275,7 @@ func (c *Component) mountDir(ctx context.Context, dir, base, empty string, img *
 // driverFor picks the driver for a changes dir: the one it was made with,
 // fuse-overlayfs for one of unknown origin, the configured one for a new
 // one.
-func (c *Component) driverFor(fresh bool, prev *Record) string {
+func (c *Component) driverFor(fresh bool, prev *statestore.Record) string {
 	switch {
 	case prev != nil && prev.Driver != "":
 		return prev.Driver
@@ -316,7 +320,7 @@ func (c *Component) Close(ctx context.Context) error {
 	if c.imageID != "" {
 		if err := c.opt.Podman.ImageUnmount(ctx, c.imageID); err != nil {
 			errs = append(errs, fmt.Errorf("releasing the image mount: %w", err))
-		} else if err := os.Remove(sideFile(c.root, holdFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		} else if err := os.Remove(statestore.SideFile(c.root, statestore.HoldFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 		c.imageID = ""
@@ -346,11 +350,11 @@ func (c *Component) sweep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	all, err := ParseMountinfo(out)
+	all, err := statestore.ParseMountinfo(out)
 	if err != nil {
 		return err
 	}
-	stale := MountsUnder(all, c.root)
+	stale := statestore.MountsUnder(all, c.root)
 	if len(stale) > 0 {
 		args := []string{"bash", "-c", unmountScript, "stateanchor-unmount"}
 		for _, m := range stale {
@@ -364,8 +368,8 @@ func (c *Component) sweep(ctx context.Context) error {
 	if err := c.reapDaemons(ctx, c.root); err != nil {
 		return err
 	}
-	var h hold
-	ok, err := readJSON(sideFile(c.root, holdFile), &h)
+	var h statestore.Hold
+	ok, err := statestore.ReadJSON(statestore.SideFile(c.root, statestore.HoldFile), &h)
 	if err != nil {
 		c.log.Warn("unreadable image mount marker; dropping it", "err", err)
 	}
@@ -375,7 +379,7 @@ func (c *Component) sweep(ctx context.Context) error {
 			c.log.Warn("releasing stale image mount", "err", err)
 		}
 	}
-	if err := os.Remove(sideFile(c.root, holdFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(statestore.SideFile(c.root, statestore.HoldFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil

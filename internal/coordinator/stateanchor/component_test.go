@@ -6,22 +6,23 @@ import (
 	"testing"
 
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/statestore"
 )
 
 func TestDriverFor(t *testing.T) {
 	c := New(Options{})
 	for _, tc := range []struct {
 		fresh bool
-		prev  *Record
+		prev  *statestore.Record
 		opt   string
 		want  string
 	}{
 		{true, nil, "", DriverAuto},
 		{true, nil, DriverFuse, DriverFuse},
-		{false, nil, "", DriverFuse},                                       // changes of unknown origin
-		{false, &Record{}, DriverOverlay, DriverFuse},                      // first-version record
-		{false, &Record{Driver: DriverOverlay}, DriverFuse, DriverOverlay}, // keeps its driver
-		{false, &Record{Driver: DriverFuse}, "", DriverFuse},
+		{false, nil, "", DriverFuse},                                                  // changes of unknown origin
+		{false, &statestore.Record{}, DriverOverlay, DriverFuse},                      // first-version record
+		{false, &statestore.Record{Driver: DriverOverlay}, DriverFuse, DriverOverlay}, // keeps its driver
+		{false, &statestore.Record{Driver: DriverFuse}, "", DriverFuse},
 	} {
 		c.opt.Driver = tc.opt
 		if got := c.driverFor(tc.fresh, tc.prev); got != tc.want {
@@ -32,7 +33,7 @@ func TestDriverFor(t *testing.T) {
 
 func TestPrepareRefusesBadInput(t *testing.T) {
 	spec := &podman.ContainerSpec{}
-	if err := New(Options{Dirs: []string{"/usr", "/usr/lib"}}).Prepare(context.Background(), spec); !errors.Is(err, ErrBadDir) {
+	if err := New(Options{Dirs: []string{"/usr", "/usr/lib"}}).Prepare(context.Background(), spec); !errors.Is(err, statestore.ErrBadDir) {
 		t.Errorf("nested dirs: %v", err)
 	}
 	if err := New(Options{Dirs: []string{"/usr"}, Driver: "zfs"}).Prepare(context.Background(), spec); err == nil {

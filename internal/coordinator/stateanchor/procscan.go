@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"github.com/lazaret-dev/lazaret/internal/statestore"
 )
 
 // daemon is a running fuse-overlayfs found by its command line.
@@ -42,7 +44,7 @@ func fuseDaemons(procRoot, dir string) ([]daemon, error) {
 		if err != nil {
 			continue
 		}
-		if mp, ok := fuseMountPoint(cmdline); ok && within(mp, dir) {
+		if mp, ok := fuseMountPoint(cmdline); ok && statestore.Within(mp, dir) {
 			out = append(out, daemon{PID: pid, MountPoint: mp})
 		}
 	}

@@ -1,4 +1,7 @@
-package stateanchor
+// Package statecmd is what `lazaret state` does on the host: the size,
+// mount state and image of each persistent dir's changes, and discarding
+// them while no sandbox uses them.
+package statecmd
 
 import (
 	"bufio"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/statestore"
 	"github.com/lazaret-dev/lazaret/internal/vault"
 )
 
@@ -22,17 +26,17 @@ var ErrInUse = errors.New("the State Anchor is in use by a running sandbox")
 
 // DirState describes one persistent dir of a domain, for `lazaret state`.
 type DirState struct {
-	Dir     string  `json:"dir"`
-	Changes string  `json:"changes"`
-	Bytes   int64   `json:"bytes"`   // apparent size of the changes
-	Mounted bool    `json:"mounted"` // an overlay of it is mounted now
-	Record  *Record `json:"record,omitempty"`
+	Dir     string             `json:"dir"`
+	Changes string             `json:"changes"`
+	Bytes   int64              `json:"bytes"`   // apparent size of the changes
+	Mounted bool               `json:"mounted"` // an overlay of it is mounted now
+	Record  *statestore.Record `json:"record,omitempty"`
 }
 
 // Inspect reports the State Anchor of each dir in st (Locate). Files in
 // the changes may belong to sub-uids of the sandbox, so sizes are taken
 // inside podman unshare.
-func Inspect(ctx context.Context, pc *podman.Client, st Store, dirs []string) ([]DirState, error) {
+func Inspect(ctx context.Context, pc *podman.Client, st statestore.Store, dirs []string) ([]DirState, error) {
 	mounts, err := mountsUnderRoot(ctx, pc, st.Root)
 	if err != nil {
 		return nil, err
@@ -46,14 +50,14 @@ func Inspect(ctx context.Context, pc *podman.Client, st Store, dirs []string) ([
 		changes, _, merged := st.OverlayPaths(dir)
 		ds := DirState{Dir: dir, Changes: changes}
 		for _, m := range mounts {
-			if within(m.MountPoint, below(croot, st.Root, merged)) {
+			if statestore.Within(m.MountPoint, below(croot, st.Root, merged)) {
 				ds.Mounted = true
 			}
 		}
 		if ds.Record, err = st.Record(dir); err != nil {
 			return nil, err
 		}
-		if st.hasChanges(dir) {
+		if st.HasChanges(dir) {
 			existing = append(existing, changes)
 		}
 		out = append(out, ds)
@@ -74,8 +78,8 @@ func Inspect(ctx context.Context, pc *podman.Client, st Store, dirs []string) ([
 // image's dir again. It refuses with ErrInUse while the overlay is mounted;
 // the caller must also hold the domain's lock (and, for a shared Store,
 // the profile's) and check that no sandbox runs.
-func Reset(ctx context.Context, pc *podman.Client, st Store, dir string) error {
-	if err := ValidateDir(dir); err != nil {
+func Reset(ctx context.Context, pc *podman.Client, st statestore.Store, dir string) error {
+	if err := statestore.ValidateDir(dir); err != nil {
 		return err
 	}
 	mounts, err := mountsUnderRoot(ctx, pc, st.Root)
@@ -84,7 +88,7 @@ func Reset(ctx context.Context, pc *podman.Client, st Store, dir string) error {
 	}
 	odir := below(canonical(st.Root), st.Root, st.OverlayDir(dir))
 	for _, m := range mounts {
-		if within(m.MountPoint, odir) {
+		if statestore.Within(m.MountPoint, odir) {
 			return fmt.Errorf("%s: %w (%s is mounted)", dir, ErrInUse, m.MountPoint)
 		}
 	}
@@ -102,15 +106,10 @@ func Reset(ctx context.Context, pc *podman.Client, st Store, dir string) error {
 		return err
 	}
 	defer d.Close()
-	if err := os.Remove(d.Join(recordFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(d.Join(statestore.RecordFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil
-}
-
-// hasChanges reports whether dir has a changes dir in the Store.
-func (s Store) hasChanges(dir string) bool {
-	return changesIn(s.Root, domain.OverlayName(dir))
 }
 
 // below rebases p, a path under root, on croot (root canonicalized).
@@ -124,16 +123,16 @@ func below(croot, root, p string) string {
 
 // mountsUnderRoot lists the mounts under the overlay root in podman's
 // namespace.
-func mountsUnderRoot(ctx context.Context, pc *podman.Client, root string) ([]Mount, error) {
+func mountsUnderRoot(ctx context.Context, pc *podman.Client, root string) ([]statestore.Mount, error) {
 	out, err := pc.Unshare(ctx, "cat", "/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
-	all, err := ParseMountinfo(out)
+	all, err := statestore.ParseMountinfo(out)
 	if err != nil {
 		return nil, err
 	}
-	return MountsUnder(all, canonical(root)), nil
+	return statestore.MountsUnder(all, canonical(root)), nil
 }
 
 // canonical resolves symlinks in p where it exists (mountinfo shows

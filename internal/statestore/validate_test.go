@@ -1,4 +1,4 @@
-package stateanchor
+package statestore
 
 import (
 	"errors"
@@ -52,7 +52,7 @@ func FuzzValidateDir(f *testing.F) {
 			t.Fatalf("accepted %q", d)
 		}
 		for _, f := range forbidden {
-			if within(d, f) {
+			if Within(d, f) {
 				t.Fatalf("accepted %q under %s", d, f)
 			}
 		}

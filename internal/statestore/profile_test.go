@@ -1,4 +1,4 @@
-package stateanchor
+package statestore
 
 import (
 	"context"
@@ -130,7 +130,7 @@ func TestLockProfile(t *testing.T) {
 
 func TestLockProfileRefusesSymlink(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "overlay")
-	if err := os.Symlink(filepath.Join(root, "elsewhere"), sideFile(root, lockFile)); err != nil {
+	if err := os.Symlink(filepath.Join(root, "elsewhere"), SideFile(root, lockFile)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := LockProfile(context.Background(), fakePodman(t), root, testAnchor(t, root, "aaaaaaaaaaaa", "/w")); err == nil {

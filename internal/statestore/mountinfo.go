@@ -1,4 +1,4 @@
-package stateanchor
+package statestore
 
 import (
 	"bufio"
@@ -107,7 +107,7 @@ func unescapeOctal(s string) (string, error) {
 func MountsUnder(mounts []Mount, dir string) []Mount {
 	var out []Mount
 	for _, m := range mounts {
-		if within(m.MountPoint, dir) {
+		if Within(m.MountPoint, dir) {
 			out = append(out, m)
 		}
 	}

@@ -1,4 +1,4 @@
-package stateanchor
+package statestore
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func ProfileRoot(a *domain.Anchor) string { return filepath.Join(a.ProfileDir(),
 // are never lost or merged behind the user's back; `lazaret state reset`
 // in that workspace discards them and the domain joins the profile's.
 func Locate(a *domain.Anchor, persist string) Store {
-	own := overlayRoot(a)
+	own := DomainRoot(a)
 	if persist != config.PersistProfile {
 		return Store{Root: own}
 	}
@@ -83,6 +83,11 @@ func changesIn(root, name string) bool {
 	return err == nil && fi.IsDir()
 }
 
+// HasChanges reports whether dir has a changes dir in the Store.
+func (s Store) HasChanges(dir string) bool {
+	return changesIn(s.Root, domain.OverlayName(dir))
+}
+
 // Has reports whether dir has an overlay dir in the Store.
 func (s Store) Has(dir string) bool {
 	d, err := vault.Open(s.Root, domain.OverlayName(dir), false, 0)
@@ -118,15 +123,15 @@ func (s Store) OverlayPaths(dir string) (changes, work, merged string) {
 }
 
 // Files of a shared root: the lock its user holds, and who that is. They
-// live beside the root (sideFile), not in it: the root is a vault that the
+// live beside the root (SideFile), not in it: the root is a vault that the
 // user's processes, lazaret's flock included, cannot search.
 const (
 	lockFile  = "lock"
 	ownerFile = "owner.json"
 )
 
-// sideFile is the file name beside root: <parent>/overlay.<name>.
-func sideFile(root, name string) string {
+// SideFile is the file name beside root: <parent>/overlay.<name>.
+func SideFile(root, name string) string {
 	return filepath.Join(filepath.Dir(root), filepath.Base(root)+"."+name)
 }
 
@@ -139,7 +144,7 @@ type owner struct {
 	PID       int    `json:"pid"`
 }
 
-// ProfileLock is the exclusive hold of a profile's State Anchor.
+// ProfileLock is the exclusive Hold of a profile's State Anchor.
 type ProfileLock struct {
 	fd   int
 	root string
@@ -151,14 +156,14 @@ type ProfileLock struct {
 // on its overlays, so a holder recorded in owner.json whose container
 // still exists keeps the profile busy too.
 func LockProfile(ctx context.Context, pc *podman.Client, root string, a *domain.Anchor) (*ProfileLock, error) {
-	path := sideFile(root, lockFile)
+	path := SideFile(root, lockFile)
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("profile lock %s: %w", path, err)
 	}
 	l := &ProfileLock{fd: fd, root: root}
 	var prev owner
-	if _, err := readJSON(sideFile(root, ownerFile), &prev); err != nil {
+	if _, err := ReadJSON(SideFile(root, ownerFile), &prev); err != nil {
 		prev = owner{}
 	}
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
@@ -179,7 +184,7 @@ func LockProfile(ctx context.Context, pc *podman.Client, root string, a *domain.
 		}
 	}
 	me := owner{Domain: a.Hash, Workspace: a.Workspace, Container: a.Container(), PID: os.Getpid()}
-	if err := writeJSON(sideFile(root, ownerFile), me); err != nil {
+	if err := WriteJSON(SideFile(root, ownerFile), me); err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -200,7 +205,7 @@ func (l *ProfileLock) Release() error {
 	if l == nil || l.fd < 0 {
 		return nil
 	}
-	err := os.Remove(sideFile(l.root, ownerFile))
+	err := os.Remove(SideFile(l.root, ownerFile))
 	if errors.Is(err, os.ErrNotExist) {
 		err = nil
 	}
@@ -215,3 +220,6 @@ func (l *ProfileLock) Close() {
 		l.fd = -1
 	}
 }
+
+// DomainRoot is <domain_root>/overlay, the parent of every OverlayDir.
+func DomainRoot(a *domain.Anchor) string { return filepath.Dir(a.OverlayDir("/x")) }

@@ -1,10 +1,10 @@
-// Package stateanchor is the State Anchor: it persists container directories
-// such as /usr across sandbox restarts and image updates with a
-// fuse-overlayfs per directory (the image's directory as lower layer, the
-// domain's <name>_changes as upper layer), mounted inside `podman unshare`
-// so that rootless containers see it, and bound over the directory in the
-// container.
-package stateanchor
+// Package statestore is the State Anchor's layout on the host, shared by
+// the coordinator's component (internal/coordinator/stateanchor), which
+// mounts the overlays, and the CLI's state commands (internal/cli/statecmd),
+// which inspect and reset them: where a domain's or a profile's overlays
+// are, their image records, the profile lock, persistent dir validation and
+// mountinfo parsing.
+package statestore
 
 import (
 	"errors"
@@ -44,7 +44,7 @@ func ValidateDir(dir string) error {
 		}
 	}
 	for _, f := range forbidden {
-		if within(dir, f) {
+		if Within(dir, f) {
 			return fmt.Errorf("%w %q: %s is managed by the runtime or lazaret", ErrBadDir, dir, f)
 		}
 	}
@@ -62,7 +62,7 @@ func ValidateDirs(dirs []string) error {
 			return err
 		}
 		for _, e := range dirs[:i] {
-			if within(d, e) || within(e, d) {
+			if Within(d, e) || Within(e, d) {
 				return fmt.Errorf("%w %q: nests with %q", ErrBadDir, d, e)
 			}
 		}
@@ -75,8 +75,8 @@ func ValidateDirs(dirs []string) error {
 	return nil
 }
 
-// within reports whether p is dir or below it; both are clean absolute paths.
-func within(p, dir string) bool {
+// Within reports whether p is dir or below it; both are clean absolute paths.
+func Within(p, dir string) bool {
 	if dir == "/" {
 		return true
 	}

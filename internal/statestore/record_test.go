@@ -1,4 +1,4 @@
-package stateanchor
+package statestore
 
 import (
 	"os"
@@ -13,7 +13,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		t.Fatalf("missing record: %v %v", r, err)
 	}
 	want := Record{Dir: "/usr", Image: "img", ImageID: "abc", ImageDigest: "sha256:d", MountedAt: time.Unix(5, 0).UTC(), PreviousImageID: "old"}
-	if err := writeJSON(filepath.Join(dir, recordFile), want); err != nil {
+	if err := WriteJSON(filepath.Join(dir, RecordFile), want); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadRecord(dir)
@@ -24,7 +24,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	if len(ents) != 1 {
 		t.Errorf("temporary files left: %v", ents)
 	}
-	if err := os.WriteFile(filepath.Join(dir, recordFile), []byte("{"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, RecordFile), []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ReadRecord(dir); err == nil {

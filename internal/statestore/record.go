@@ -1,4 +1,4 @@
-package stateanchor
+package statestore
 
 import (
 	"encoding/json"
@@ -9,12 +9,12 @@ import (
 	"time"
 )
 
-// recordFile is the name of the per-directory record inside its overlay dir.
-const recordFile = "image.json"
+// RecordFile is the name of the per-directory record inside its overlay dir.
+const RecordFile = "image.json"
 
-// holdFile (beside the overlay root, sideFile) marks an image mount that this domain holds and has not
+// HoldFile (beside the overlay root, SideFile) marks an image mount that this domain holds and has not
 // released; after a crash the next start releases it once.
-const holdFile = "image-mount.json"
+const HoldFile = "image-mount.json"
 
 // Record is what a persistent dir's overlay was last mounted with.
 type Record struct {
@@ -34,8 +34,8 @@ type Record struct {
 	PreviousImageID string `json:"previous_image_id,omitempty"`
 }
 
-// hold is the content of holdFile.
-type hold struct {
+// Hold is the content of HoldFile.
+type Hold struct {
 	ImageID string `json:"image_id"`
 }
 
@@ -43,14 +43,14 @@ type hold struct {
 // (nil, nil).
 func ReadRecord(overlayDir string) (*Record, error) {
 	var r Record
-	ok, err := readJSON(filepath.Join(overlayDir, recordFile), &r)
+	ok, err := ReadJSON(filepath.Join(overlayDir, RecordFile), &r)
 	if !ok {
 		return nil, err
 	}
 	return &r, nil
 }
 
-func readJSON(path string, v any) (bool, error) {
+func ReadJSON(path string, v any) (bool, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
@@ -64,9 +64,9 @@ func readJSON(path string, v any) (bool, error) {
 	return true, nil
 }
 
-// writeJSON replaces path atomically: a crash leaves the old or the new
+// WriteJSON replaces path atomically: a crash leaves the old or the new
 // content, never a torn file.
-func writeJSON(path string, v any) error {
+func WriteJSON(path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
