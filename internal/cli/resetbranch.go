@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/cli/review"
 	"github.com/spf13/cobra"
-
-	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
 )
 
 func newResetBranchCmd(g *globalOptions) *cobra.Command {
@@ -34,14 +33,14 @@ func runResetBranch(ctx context.Context, g *globalOptions, profile string) error
 		return err
 	}
 	// No sandbox may start while the clone is removed.
-	var res *gitsentry.ResetResult
+	var res *review.ResetResult
 	err = g.domainClient(t.anchor).maintain(ctx, true, func() error {
 		var err error
-		res, err = gitsentry.ResetBranch(ctx, t.review.Git, t.podman, t.review.Repo, t.anchor, time.Now())
+		res, err = review.ResetBranch(ctx, t.review.Git, t.podman, t.review.Repo, t.anchor, time.Now())
 		return err
 	})
 	if errors.Is(err, errCoordinatorLive) {
-		return fmt.Errorf("%s: %w (%w)", t.anchor.Container(), gitsentry.ErrSandboxRunning, err)
+		return fmt.Errorf("%s: %w (%w)", t.anchor.Container(), review.ErrSandboxRunning, err)
 	}
 	if err != nil {
 		return err

@@ -11,9 +11,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/connect"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
+	"github.com/lazaret-dev/lazaret/internal/cli/review"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/statestore"
 )
@@ -72,16 +73,16 @@ type sideBranchJSON struct {
 // sideBranches reads the agent's side branches from the host repository
 // (branch mode only; a workspace git cannot read just has none to show).
 func sideBranches(ctx context.Context, g *globalOptions, gitMode string, a *domain.Anchor) []sideBranchJSON {
-	if mode, err := gitsentry.ResolveMode(gitMode, a.Workspace); err != nil || mode != gitsentry.ModeBranch {
+	if mode, err := gitrepo.ResolveMode(gitMode, a.Workspace); err != nil || mode != gitrepo.ModeBranch {
 		return nil
 	}
 	git := &hostgit.Git{Log: g.log}
-	repo, err := gitsentry.OpenHostRepo(ctx, git, a.Workspace)
+	repo, err := gitrepo.OpenHostRepo(ctx, git, a.Workspace)
 	if err != nil {
 		g.log.Debug("status: host repository", "err", err)
 		return nil
 	}
-	r := &gitsentry.Review{Git: git, Repo: repo, Map: gitsentry.RefMap{Profile: a.Profile}}
+	r := &review.Review{Git: git, Repo: repo, Map: gitrepo.RefMap{Profile: a.Profile}}
 	bs, err := r.SideBranches(ctx)
 	if err != nil {
 		g.log.Warn("status: listing the agent's side branches", "err", err)
@@ -100,7 +101,7 @@ func printSideBranches(w io.Writer, bs []sideBranchJSON) {
 	}
 	tw := newTable(w, "\nSIDE BRANCH\tTIP\tNOT IN HEAD\tHOST REF")
 	for _, b := range bs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Name, short(b.Tip), gitsentry.Commits(b.Ahead), b.Ref)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Name, short(b.Tip), gitrepo.Commits(b.Ahead), b.Ref)
 	}
 	tw.Flush()
 }
@@ -118,7 +119,7 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
 	out := statusJSON{Domain: a.Hash, Profile: a.Profile, Workspace: a.Workspace, Persistent: persistent,
-		SkippedBranches: gitsentry.ReadSkippedRefs(a.Root()), SideBranches: sideBranches(ctx, g, p.GitMode, a)}
+		SkippedBranches: gitrepo.ReadSkippedRefs(a.Root()), SideBranches: sideBranches(ctx, g, p.GitMode, a)}
 	c, err := g.domainClient(a).dial(ctx)
 	switch {
 	case errors.Is(err, connect.ErrNotRunning):

@@ -131,6 +131,10 @@ func (a *Anchor) Container() string { return "lazaret-" + a.Profile + "-" + a.Ha
 // Sidecar is the network sidecar container name.
 func (a *Anchor) Sidecar() string { return "lazaret-net-" + a.Hash }
 
+// SandboxWorkspace is where the workspace (or the agent clone) is mounted
+// in the sandbox.
+const SandboxWorkspace = "/workspace"
+
 // LabelKey is the podman label every container of a domain carries.
 const LabelKey = "lazaret.domain"
 

@@ -5,6 +5,8 @@
 package hostgit
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/lazaret-dev/lazaret/internal/execx"
@@ -186,4 +189,31 @@ func (g *Git) Run(ctx context.Context, dir string, args ...string) error {
 func (g *Git) wrap(args []string, err error, stderr string) error {
 	exited := func(code int) error { return &Error{Args: args, ExitCode: code, Stderr: stderr} }
 	return execx.Wrap(err, exited, ErrNotInstalled, "git "+strings.Join(args, " "))
+}
+
+// ParseBatch reads n objects of type typ, each at most maxSize
+// bytes, from `git cat-file --batch` output.
+func ParseBatch(out []byte, n int, typ string, maxSize int) ([][]byte, error) {
+	br := bufio.NewReader(bytes.NewReader(out))
+	var res [][]byte
+	for i := 0; i < n; i++ {
+		hdr, err := br.ReadString('\n')
+		if err != nil {
+			return nil, fmt.Errorf("cat-file --batch: %w", err)
+		}
+		f := strings.Fields(hdr)
+		if len(f) != 3 || f[1] != typ {
+			return nil, fmt.Errorf("cat-file --batch: bad header %q", hdr)
+		}
+		size, err := strconv.Atoi(f[2])
+		if err != nil || size < 0 || size > maxSize {
+			return nil, fmt.Errorf("cat-file --batch: %s of size %q", typ, f[2])
+		}
+		buf := make([]byte, size+1)
+		if _, err := io.ReadFull(br, buf); err != nil || buf[size] != '\n' {
+			return nil, fmt.Errorf("cat-file --batch: truncated %s", typ)
+		}
+		res = append(res, buf[:size])
+	}
+	return res, nil
 }

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/escwire"
 	"github.com/lazaret-dev/lazaret/internal/trust"
@@ -25,7 +26,7 @@ import (
 
 // SandboxWorkspace is where the Agent Workspace is mounted in the sandbox;
 // a request's cwd below it maps to the same place below the host workspace.
-const SandboxWorkspace = "/workspace"
+const SandboxWorkspace = domain.SandboxWorkspace
 
 // Config configures a Server.
 type Config struct {

@@ -9,12 +9,15 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
 // Paths inside the sandbox.
 const (
-	ContainerWorkspace = "/workspace"
+	ContainerWorkspace = domain.SandboxWorkspace
 	ContainerGitDir    = "/workspace/.git"
 	ContainerHooks     = "/workspace/.git/hooks"
 	ContainerConfig    = "/workspace/.git/config"
@@ -67,7 +70,7 @@ func writeRepositoryFormat(b *strings.Builder, objectFormat string) {
 // host has initialised are checked out too (submodules.go); notice
 // reports the ones that stay empty. The agent's side branches the host
 // keeps are recreated (sidebranch.go).
-func buildClone(ctx context.Context, g *hostgit.Git, repo *HostRepo, parent string, m RefMap, start string, notice func(string, ...any)) (dir string, err error) {
+func buildClone(ctx context.Context, g *hostgit.Git, repo *gitrepo.HostRepo, parent string, m gitrepo.RefMap, start string, notice func(string, ...any)) (dir string, err error) {
 	branch := m.AgentBranch()
 	tmp, err := os.MkdirTemp(parent, ".workspace.new-")
 	if err != nil {
@@ -207,4 +210,25 @@ func writeMountedFile(path, content string) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// recreateSideBranches creates, in a clone being built (before any
+// sandbox has seen it), the branches the host keeps for the agent, so
+// that the ref sync (which mirrors deletions) does not drop them when the
+// clone was rebuilt, after reset-branch or a lost clone. One update-ref
+// each: a name the clone cannot hold is reported and skipped, not fatal.
+func recreateSideBranches(ctx context.Context, g *hostgit.Git, repo *gitrepo.HostRepo, m gitrepo.RefMap, dir string, notice func(string, ...any)) {
+	bs, err := gitrepo.ListSideBranches(ctx, g, repo, m)
+	if err != nil {
+		notice("side branches not recreated in the agent clone: %v", err)
+		return
+	}
+	for _, b := range bs {
+		if gitrepo.ValidBranch(b.Name) != nil || b.Name == m.AgentBranch() {
+			continue
+		}
+		if err := g.Run(ctx, dir, "update-ref", "-m", "lazaret: kept side branch", "refs/heads/"+b.Name, b.Tip, ""); err != nil {
+			notice("side branch %s not recreated in the agent clone (kept on the host as %s): %v", visible.Line(b.Name), visible.Line(b.Ref), err)
+		}
+	}
 }

@@ -12,40 +12,10 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
-
-// Modes of the Git Sentry.
-const (
-	ModeBranch = "branch"
-	ModeDirect = "direct"
-)
-
-// ErrBranchModeNeedsRepo: git_mode = "branch" on a directory that is not
-// the top level of a git repository.
-var ErrBranchModeNeedsRepo = errors.New(`git_mode = "branch" needs a workspace that is the top level of a git repository`)
-
-// ResolveMode decides the Git Sentry mode of workspace for the profile's
-// git_mode ("", "branch" or "direct"): empty means branch in a git
-// repository (a workspace with a .git entry) and direct elsewhere.
-func ResolveMode(gitMode, workspace string) (string, error) {
-	switch gitMode {
-	case ModeDirect:
-		return ModeDirect, nil
-	case ModeBranch:
-		if !HasGitEntry(workspace) {
-			return "", fmt.Errorf("%s: %w", workspace, ErrBranchModeNeedsRepo)
-		}
-		return ModeBranch, nil
-	case "":
-		if HasGitEntry(workspace) {
-			return ModeBranch, nil
-		}
-		return ModeDirect, nil
-	}
-	return "", fmt.Errorf("git_mode %q: want \"branch\" or \"direct\"", gitMode)
-}
 
 // Component is the Git Sentry as a sandbox component: Prepare creates or
 // reuses the agent clone and adds the mounts; Started begins the real-time
@@ -69,7 +39,7 @@ type Component struct {
 
 	mode      string
 	fsmonitor bool // Prepare set it up
-	repo      *HostRepo
+	repo      *gitrepo.HostRepo
 	clone     *Clone // open from Prepare until finish
 	syncer    *Syncer
 	cancel    context.CancelFunc
@@ -114,7 +84,7 @@ func (c *Component) notice(format string, args ...any) {
 
 // Prepare implements sandbox.Component.
 func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) error {
-	mode, err := ResolveMode(c.GitMode, c.Anchor.Workspace)
+	mode, err := gitrepo.ResolveMode(c.GitMode, c.Anchor.Workspace)
 	if err != nil {
 		return err
 	}
@@ -125,7 +95,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	if err := c.addIdentity(ctx, spec); err != nil {
 		return err
 	}
-	if mode == ModeDirect {
+	if mode == gitrepo.ModeDirect {
 		mounts := DirectMounts(c.Anchor.Workspace)
 		spec.Mounts = append(spec.Mounts, mounts...)
 		// The user edits the host directory while the sandbox runs: keep
@@ -137,7 +107,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 		}
 		return nil
 	}
-	repo, err := OpenHostRepo(ctx, c.Git, c.Anchor.Workspace)
+	repo, err := gitrepo.OpenHostRepo(ctx, c.Git, c.Anchor.Workspace)
 	if err != nil {
 		return err
 	}
@@ -167,7 +137,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 // starts at the host's agent branch if that exists (work kept across a
 // deleted clone), else at the host's HEAD; the host branch is created to
 // match.
-func EnsureClone(ctx context.Context, g *hostgit.Git, repo *HostRepo, a *domain.Anchor, notice func(string, ...any)) (*Clone, error) {
+func EnsureClone(ctx context.Context, g *hostgit.Git, repo *gitrepo.HostRepo, a *domain.Anchor, notice func(string, ...any)) (*Clone, error) {
 	v := a.AgentClone()
 	if _, err := os.Lstat(v); err == nil {
 		if err := sealVault(v); err != nil {
@@ -185,7 +155,7 @@ func EnsureClone(ctx context.Context, g *hostgit.Git, repo *HostRepo, a *domain.
 			return nil, err
 		}
 	}
-	m := RefMap{Profile: a.Profile}
+	m := gitrepo.RefMap{Profile: a.Profile}
 	start := repo.ResolveRef(ctx, g, m.AgentRef())
 	if start == "" {
 		head, err := repo.Head(ctx, g)
@@ -210,7 +180,7 @@ func EnsureClone(ctx context.Context, g *hostgit.Git, repo *HostRepo, a *domain.
 		return nil, err
 	}
 	// Create the host branch if missing (never move an existing one here).
-	_, err = repo.gitCommon(ctx, g, "-c", "core.logAllRefUpdates=always", "update-ref",
+	_, err = repo.GitCommon(ctx, g, "-c", "core.logAllRefUpdates=always", "update-ref",
 		"-m", "lazaret: agent branch created", m.AgentRef(), start, "")
 	if err != nil && repo.ResolveRef(ctx, g, m.AgentRef()) == "" {
 		return nil, fmt.Errorf("creating %s: %w", m.AgentRef(), err)
@@ -225,12 +195,12 @@ const FSMonitorStartDelay = 2 * time.Second
 // Started implements sandbox.Component: in branch mode it syncs once and
 // then watches the clone's refs for the life of the sandbox.
 func (c *Component) Started(ctx context.Context, container string) error {
-	if c.mode != ModeBranch {
+	if c.mode != gitrepo.ModeBranch {
 		return nil
 	}
-	syncer := &Syncer{Git: c.Git, Repo: c.repo, Map: RefMap{Profile: c.Anchor.Profile},
+	syncer := &Syncer{Git: c.Git, Repo: c.repo, Map: gitrepo.RefMap{Profile: c.Anchor.Profile},
 		Podman: c.Podman, Container: container, Log: c.Log, Audit: c.Audit,
-		StatusFile: SkippedRefsFile(c.Anchor.Root()), RefsDir: c.clone.Path() + "/.git"}
+		StatusFile: gitrepo.SkippedRefsFile(c.Anchor.Root()), RefsDir: c.clone.Path() + "/.git"}
 	c.mu.Lock()
 	c.syncer = syncer
 	c.mu.Unlock()
@@ -346,36 +316,4 @@ func (c *Component) finish(ctx context.Context) {
 		c.mu.Unlock()
 		c.syncer.Close()
 	})
-}
-
-// Preflight is for the CLI that starts a sandbox, before it hands over to
-// the detached coordinator (whose stderr is a log file): it resolves the
-// mode and, in branch mode, reports the errors a start would hit (no
-// commits, not a top level) and the one-time notice the user should see
-// on their terminal (uncommitted host changes are not carried over) when
-// the clone does not exist yet. It changes nothing.
-func Preflight(ctx context.Context, g *hostgit.Git, a *domain.Anchor, gitMode string) (notice string, err error) {
-	mode, err := ResolveMode(gitMode, a.Workspace)
-	if err != nil || mode != ModeBranch {
-		return "", err
-	}
-	repo, err := OpenHostRepo(ctx, g, a.Workspace)
-	if err != nil {
-		return "", err
-	}
-	if _, err := os.Lstat(a.AgentClone()); err == nil {
-		return "", nil
-	}
-	m := RefMap{Profile: a.Profile}
-	if repo.ResolveRef(ctx, g, m.AgentRef()) != "" {
-		return "", nil
-	}
-	head, err := repo.Head(ctx, g)
-	if err != nil {
-		return "", err
-	}
-	if dirty, err := repo.Dirty(ctx, g, true); err == nil && dirty != "" {
-		return fmt.Sprintf("the host working tree has uncommitted changes; they are not in the agent's clone, which starts at commit %s on branch %s", head[:12], m.AgentBranch()), nil
-	}
-	return "", nil
 }

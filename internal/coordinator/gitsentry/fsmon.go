@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/lazaret-dev/lazaret/internal/insandbox/fsmonitor"
+	"github.com/lazaret-dev/lazaret/internal/fsmonproto"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
@@ -57,7 +57,7 @@ func AddGitConfigEnv(env map[string]string, kv ...string) error {
 func FSMonitorGitConfig() []string {
 	return []string{
 		"core.fsmonitor", ContainerFSMonitorBin,
-		"core.fsmonitorHookVersion", fsmonitor.HookVersion,
+		"core.fsmonitorHookVersion", fsmonproto.HookVersion,
 	}
 }
 
@@ -93,5 +93,5 @@ func (c *Component) prepareFSMonitor(spec *podman.ContainerSpec) {
 // scans everything.
 func StartFSMonitor(ctx context.Context, pc *podman.Client, container string) error {
 	return pc.ExecDetached(ctx, container, ContainerFSMonitorBin, "daemon",
-		"--root", ContainerWorkspace, "--socket", fsmonitor.DefaultSocket)
+		"--root", ContainerWorkspace, "--socket", fsmonproto.Socket)
 }

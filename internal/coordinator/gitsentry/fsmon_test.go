@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -66,7 +67,7 @@ func TestPrepareFSMonitorBranchModeOnly(t *testing.T) {
 		t.Errorf("branch mode mounts: %v", spec.Mounts)
 	}
 
-	direct := New(testAnchor(t, ws, "p2"), ModeDirect, nil, nil)
+	direct := New(testAnchor(t, ws, "p2"), gitrepo.ModeDirect, nil, nil)
 	direct.FSMonitor = bin
 	dspec := &podman.ContainerSpec{Env: map[string]string{}}
 	if err := direct.Prepare(ctx, dspec); err != nil {

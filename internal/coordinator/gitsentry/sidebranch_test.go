@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lazaret-dev/lazaret/internal/cli/review"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
@@ -25,13 +27,13 @@ func TestRebuiltCloneKeepsSideBranches(t *testing.T) {
 	hg(t, ws, "commit", "-q", "--allow-empty", "-m", "side 2")
 	feature := hg(t, ws, "rev-parse", "HEAD")
 	hg(t, ws, "reset", "-q", "--hard", base)
-	m := RefMap{Profile: "p1"}
+	m := gitrepo.RefMap{Profile: "p1"}
 	hg(t, ws, "update-ref", m.SideRefPrefix()+"feature", feature)
-	repo, err := OpenHostRepo(ctx, g, ws)
+	repo, err := gitrepo.OpenHostRepo(ctx, g, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Review{Git: g, Repo: repo, Map: m}
+	r := &review.Review{Git: g, Repo: repo, Map: m}
 	bs, err := r.SideBranches(ctx)
 	if err != nil || len(bs) != 1 || bs[0].Name != "feature" || bs[0].Tip != feature || bs[0].Ahead != 2 {
 		t.Fatalf("SideBranches = %+v, %v", bs, err)
@@ -58,14 +60,5 @@ func TestRebuiltCloneKeepsSideBranches(t *testing.T) {
 	res, err = s.apply(ctx, host, &exported{refs: clone})
 	if err != nil || !slices.Equal(res.Deleted, []string{m.SideRefPrefix() + "feature"}) {
 		t.Fatalf("control: sync without the branch = %+v, %v; want the host ref deleted", res, err)
-	}
-}
-
-// TestSideSummaryEscapes: names shown in the summary line go through
-// visible.Line (a host ref made by hand may hold anything git allows).
-func TestSideSummaryEscapes(t *testing.T) {
-	got := SideSummary([]SideBranch{{Name: "a\u202eb", Ahead: 1}, {Name: "x\x1b[8m", Ahead: 3}})
-	if strings.ContainsAny(got, "\u202e\x1b") || !strings.Contains(got, "(1 commit)") || !strings.Contains(got, "(3 commits)") {
-		t.Errorf("SideSummary = %q", got)
 	}
 }

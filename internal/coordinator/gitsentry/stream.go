@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 )
 
 // The sandbox answers a sync request with one stream on stdout:
@@ -59,14 +61,14 @@ type CloneRef struct {
 // parseRefLine parses "<oid> <refname>" with an oid of length oidLen.
 func parseRefLine(line string, oidLen int) (CloneRef, error) {
 	oid, name, ok := strings.Cut(line, " ")
-	if !ok || !ValidOID(oid, oidLen) {
+	if !ok || !gitrepo.ValidOID(oid, oidLen) {
 		return CloneRef{}, fmt.Errorf("bad ref line %q", line)
 	}
 	branch, ok := strings.CutPrefix(name, "refs/heads/")
 	if !ok {
 		return CloneRef{}, fmt.Errorf("ref %q is not a branch", name)
 	}
-	if err := ValidBranch(branch); err != nil {
+	if err := gitrepo.ValidBranch(branch); err != nil {
 		return CloneRef{}, err
 	}
 	return CloneRef{Name: name, OID: oid}, nil
@@ -82,7 +84,7 @@ func parseOrSkip(line string, oidLen int) (r CloneRef, skip bool, err error) {
 		return r, false, nil
 	}
 	oid, _, ok := strings.Cut(line, " ")
-	if !ok || !ValidOID(oid, oidLen) {
+	if !ok || !gitrepo.ValidOID(oid, oidLen) {
 		return CloneRef{}, false, err
 	}
 	return CloneRef{}, true, nil
@@ -192,7 +194,7 @@ func ReadBundleHeader(br *bufio.Reader, objectFormat string) (*BundleHeader, err
 			}
 		case strings.HasPrefix(line, "-"):
 			oid, _, _ := strings.Cut(line[1:], " ")
-			if !ValidOID(oid, oidLen) {
+			if !gitrepo.ValidOID(oid, oidLen) {
 				return nil, fmt.Errorf("bundle header: bad prerequisite %q", line)
 			}
 			h.Prerequisites = append(h.Prerequisites, oid)

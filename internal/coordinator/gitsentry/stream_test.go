@@ -6,45 +6,12 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 )
 
 const oidA = "0123456789abcdef0123456789abcdef01234567"
 const oidB = "89abcdef0123456789abcdef0123456789abcdef"
-
-func TestValidBranch(t *testing.T) {
-	good := []string{"main", "lazaret/agent-x", "feature/a.b", "v1.2", "a-b_c+d@e"}
-	bad := []string{"", "-x", "a..b", "a/.b", "a.lock", "a/b.lock/c", "a//b", "/a", "a/", "a.", "@", "a@{1}",
-		"a b", "a\tb", "a~1", "a^", "a:b", "a?", "a*", "a[", `a\b`, "a\x7f", "é", "a\nb", `a"b`, strings.Repeat("a", 201)}
-	for _, n := range good {
-		if err := ValidBranch(n); err != nil {
-			t.Errorf("ValidBranch(%q) = %v, want nil", n, err)
-		}
-	}
-	for _, n := range bad {
-		if ValidBranch(n) == nil {
-			t.Errorf("ValidBranch(%q) = nil, want error", n)
-		}
-	}
-}
-
-func TestRefMap(t *testing.T) {
-	m := RefMap{Profile: "dev"}
-	for in, want := range map[string]string{
-		"refs/heads/lazaret/agent-dev": "refs/heads/lazaret/agent-dev",
-		"refs/heads/main":              "refs/lazaret/dev/heads/main",
-		"refs/heads/old/1":             "refs/lazaret/dev/heads/old/1",
-	} {
-		got, err := m.HostRef(in)
-		if err != nil || got != want {
-			t.Errorf("HostRef(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"refs/tags/v1", "refs/heads/../x", "HEAD", "refs/remotes/origin/main"} {
-		if _, err := m.HostRef(in); err == nil {
-			t.Errorf("HostRef(%q) accepted", in)
-		}
-	}
-}
 
 func TestReadRefListAndBundle(t *testing.T) {
 	stream := oidA + " refs/heads/lazaret/agent-x\n" + oidB + " refs/heads/bad..name\n\n" +
@@ -116,7 +83,7 @@ func FuzzSandboxStream(f *testing.F) {
 			return
 		}
 		for _, r := range refs {
-			if !ValidOID(r.OID, 40) || ValidBranch(strings.TrimPrefix(r.Name, "refs/heads/")) != nil {
+			if !gitrepo.ValidOID(r.OID, 40) || gitrepo.ValidBranch(strings.TrimPrefix(r.Name, "refs/heads/")) != nil {
 				t.Fatalf("accepted %+v", r)
 			}
 		}
@@ -125,7 +92,7 @@ func FuzzSandboxStream(f *testing.F) {
 			return
 		}
 		for _, r := range h.Refs {
-			if _, err := (RefMap{Profile: "p"}).HostRef(r.Name); err != nil || !ValidOID(r.OID, 40) {
+			if _, err := (gitrepo.RefMap{Profile: "p"}).HostRef(r.Name); err != nil || !gitrepo.ValidOID(r.OID, 40) {
 				t.Fatalf("bundle accepted %+v", r)
 			}
 		}

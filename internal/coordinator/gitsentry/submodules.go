@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
@@ -27,7 +28,7 @@ type gitlink struct{ path, oid string }
 // submodule of the host that has a repository there. A submodule that
 // cannot be populated stays an empty directory, with a notice saying why:
 // the clone is still usable.
-func populateSubmodules(ctx context.Context, g *hostgit.Git, repo *HostRepo, dir string, notice func(string, ...any)) error {
+func populateSubmodules(ctx context.Context, g *hostgit.Git, repo *gitrepo.HostRepo, dir string, notice func(string, ...any)) error {
 	out, err := g.Output(ctx, dir, "ls-files", "--stage", "-z")
 	if err != nil {
 		return fmt.Errorf("listing submodules: %w", err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/execx"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
@@ -32,8 +33,8 @@ exec git -C /workspace bundle create --quiet - --branches --stdin`
 // Syncer brings the agent clone's branches into the host repository.
 type Syncer struct {
 	Git       *hostgit.Git
-	Repo      *HostRepo
-	Map       RefMap
+	Repo      *gitrepo.HostRepo
+	Map       gitrepo.RefMap
 	Podman    *podman.Client
 	Container string
 	MaxPack   int64
@@ -76,7 +77,7 @@ func (s *Syncer) logger() *slog.Logger {
 
 // hostRefs returns the host refs the sync owns, name → oid.
 func (s *Syncer) hostRefs(ctx context.Context) (map[string]string, error) {
-	out, err := s.Repo.gitCommon(ctx, s.Git, "for-each-ref", "--format=%(objectname) %(refname)",
+	out, err := s.Repo.GitCommon(ctx, s.Git, "for-each-ref", "--format=%(objectname) %(refname)",
 		s.Map.AgentRef(), strings.TrimSuffix(s.Map.SideRefPrefix(), "/"))
 	if err != nil {
 		return nil, err

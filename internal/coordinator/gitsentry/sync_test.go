@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
@@ -45,7 +46,7 @@ func TestImportPackRejectsBadObjects(t *testing.T) {
 	pack := evilPack(t)
 	host := newRepo(t)
 	g := &hostgit.Git{}
-	repo, err := OpenHostRepo(context.Background(), g, host)
+	repo, err := gitrepo.OpenHostRepo(context.Background(), g, host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestImportPackRejectsBadObjects(t *testing.T) {
 func TestImportPackSizeLimit(t *testing.T) {
 	host := newRepo(t)
 	g := &hostgit.Git{}
-	repo, _ := OpenHostRepo(context.Background(), g, host)
+	repo, _ := gitrepo.OpenHostRepo(context.Background(), g, host)
 	src := newRepo(t)
 	os.WriteFile(filepath.Join(src, "big"), bytes.Repeat([]byte("x"), 1<<16), 0o644)
 	hg(t, src, "add", "big")
@@ -117,8 +118,8 @@ func TestSyncFromStream(t *testing.T) {
 	hg(t, agent, "branch", "side")
 	hg(t, agent, "branch", "-D", "main")
 	g := &hostgit.Git{}
-	repo, _ := OpenHostRepo(ctx, g, host)
-	s := &Syncer{Git: g, Repo: repo, Map: RefMap{Profile: "p"}}
+	repo, _ := gitrepo.OpenHostRepo(ctx, g, host)
+	s := &Syncer{Git: g, Repo: repo, Map: gitrepo.RefMap{Profile: "p"}}
 	sync := func(stream []byte) *SyncResult {
 		t.Helper()
 		rr, err := s.readExport(ctx, bufioReader(stream))
@@ -194,8 +195,8 @@ func TestSessionAnswerParsing(t *testing.T) {
 	hg(t, agent, "branch", `bad"name`) // skipped, in both sections
 	tip := hg(t, agent, "rev-parse", "HEAD")
 	g := &hostgit.Git{}
-	repo, _ := OpenHostRepo(ctx, g, host)
-	s := &Syncer{Git: g, Repo: repo, Map: RefMap{Profile: "p"}}
+	repo, _ := gitrepo.OpenHostRepo(ctx, g, host)
+	s := &Syncer{Git: g, Repo: repo, Map: gitrepo.RefMap{Profile: "p"}}
 	stream := agentStream(t, agent, base)
 	refs, bundle, _ := bytes.Cut(stream, []byte("\n\n"))
 	refs = append(refs, '\n')

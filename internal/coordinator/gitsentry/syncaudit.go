@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
@@ -114,7 +113,7 @@ func (s *Syncer) auditCommits(ctx context.Context, oids []string) error {
 	if err != nil {
 		return err
 	}
-	objs, err := parseBatchObjects(out, len(oids), "commit", maxAuditedCommitSize)
+	objs, err := hostgit.ParseBatch(out, len(oids), "commit", maxAuditedCommitSize)
 	if err != nil {
 		return err
 	}
@@ -178,12 +177,6 @@ func truncateUTF8(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// SkippedRefsFile lists, one per line and escaped, the sandbox branches
-// the last sync did not bring over; `lazaret status` shows it.
-func SkippedRefsFile(domainRoot string) string {
-	return filepath.Join(domainRoot, "gitsentry", "skipped-refs")
-}
-
 // writeSkipped keeps SkippedRefsFile in step with the last sync.
 func (s *Syncer) writeSkipped(lines []string) {
 	if s.StatusFile == "" {
@@ -202,13 +195,4 @@ func (s *Syncer) writeSkipped(lines []string) {
 		return
 	}
 	s.lastSkipped, s.wroteSkipped = b.String(), true
-}
-
-// ReadSkippedRefs returns the escaped names SkippedRefsFile holds.
-func ReadSkippedRefs(domainRoot string) []string {
-	data, err := os.ReadFile(SkippedRefsFile(domainRoot))
-	if err != nil {
-		return nil
-	}
-	return strings.Fields(string(data))
 }

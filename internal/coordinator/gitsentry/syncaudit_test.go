@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
@@ -48,9 +49,9 @@ func TestSyncSkipsRefusedBranchesAndAuditsCommits(t *testing.T) {
 	hg(t, agent, "branch", "ünï")
 	hg(t, agent, "branch", "-D", "main")
 	g := &hostgit.Git{}
-	repo, _ := OpenHostRepo(ctx, g, host)
+	repo, _ := gitrepo.OpenHostRepo(ctx, g, host)
 	var entries []audit.Entry
-	s := &Syncer{Git: g, Repo: repo, Map: RefMap{Profile: "p"}, Audit: func(_ context.Context, e audit.Entry) (uint64, error) {
+	s := &Syncer{Git: g, Repo: repo, Map: gitrepo.RefMap{Profile: "p"}, Audit: func(_ context.Context, e audit.Entry) (uint64, error) {
 		entries = append(entries, e)
 		return uint64(len(entries)), nil
 	}}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
@@ -24,7 +25,7 @@ func vaultMode(t *testing.T, v string) os.FileMode {
 func TestVaultSealedAndReopened(t *testing.T) {
 	ws := newRepo(t)
 	g := &hostgit.Git{}
-	repo, _ := OpenHostRepo(context.Background(), g, ws)
+	repo, _ := gitrepo.OpenHostRepo(context.Background(), g, ws)
 	a := testAnchor(t, ws, "p1")
 	c, err := EnsureClone(context.Background(), g, repo, a, func(string, ...any) {})
 	if err != nil {
@@ -49,7 +50,7 @@ func TestVaultSealedAndReopened(t *testing.T) {
 func TestVaultMigratesLegacyClone(t *testing.T) {
 	ws := newRepo(t)
 	g := &hostgit.Git{}
-	repo, _ := OpenHostRepo(context.Background(), g, ws)
+	repo, _ := gitrepo.OpenHostRepo(context.Background(), g, ws)
 	a := testAnchor(t, ws, "p1")
 	mustEnsureClone(t, context.Background(), g, repo, a, func(string, ...any) {})
 	// Rebuild the old layout from the new one.

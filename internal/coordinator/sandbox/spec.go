@@ -14,7 +14,7 @@ import (
 
 // Paths inside the sandbox.
 const (
-	WorkspaceDir = "/workspace"
+	WorkspaceDir = domain.SandboxWorkspace
 )
 
 // Labels every agent container carries.

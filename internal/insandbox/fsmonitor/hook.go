@@ -7,13 +7,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/fsmonproto"
 	"golang.org/x/sys/unix"
 )
 
 // Paths inside the sandbox.
 const (
 	DefaultRoot   = "/workspace"
-	DefaultSocket = "/run/lazaret/fsmonitor/daemon.sock"
+	DefaultSocket = fsmonproto.Socket
 )
 
 // hookTimeout bounds a query: a daemon that does not answer in time costs

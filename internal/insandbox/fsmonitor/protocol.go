@@ -22,11 +22,12 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/lazaret-dev/lazaret/internal/fsmonproto"
 )
 
-// HookVersion is the fsmonitor hook protocol this package speaks
-// (core.fsmonitorHookVersion = 2).
-const HookVersion = "2"
+// HookVersion is the fsmonitor hook protocol this package speaks.
+const HookVersion = fsmonproto.HookVersion
 
 // tokenPrefix starts every token the daemon issues; FallbackToken is what
 // the hook gives git when it could not ask the daemon. The daemon never

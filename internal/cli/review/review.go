@@ -1,4 +1,8 @@
-package gitsentry
+// Package review is the CLI's review of the agent's work on the host:
+// diff, log, merge and reset-branch over the hardened host git, the review
+// flags (external symlinks, executables, autorun files) and the rendering
+// that shows sandbox-written text safely (sanitize.go).
+package review
 
 import (
 	"context"
@@ -11,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
@@ -34,8 +39,8 @@ var (
 // verified objects behind refs/heads/lazaret/agent-<p>.
 type Review struct {
 	Git  *hostgit.Git
-	Repo *HostRepo
-	Map  RefMap
+	Repo *gitrepo.HostRepo
+	Map  gitrepo.RefMap
 	// AllowExternalSymlinks lets Merge create symlinks that lead out of
 	// the repository (--allow-external-symlinks).
 	AllowExternalSymlinks bool
@@ -73,7 +78,7 @@ func (r *Review) forkPoint(ctx context.Context) (tip, base string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	base, err = r.Repo.git(ctx, r.Git, "merge-base", head, tip)
+	base, err = r.Repo.Git(ctx, r.Git, "merge-base", head, tip)
 	if err != nil {
 		return "", "", fmt.Errorf("no common history between HEAD and %s: %w", r.Map.AgentBranch(), err)
 	}
@@ -222,7 +227,7 @@ func (r *Review) squash(ctx context.Context, tip string) error {
 	if _, err := r.Git.Output(ctx, r.Repo.TopLevel, "merge", "-q", "--squash", tip); err != nil {
 		return r.abort(ctx, before, err, true)
 	}
-	subjects, _ := r.Repo.git(ctx, r.Git, "log", "--format=* %s", tip, "--not", before)
+	subjects, _ := r.Repo.Git(ctx, r.Git, "log", "--format=* %s", tip, "--not", before)
 	msg := "Squashed agent branch " + r.Map.AgentBranch() + "\n\n" + subjects + "\n"
 	if _, err := r.Git.Output(ctx, r.Repo.TopLevel, "commit", "-q", "--no-verify", "--allow-empty", "-m", msg); err != nil {
 		return r.abort(ctx, before, err, true)
@@ -233,7 +238,7 @@ func (r *Review) squash(ctx context.Context, tip string) error {
 // abort undoes a failed merge. The tree was clean before (checkClean), so
 // `merge --abort` / `reset --merge` restore it exactly; HEAD is checked.
 func (r *Review) abort(ctx context.Context, before string, cause error, squash bool) error {
-	conflicts, _ := r.Repo.git(ctx, r.Git, "diff", "--name-only", "--diff-filter=U")
+	conflicts, _ := r.Repo.Git(ctx, r.Git, "diff", "--name-only", "--diff-filter=U")
 	var aerr error
 	if _, err := os.Lstat(filepath.Join(r.Repo.GitDir, "MERGE_HEAD")); err == nil && !squash {
 		aerr = r.Git.Run(ctx, r.Repo.TopLevel, "merge", "--abort")
@@ -285,7 +290,7 @@ type ResetResult struct {
 	NewTip string
 	// Side are the agent's side branches kept on the host (the next
 	// start recreates them in the new clone).
-	Side []SideBranch
+	Side []gitrepo.SideBranch
 }
 
 // ResetBranch starts the agent over from the host's current commit: the
@@ -293,7 +298,7 @@ type ResetResult struct {
 // branch moves to HEAD, and the agent clone is removed so the next start
 // builds a fresh one from there (with the side branches, which stay on
 // the host untouched). It refuses while the sandbox runs.
-func ResetBranch(ctx context.Context, g *hostgit.Git, pc *podman.Client, repo *HostRepo, a *domain.Anchor, now time.Time) (*ResetResult, error) {
+func ResetBranch(ctx context.Context, g *hostgit.Git, pc *podman.Client, repo *gitrepo.HostRepo, a *domain.Anchor, now time.Time) (*ResetResult, error) {
 	running, err := SandboxRunning(ctx, pc, a.Container())
 	if err != nil {
 		return nil, err
@@ -301,13 +306,13 @@ func ResetBranch(ctx context.Context, g *hostgit.Git, pc *podman.Client, repo *H
 	if running {
 		return nil, fmt.Errorf("%s: %w", a.Container(), ErrSandboxRunning)
 	}
-	m := RefMap{Profile: a.Profile}
+	m := gitrepo.RefMap{Profile: a.Profile}
 	head, err := repo.Head(ctx, g)
 	if err != nil {
 		return nil, err
 	}
 	res := &ResetResult{OldTip: repo.ResolveRef(ctx, g, m.AgentRef()), NewTip: head}
-	if res.Side, err = ListSideBranches(ctx, g, repo, m); err != nil {
+	if res.Side, err = gitrepo.ListSideBranches(ctx, g, repo, m); err != nil {
 		return nil, err
 	}
 	var tx strings.Builder

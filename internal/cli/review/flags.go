@@ -1,14 +1,11 @@
-package gitsentry
+package review
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
@@ -184,40 +181,13 @@ func (r *Review) readSymlinkTree(ctx context.Context, commit string) (symlinkTre
 
 // parseBatch reads n symlink targets of `git cat-file --batch` output.
 func parseBatch(out []byte, n int) ([]string, error) {
-	objs, err := parseBatchObjects(out, n, "blob", maxSymlinkTarget)
+	objs, err := hostgit.ParseBatch(out, n, "blob", maxSymlinkTarget)
 	if err != nil {
 		return nil, err
 	}
 	res := make([]string, len(objs))
 	for i, o := range objs {
 		res[i] = string(o)
-	}
-	return res, nil
-}
-
-// parseBatchObjects reads n objects of type typ, each at most maxSize
-// bytes, from `git cat-file --batch` output.
-func parseBatchObjects(out []byte, n int, typ string, maxSize int) ([][]byte, error) {
-	br := bufio.NewReader(bytes.NewReader(out))
-	var res [][]byte
-	for i := 0; i < n; i++ {
-		hdr, err := br.ReadString('\n')
-		if err != nil {
-			return nil, fmt.Errorf("cat-file --batch: %w", err)
-		}
-		f := strings.Fields(hdr)
-		if len(f) != 3 || f[1] != typ {
-			return nil, fmt.Errorf("cat-file --batch: bad header %q", hdr)
-		}
-		size, err := strconv.Atoi(f[2])
-		if err != nil || size < 0 || size > maxSize {
-			return nil, fmt.Errorf("cat-file --batch: %s of size %q", typ, f[2])
-		}
-		buf := make([]byte, size+1)
-		if _, err := io.ReadFull(br, buf); err != nil || buf[size] != '\n' {
-			return nil, fmt.Errorf("cat-file --batch: truncated %s", typ)
-		}
-		res = append(res, buf[:size])
 	}
 	return res, nil
 }

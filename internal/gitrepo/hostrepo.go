@@ -1,4 +1,9 @@
-package gitsentry
+// Package gitrepo is what the CLI and the coordinator both know of the
+// user's host repository: opening it with the hardened host git, the Git
+// Sentry mode of a workspace, the lazaret ref names of a profile (agent
+// branch, side branches, kept tips), the side branches themselves and the
+// refs the last sync skipped.
+package gitrepo
 
 import (
 	"context"
@@ -94,19 +99,19 @@ func OpenHostRepo(ctx context.Context, g *hostgit.Git, workspace string) (*HostR
 }
 
 // git runs host git in the working tree.
-func (r *HostRepo) git(ctx context.Context, g *hostgit.Git, args ...string) (string, error) {
+func (r *HostRepo) Git(ctx context.Context, g *hostgit.Git, args ...string) (string, error) {
 	return g.Line(ctx, r.TopLevel, args...)
 }
 
 // gitCommon runs host git on the common dir only (no working tree): ref
 // updates and object import, which must not depend on the checked-out state.
-func (r *HostRepo) gitCommon(ctx context.Context, g *hostgit.Git, args ...string) (string, error) {
+func (r *HostRepo) GitCommon(ctx context.Context, g *hostgit.Git, args ...string) (string, error) {
 	return g.Line(ctx, r.CommonDir, append([]string{"--git-dir=" + r.CommonDir}, args...)...)
 }
 
 // Head returns the commit HEAD points at, or ErrNoCommits.
 func (r *HostRepo) Head(ctx context.Context, g *hostgit.Git) (string, error) {
-	oid, err := r.git(ctx, g, "rev-parse", "-q", "--verify", "HEAD^{commit}")
+	oid, err := r.Git(ctx, g, "rev-parse", "-q", "--verify", "HEAD^{commit}")
 	if err != nil || oid == "" {
 		return "", fmt.Errorf("%s: %w", r.TopLevel, ErrNoCommits)
 	}
@@ -116,7 +121,7 @@ func (r *HostRepo) Head(ctx context.Context, g *hostgit.Git) (string, error) {
 // Branch returns the full name of the checked-out branch, or "" when HEAD
 // is detached.
 func (r *HostRepo) Branch(ctx context.Context, g *hostgit.Git) string {
-	b, err := r.git(ctx, g, "symbolic-ref", "-q", "HEAD")
+	b, err := r.Git(ctx, g, "symbolic-ref", "-q", "HEAD")
 	if err != nil {
 		return ""
 	}
@@ -126,7 +131,7 @@ func (r *HostRepo) Branch(ctx context.Context, g *hostgit.Git) string {
 // ResolveRef returns the object a full ref name points at, or "" if the
 // ref does not exist.
 func (r *HostRepo) ResolveRef(ctx context.Context, g *hostgit.Git, ref string) string {
-	oid, err := r.gitCommon(ctx, g, "rev-parse", "-q", "--verify", ref+"^{commit}")
+	oid, err := r.GitCommon(ctx, g, "rev-parse", "-q", "--verify", ref+"^{commit}")
 	if err != nil {
 		return ""
 	}
@@ -140,14 +145,14 @@ func (r *HostRepo) Dirty(ctx context.Context, g *hostgit.Git, untracked bool) (s
 	if !untracked {
 		args = append(args, "--untracked-files=no")
 	}
-	return r.git(ctx, g, args...)
+	return r.Git(ctx, g, args...)
 }
 
 // CheckedOutBranches returns the full branch names checked out in any
 // worktree of the repository; the ref sync never moves one of those (that
 // would change a working tree's HEAD under the user).
 func (r *HostRepo) CheckedOutBranches(ctx context.Context, g *hostgit.Git) (map[string]bool, error) {
-	out, err := r.gitCommon(ctx, g, "worktree", "list", "--porcelain")
+	out, err := r.GitCommon(ctx, g, "worktree", "list", "--porcelain")
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package gitsentry
+package review
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/visible"
@@ -372,7 +373,7 @@ func logArgs(oneline bool) ([]string, outputKind) {
 // stderr too, is the agent's, so it goes through the same renderer as the
 // host's diff, which trusts nothing of its layout.
 func UncommittedDiff(ctx context.Context, pc *podman.Client, container string, out, errOut io.Writer, stat bool, view View) error {
-	argv := []string{"git", "-C", ContainerWorkspace, "--no-pager"}
+	argv := []string{"git", "-C", domain.SandboxWorkspace, "--no-pager"}
 	argv = append(argv, diffArgs(view, stat)...)
 	argv = append(argv, "HEAD")
 	kind := kindPatch

@@ -1,4 +1,4 @@
-package gitsentry
+package review
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
@@ -39,11 +40,11 @@ func hostileRepo(t testing.TB) (string, *Review) {
 	hg(t, ws, "-c", "user.name="+hostileAuthor, "commit", "-q", "-m", hostileMessage)
 	hg(t, ws, "checkout", "-q", "main")
 	g := &hostgit.Git{}
-	repo, err := OpenHostRepo(context.Background(), g, ws)
+	repo, err := gitrepo.OpenHostRepo(context.Background(), g, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ws, &Review{Git: g, Repo: repo, Map: RefMap{Profile: "p"}}
+	return ws, &Review{Git: g, Repo: repo, Map: gitrepo.RefMap{Profile: "p"}}
 }
 
 // palette are the only escape sequences review output may hold.
