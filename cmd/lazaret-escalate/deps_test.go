@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/deptest"
 )
 
 // TestDependencies keeps the in-sandbox client small: it must not link the
@@ -20,6 +22,9 @@ func TestDependencies(t *testing.T) {
 		"github.com/spf13/cobra", "go.etcd.io/bbolt", "charm.land/", "github.com/charmbracelet/",
 		"mvdan.cc/sh/", "github.com/lazaret-dev/lazaret/internal/cli", "github.com/lazaret-dev/lazaret/internal/store",
 		"github.com/lazaret-dev/lazaret/internal/podman", "github.com/lazaret-dev/lazaret/internal/coordinator/escalation",
+	}
+	if f := deptest.Foreign(strings.Fields(string(out)), "in-sandbox"); len(f) > 0 {
+		t.Errorf("lazaret-escalate links packages of another process: %v", f)
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		for _, f := range forbidden {

@@ -17,7 +17,7 @@ func main() {
 	if filepath.Base(os.Args[0]) == shim.ShimName {
 		// Not here: conmon hands runsc descriptors it must inherit
 		// (--preserve-fds), and the shim only execs runsc.
-		os.Exit(cli.Shim(os.Args))
+		os.Exit(shim.Main(os.Args))
 	}
 	// Descriptors inherited from a terminal or IDE must reach no child:
 	// the CLI's podman, git…, and, in the __coordinator process, the

@@ -163,3 +163,18 @@ func RunShim(args []string) error {
 	}
 	return nil
 }
+
+// ExitSetup is the shim's exit status when runsc could not be executed:
+// lazaret's "environment not ready" (internal/cli/exit.go).
+const ExitSetup = 3
+
+// Main runs the shim: it returns only when the real runsc could not be
+// executed. It has no flags of its own and writes its one error to
+// stderr, where podman shows it.
+func Main(args []string) int {
+	if err := RunShim(args); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return ExitSetup
+	}
+	return 0
+}
