@@ -70,7 +70,7 @@ func runCoordinator(cmd *cobra.Command, g *globalOptions, o *coordinatorOptions)
 	if g.verbose {
 		level = slog.LevelDebug
 	}
-	// stderr is the coordinator log (internal/coord spawns it so).
+	// stderr is the coordinator log (internal/cli/connect spawns it so).
 	log := slog.New(slog.NewTextHandler(g.io.ErrOut, &slog.HandlerOptions{Level: level}))
 	g.log = log
 	if err := g.refuseRoot(); err != nil {

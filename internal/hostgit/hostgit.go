@@ -1,6 +1,6 @@
 // Package hostgit is the one adapter of host git: every git lazaret runs on
 // the host goes through Git, with one fixed environment and the hardening
-// options. The principle it serves (see internal/gitsentry): the host never
+// options. The principle it serves (see internal/coordinator/gitsentry): the host never
 // runs git against metadata the agent can write.
 package hostgit
 

@@ -176,7 +176,7 @@ func TestRepairCloneIgnoresPlantedSymlinks(t *testing.T) {
 }
 
 // The coordinator finds BeforeStop through this interface (declared in
-// internal/coord as BeforeStopper).
+// internal/coordinator as BeforeStopper).
 var _ interface{ BeforeStop(context.Context) } = (*Component)(nil)
 
 // Submodules the host has initialised are checked out in the clone at the
