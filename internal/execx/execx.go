@@ -59,6 +59,23 @@ func Wrap(err error, exited func(code int) error, missing error, what string) er
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// Failure is a program's non-zero exit: its arguments, its status and
+// its stderr.
+type Failure struct {
+	Args     []string
+	ExitCode int
+	Stderr   string
+}
+
+// Message is "prog verb: " and the last line of stderr, or the exit status
+// when stderr is empty.
+func (f *Failure) Message(prog, verb string) string {
+	if msg := LastLine(f.Stderr); msg != "" {
+		return fmt.Sprintf("%s %s: %s", prog, verb, msg)
+	}
+	return fmt.Sprintf("%s %s: exit status %d", prog, verb, f.ExitCode)
+}
+
 // LastLine is the last non-blank line of s, trimmed: where programs put
 // the message that matters.
 func LastLine(s string) string {

@@ -25,14 +25,10 @@ import (
 var ErrNotInstalled = errors.New("git is not installed on the host")
 
 // Error is a failed host git invocation.
-type Error struct {
-	Args     []string
-	ExitCode int
-	Stderr   string
-}
+type Error struct{ execx.Failure }
 
+// Error names git's subcommand: the first argument that is not an option.
 func (e *Error) Error() string {
-	msg := execx.LastLine(e.Stderr)
 	verb := ""
 	for _, a := range e.Args {
 		if !strings.HasPrefix(a, "-") && !strings.Contains(a, "=") {
@@ -40,10 +36,7 @@ func (e *Error) Error() string {
 			break
 		}
 	}
-	if msg == "" {
-		return fmt.Sprintf("git %s: exit status %d", verb, e.ExitCode)
-	}
-	return fmt.Sprintf("git %s: %s", verb, msg)
+	return e.Message("git", verb)
 }
 
 // hardening are the -c options every host git call carries. They override
@@ -187,7 +180,7 @@ func (g *Git) Run(ctx context.Context, dir string, args ...string) error {
 }
 
 func (g *Git) wrap(args []string, err error, stderr string) error {
-	exited := func(code int) error { return &Error{Args: args, ExitCode: code, Stderr: stderr} }
+	exited := func(code int) error { return &Error{execx.Failure{Args: args, ExitCode: code, Stderr: stderr}} }
 	return execx.Wrap(err, exited, ErrNotInstalled, "git "+strings.Join(args, " "))
 }
 

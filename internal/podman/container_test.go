@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/execx"
 )
 
 // The testdata files are real outputs of podman 4.3.1 (rootless, runsc
@@ -52,7 +54,7 @@ func TestDecodeContainerInspectEmpty(t *testing.T) {
 }
 
 func TestNoSuchContainerError(t *testing.T) {
-	e := &Error{Args: []string{"container", "inspect"}, ExitCode: 125, Stderr: "Error: inspecting object: no such container nonexist\n"}
+	e := &Error{execx.Failure{Args: []string{"container", "inspect"}, ExitCode: 125, Stderr: "Error: inspecting object: no such container nonexist\n"}}
 	if !errors.Is(e, ErrNoSuchContainer) || !errors.Is(e, ErrPodman) {
 		t.Fatalf("%v does not unwrap", e)
 	}

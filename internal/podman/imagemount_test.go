@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/execx"
 )
 
 // fakeStoragePodman is a podman that, like containers/storage with a
@@ -80,7 +82,7 @@ func TestMissingMountPoint(t *testing.T) {
 		"Error: stat " + layer + "/merged: no such file or directory":            false,
 		"Error: lstat " + layer + "/merged: no such file or directory: and more": false,
 	} {
-		_, got := missingMountPoint(&Error{Args: []string{"image"}, ExitCode: 125, Stderr: stderr})
+		_, got := missingMountPoint(&Error{execx.Failure{Args: []string{"image"}, ExitCode: 125, Stderr: stderr}})
 		if got != want {
 			t.Errorf("missingMountPoint(%q) = %v, want %v", stderr, got, want)
 		}

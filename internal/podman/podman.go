@@ -36,22 +36,15 @@ var (
 )
 
 // Error is a failed podman invocation.
-type Error struct {
-	Args     []string
-	ExitCode int
-	Stderr   string
-}
+type Error struct{ execx.Failure }
 
+// Error names podman's subcommand, the first argument.
 func (e *Error) Error() string {
-	msg := execx.LastLine(e.Stderr)
 	verb := ""
 	if len(e.Args) > 0 {
 		verb = e.Args[0]
 	}
-	if msg == "" {
-		return fmt.Sprintf("podman %s: exit status %d", verb, e.ExitCode)
-	}
-	return fmt.Sprintf("podman %s: %s", verb, msg)
+	return e.Message("podman", verb)
 }
 
 // Unwrap maps the exit code and well-known messages to sentinel errors.
@@ -146,7 +139,7 @@ func (c *Client) run(ctx context.Context, args ...string) error {
 }
 
 func (c *Client) wrap(args []string, err error, stderr string) error {
-	exited := func(code int) error { return &Error{Args: args, ExitCode: code, Stderr: stderr} }
+	exited := func(code int) error { return &Error{execx.Failure{Args: args, ExitCode: code, Stderr: stderr}} }
 	missing := fmt.Errorf("%w (%s)", ErrNotInstalled, c.bin())
 	return execx.Wrap(err, exited, missing, "podman "+strings.Join(args, " "))
 }

@@ -72,7 +72,7 @@ func (c *Client) nsenter(ctx context.Context, pid int, argv []string) ([]byte, e
 	if code == nsenterFailed && strings.HasPrefix(stderr, "nsenter: ") {
 		return nil, fmt.Errorf("%w: %s", errNsenterUnusable, strings.TrimSpace(stderr))
 	}
-	return stdout, &Error{Args: append([]string{"unshare"}, argv...), ExitCode: code, Stderr: stderr}
+	return stdout, &Error{execx.Failure{Args: append([]string{"unshare"}, argv...), ExitCode: code, Stderr: stderr}}
 }
 
 // pauseProcess returns the pid of rootless podman's pause process when its
