@@ -12,7 +12,6 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
-	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
@@ -45,7 +44,7 @@ func (g *globalOptions) openReview(ctx context.Context, profile string) (*review
 		return nil, withHint(fmt.Errorf("profile %s works on %s in direct mode: there is no agent branch", p.Name, a.Workspace),
 			exitUsage, "review the changes with git itself; branch mode needs the top level of a git repository and git_mode not \"direct\"")
 	}
-	git := &hostgit.Git{Log: g.log}
+	git := g.hostGit()
 	repo, err := gitrepo.OpenHostRepo(ctx, git, a.Workspace)
 	if err != nil {
 		return nil, err
@@ -53,7 +52,7 @@ func (g *globalOptions) openReview(ctx context.Context, profile string) (*review
 	return &reviewTarget{
 		anchor: a,
 		review: &review.Review{Git: git, Repo: repo, Map: gitrepo.RefMap{Profile: a.Profile}},
-		podman: &podman.Client{Log: g.log},
+		podman: g.podmanClient(),
 	}, nil
 }
 
@@ -162,7 +161,7 @@ func writeFlags(w io.Writer, title string, flags []review.Flag) {
 // the agent's clone reaches the user's terminal (the coordinator that
 // makes the clone only has a log file).
 func (g *globalOptions) gitPreflight(ctx context.Context, p *config.Profile, a *domain.Anchor) error {
-	notice, err := review.Preflight(ctx, &hostgit.Git{Log: g.log}, a, p.GitMode)
+	notice, err := review.Preflight(ctx, g.hostGit(), a, p.GitMode)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ type domainClient struct {
 }
 
 func (g *globalOptions) domainClient(a *domain.Anchor) *domainClient {
-	return &domainClient{a: a, log: g.log, pm: &podman.Client{Log: g.log}}
+	return &domainClient{a: a, log: g.log, pm: g.podmanClient()}
 }
 
 // Errors of maintain: the lock is held (a leader is starting a

@@ -306,7 +306,7 @@ func (s *session) pidFile() string { return "/tmp/.lazaret-" + s.link.SessionID(
 // attach runs the command's podman exec with the terminal or the streams
 // attached and returns its exit code.
 func (s *session) attach(spec ctl.ExecSpec, argv *podman.Invocation) (int, error) {
-	pm := &podman.Client{Log: s.g.log}
+	pm := s.g.podmanClient()
 	// Not tied to ctx: SIGINT is for the command (forwarded by attach),
 	// not for lazaret.
 	pc, err := pm.Cmd(context.Background(), argv)

@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -34,6 +36,13 @@ type globalOptions struct {
 	// packages link nothing of the coordinator's.
 	runCoordinator CoordinatorFunc
 }
+
+// podmanClient is the podman adapter of every verb, logging to the CLI's
+// log.
+func (g *globalOptions) podmanClient() *podman.Client { return &podman.Client{Log: g.log} }
+
+// hostGit is the host git adapter of every verb.
+func (g *globalOptions) hostGit() *hostgit.Git { return &hostgit.Git{Log: g.log} }
 
 // Main runs lazaret with args (args[0] is the program name) and returns
 // the process exit code; runCoordinator runs the hidden __coordinator verb.

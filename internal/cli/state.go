@@ -16,7 +16,6 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/cli/statecmd"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/statestore"
 )
 
@@ -99,7 +98,7 @@ func runState(ctx context.Context, g *globalOptions, o *stateOptions, profile st
 	if err != nil {
 		return err
 	}
-	states, err := statecmd.Inspect(ctx, &podman.Client{Log: g.log}, statestore.Locate(a, p.Persist), p.PersistentDirs)
+	states, err := statecmd.Inspect(ctx, g.podmanClient(), statestore.Locate(a, p.Persist), p.PersistentDirs)
 	if err != nil {
 		return err
 	}
@@ -169,7 +168,7 @@ func runStateReset(ctx context.Context, g *globalOptions, o *stateOptions, profi
 
 // resetStates discards the changes of dirs, under the domain's lock.
 func resetStates(ctx context.Context, g *globalOptions, o *stateOptions, a *domain.Anchor, st statestore.Store, dirs []string) error {
-	pc := &podman.Client{Log: g.log}
+	pc := g.podmanClient()
 	if ok, err := pc.ContainerExists(ctx, a.Container()); err != nil {
 		return stateBusy(a, "cannot tell whether container "+a.Container()+" exists: "+err.Error())
 	} else if ok {

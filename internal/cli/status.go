@@ -15,7 +15,6 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
-	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/statestore"
 )
 
@@ -76,7 +75,7 @@ func sideBranches(ctx context.Context, g *globalOptions, gitMode string, a *doma
 	if mode, err := gitrepo.ResolveMode(gitMode, a.Workspace); err != nil || mode != gitrepo.ModeBranch {
 		return nil
 	}
-	git := &hostgit.Git{Log: g.log}
+	git := g.hostGit()
 	repo, err := gitrepo.OpenHostRepo(ctx, git, a.Workspace)
 	if err != nil {
 		g.log.Debug("status: host repository", "err", err)

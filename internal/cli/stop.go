@@ -13,7 +13,6 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/cli/connect"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
 // stopTimeout bounds a stop, teardown included.
@@ -129,7 +128,7 @@ func runStopAll(ctx context.Context, g *globalOptions) error {
 // data_root whose coordinator is dead: its containers (a network sidecar
 // carries only the domain label) and its runtime files.
 func removeDeadDomains(ctx context.Context, g *globalOptions, cfg *config.Config) (int, error) {
-	pm := &podman.Client{Log: g.log}
+	pm := g.podmanClient()
 	list, err := pm.ListByLabel(ctx, domain.LabelDataRoot, cfg.DataRoot)
 	if err != nil {
 		return 0, err
