@@ -9,11 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
 func TestResolveMode(t *testing.T) {
-	repo := newRepo(t)
+	repo := gittest.NewRepo(t)
 	plain := t.TempDir()
 	for _, c := range []struct{ mode, ws, want string }{
 		{"", repo, ModeBranch}, {"", plain, ModeDirect}, {"direct", repo, ModeDirect}, {"branch", repo, ModeBranch},
@@ -33,7 +34,7 @@ func TestResolveMode(t *testing.T) {
 }
 
 func TestGitEnvironmentIsFixed(t *testing.T) {
-	repo := newRepo(t)
+	repo := gittest.NewRepo(t)
 	marker := filepath.Join(t.TempDir(), "marker")
 	t.Setenv("GIT_DIR", "/nonexistent")
 	t.Setenv("GIT_CONFIG_PARAMETERS", "'core.fsmonitor'='touch "+marker+"'")

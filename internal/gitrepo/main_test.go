@@ -7,5 +7,3 @@ import (
 )
 
 func TestMain(m *testing.M) { gittest.Main(m) }
-
-func newRepo(t testing.TB) string { t.Helper(); return gittest.NewRepo(t) }

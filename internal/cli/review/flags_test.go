@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
 )
 
 func TestSymlinkEscapes(t *testing.T) {
@@ -76,16 +78,16 @@ func TestParseRawDiff(t *testing.T) {
 func TestFlagsAndMergeRefusal(t *testing.T) {
 	ctx := context.Background()
 	ws, r := agentRepo(t, "AGENT")
-	hg(t, ws, "checkout", "-q", "lazaret/agent-p")
+	gittest.Git(t, ws, "checkout", "-q", "lazaret/agent-p")
 	os.Symlink("/etc/passwd", filepath.Join(ws, "ext"))
 	os.Symlink("a.txt", filepath.Join(ws, "inside"))
-	write(t, filepath.Join(ws, "run.sh"), "#!/bin/sh\n")
+	gittest.Write(t, filepath.Join(ws, "run.sh"), "#!/bin/sh\n")
 	os.Chmod(filepath.Join(ws, "run.sh"), 0o755)
-	write(t, filepath.Join(ws, ".envrc"), "echo hi\n")
-	hg(t, ws, "add", "-A")
-	hg(t, ws, "commit", "-q", "-m", "plants")
-	hg(t, ws, "checkout", "-q", "main")
-	hg(t, ws, "commit", "-q", "--allow-empty", "-m", "host moved")
+	gittest.Write(t, filepath.Join(ws, ".envrc"), "echo hi\n")
+	gittest.Git(t, ws, "add", "-A")
+	gittest.Git(t, ws, "commit", "-q", "-m", "plants")
+	gittest.Git(t, ws, "checkout", "-q", "main")
+	gittest.Git(t, ws, "commit", "-q", "--allow-empty", "-m", "host moved")
 	flags, err := r.Flags(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -101,13 +103,13 @@ func TestFlagsAndMergeRefusal(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("flags %v, want %v", got, want)
 	}
-	before := snapshot(t, ws)
+	before := gittest.Snapshot(t, ws)
 	_, err = r.Merge(ctx, false)
 	var ext *ExternalSymlinkError
 	if !errors.As(err, &ext) || len(ext.Links) != 1 || ext.Links[0].Path != "ext" {
 		t.Fatalf("merge: %v", err)
 	}
-	if after := snapshot(t, ws); after != before {
+	if after := gittest.Snapshot(t, ws); after != before {
 		t.Errorf("a refused merge changed the repository")
 	}
 	r.AllowExternalSymlinks = true

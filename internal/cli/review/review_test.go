@@ -12,17 +12,18 @@ import (
 	"testing"
 
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
 // agentRepo is a repository whose lazaret/agent-p branch has one commit
 // changing a.txt's first line to agentLine.
 func agentRepo(t testing.TB, agentLine string) (string, *Review) {
-	ws := newRepo(t)
-	hg(t, ws, "checkout", "-q", "-b", "lazaret/agent-p")
-	write(t, filepath.Join(ws, "a.txt"), agentLine+"\ntwo\nthree\n")
-	hg(t, ws, "commit", "-q", "-am", "agent change")
-	hg(t, ws, "checkout", "-q", "main")
+	ws := gittest.NewRepo(t)
+	gittest.Git(t, ws, "checkout", "-q", "-b", "lazaret/agent-p")
+	gittest.Write(t, filepath.Join(ws, "a.txt"), agentLine+"\ntwo\nthree\n")
+	gittest.Git(t, ws, "commit", "-q", "-am", "agent change")
+	gittest.Git(t, ws, "checkout", "-q", "main")
 	g := &hostgit.Git{}
 	repo, err := gitrepo.OpenHostRepo(context.Background(), g, ws)
 	if err != nil {
@@ -39,7 +40,7 @@ func TestMerge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.After != hg(t, ws, "rev-parse", "lazaret/agent-p") || res.Branch != "main" {
+		if res.After != gittest.Git(t, ws, "rev-parse", "lazaret/agent-p") || res.Branch != "main" {
 			t.Errorf("merge result %+v", res)
 		}
 		if res, err := r.Merge(ctx, false); err != nil || !res.UpToDate {
@@ -48,46 +49,46 @@ func TestMerge(t *testing.T) {
 	})
 	t.Run("squash", func(t *testing.T) {
 		ws, r := agentRepo(t, "AGENT")
-		hg(t, ws, "commit", "-q", "--allow-empty", "-m", "host moved on")
+		gittest.Git(t, ws, "commit", "-q", "--allow-empty", "-m", "host moved on")
 		if _, err := r.Merge(ctx, true); err != nil {
 			t.Fatal(err)
 		}
-		if parents := strings.Fields(hg(t, ws, "log", "-1", "--format=%P")); len(parents) != 1 {
+		if parents := strings.Fields(gittest.Git(t, ws, "log", "-1", "--format=%P")); len(parents) != 1 {
 			t.Errorf("squash made a merge commit: %v", parents)
 		}
 		if data, _ := os.ReadFile(filepath.Join(ws, "a.txt")); !strings.HasPrefix(string(data), "AGENT") {
 			t.Errorf("squash content: %q", data)
 		}
-		if st := hg(t, ws, "status", "--porcelain"); st != "" {
+		if st := gittest.Git(t, ws, "status", "--porcelain"); st != "" {
 			t.Errorf("tree not clean after squash: %q", st)
 		}
 	})
 	t.Run("dirty", func(t *testing.T) {
 		ws, r := agentRepo(t, "AGENT")
-		write(t, filepath.Join(ws, "a.txt"), "mine\n")
-		before := snapshot(t, ws)
+		gittest.Write(t, filepath.Join(ws, "a.txt"), "mine\n")
+		before := gittest.Snapshot(t, ws)
 		if _, err := r.Merge(ctx, false); !errors.Is(err, ErrDirtyTree) {
 			t.Fatalf("err = %v, want ErrDirtyTree", err)
 		}
-		if after := snapshot(t, ws); after != before {
+		if after := gittest.Snapshot(t, ws); after != before {
 			t.Errorf("repository changed by a refused merge")
 		}
 	})
 	for _, squash := range []bool{false, true} {
 		t.Run(fmt.Sprintf("conflict squash=%v", squash), func(t *testing.T) {
 			ws, r := agentRepo(t, "AGENT")
-			write(t, filepath.Join(ws, "a.txt"), "HOST\ntwo\nthree\n")
-			hg(t, ws, "commit", "-q", "-am", "host change")
-			write(t, filepath.Join(ws, "untracked"), "keep me\n")
-			before := snapshot(t, ws)
+			gittest.Write(t, filepath.Join(ws, "a.txt"), "HOST\ntwo\nthree\n")
+			gittest.Git(t, ws, "commit", "-q", "-am", "host change")
+			gittest.Write(t, filepath.Join(ws, "untracked"), "keep me\n")
+			before := gittest.Snapshot(t, ws)
 			_, err := r.Merge(ctx, squash)
 			if !errors.Is(err, ErrMergeConflict) {
 				t.Fatalf("err = %v, want ErrMergeConflict", err)
 			}
-			if after := snapshot(t, ws); after != before {
+			if after := gittest.Snapshot(t, ws); after != before {
 				t.Errorf("repository changed by a failed merge:\n%s\n---\n%s", before, after)
 			}
-			gitDir := hg(t, ws, "rev-parse", "--absolute-git-dir")
+			gitDir := gittest.Git(t, ws, "rev-parse", "--absolute-git-dir")
 			for _, f := range []string{"MERGE_HEAD", "MERGE_MSG", "SQUASH_MSG", "AUTO_MERGE"} {
 				if _, err := os.Stat(filepath.Join(gitDir, f)); err == nil {
 					t.Errorf("%s left behind", f)
@@ -97,7 +98,7 @@ func TestMerge(t *testing.T) {
 	}
 	t.Run("detached", func(t *testing.T) {
 		ws, r := agentRepo(t, "AGENT")
-		hg(t, ws, "checkout", "-q", "--detach")
+		gittest.Git(t, ws, "checkout", "-q", "--detach")
 		if _, err := r.Merge(ctx, false); !errors.Is(err, ErrDetachedHead) {
 			t.Fatalf("err = %v", err)
 		}
@@ -111,17 +112,17 @@ func TestMergeRunsNoAgentHook(t *testing.T) {
 	for _, control := range []bool{false, true} {
 		ws, r := agentRepo(t, "AGENT")
 		marker := filepath.Join(t.TempDir(), "marker")
-		hg(t, ws, "config", "core.hooksPath", ".githooks")
-		hg(t, ws, "checkout", "-q", "lazaret/agent-p")
+		gittest.Git(t, ws, "config", "core.hooksPath", ".githooks")
+		gittest.Git(t, ws, "checkout", "-q", "lazaret/agent-p")
 		for _, h := range []string{"post-merge", "pre-merge-commit", "post-checkout", "post-commit", "reference-transaction"} {
-			write(t, filepath.Join(ws, ".githooks", h), "#!/bin/sh\necho "+h+" >> "+marker+"\n")
+			gittest.Write(t, filepath.Join(ws, ".githooks", h), "#!/bin/sh\necho "+h+" >> "+marker+"\n")
 		}
-		hg(t, ws, "add", ".githooks")
-		hg(t, ws, "-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "plant hooks")
-		hg(t, ws, "-c", "core.hooksPath=/dev/null", "checkout", "-q", "main")
-		hg(t, ws, "-c", "core.hooksPath=/dev/null", "commit", "-q", "--allow-empty", "-m", "host") // force a real merge
+		gittest.Git(t, ws, "add", ".githooks")
+		gittest.Git(t, ws, "-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "plant hooks")
+		gittest.Git(t, ws, "-c", "core.hooksPath=/dev/null", "checkout", "-q", "main")
+		gittest.Git(t, ws, "-c", "core.hooksPath=/dev/null", "commit", "-q", "--allow-empty", "-m", "host") // force a real merge
 		if control {
-			hg(t, ws, "merge", "-q", "--no-edit", "lazaret/agent-p")
+			gittest.Git(t, ws, "merge", "-q", "--no-edit", "lazaret/agent-p")
 			if _, err := os.Stat(marker); err != nil {
 				t.Fatalf("control: plain git merge ran no planted hook")
 			}
@@ -139,12 +140,12 @@ func TestMergeRunsNoAgentHook(t *testing.T) {
 func TestPreflight(t *testing.T) {
 	ctx := context.Background()
 	g := &hostgit.Git{}
-	ws := newRepo(t)
-	a := testAnchor(t, ws, "p1")
+	ws := gittest.NewRepo(t)
+	a := gittest.Anchor(t, ws, "p1")
 	if n, err := Preflight(ctx, g, a, ""); err != nil || n != "" {
 		t.Errorf("clean repository: %q, %v", n, err)
 	}
-	write(t, filepath.Join(ws, "new.txt"), "x")
+	gittest.Write(t, filepath.Join(ws, "new.txt"), "x")
 	if n, err := Preflight(ctx, g, a, ""); err != nil || !strings.Contains(n, "uncommitted") {
 		t.Errorf("dirty repository: %q, %v", n, err)
 	}
@@ -153,8 +154,8 @@ func TestPreflight(t *testing.T) {
 	}
 	empty := filepath.Join(t.TempDir(), "e")
 	os.MkdirAll(empty, 0o755)
-	hg(t, empty, "init", "-q")
-	if _, err := Preflight(ctx, g, testAnchor(t, empty, "p1"), ""); !errors.Is(err, gitrepo.ErrNoCommits) {
+	gittest.Git(t, empty, "init", "-q")
+	if _, err := Preflight(ctx, g, gittest.Anchor(t, empty, "p1"), ""); !errors.Is(err, gitrepo.ErrNoCommits) {
 		t.Errorf("no commits: %v", err)
 	}
 }
@@ -167,16 +168,16 @@ func TestReviewRunsNoDriver(t *testing.T) {
 	ws, r := agentRepo(t, "AGENT")
 	marks := t.TempDir()
 	gpg := filepath.Join(marks, "gpg.sh")
-	write(t, gpg, "#!/bin/sh\ntouch "+filepath.Join(marks, "gpg")+"\nexit 1\n")
-	hg(t, ws, "config", "diff.tc.textconv", "touch "+filepath.Join(marks, "textconv")+"; cat")
-	hg(t, ws, "config", "diff.external", "touch "+filepath.Join(marks, "external")+" #")
-	hg(t, ws, "config", "log.showSignature", "true")
-	hg(t, ws, "config", "gpg.program", gpg)
-	hg(t, ws, "checkout", "-q", "lazaret/agent-p")
-	write(t, filepath.Join(ws, ".gitattributes"), "* diff=tc\n")
-	hg(t, ws, "add", ".gitattributes")
-	hg(t, ws, "commit", "-q", "-m", "attributes")
-	raw := hg(t, ws, "cat-file", "commit", "HEAD")
+	gittest.Write(t, gpg, "#!/bin/sh\ntouch "+filepath.Join(marks, "gpg")+"\nexit 1\n")
+	gittest.Git(t, ws, "config", "diff.tc.textconv", "touch "+filepath.Join(marks, "textconv")+"; cat")
+	gittest.Git(t, ws, "config", "diff.external", "touch "+filepath.Join(marks, "external")+" #")
+	gittest.Git(t, ws, "config", "log.showSignature", "true")
+	gittest.Git(t, ws, "config", "gpg.program", gpg)
+	gittest.Git(t, ws, "checkout", "-q", "lazaret/agent-p")
+	gittest.Write(t, filepath.Join(ws, ".gitattributes"), "* diff=tc\n")
+	gittest.Git(t, ws, "add", ".gitattributes")
+	gittest.Git(t, ws, "commit", "-q", "-m", "attributes")
+	raw := gittest.Git(t, ws, "cat-file", "commit", "HEAD")
 	signed := strings.Replace(raw, "\n\n", "\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n iQEz\n -----END PGP SIGNATURE-----\n\n", 1)
 	cmd := exec.Command("git", "-C", ws, "hash-object", "-t", "commit", "-w", "--stdin")
 	cmd.Stdin = strings.NewReader(signed + "\n")
@@ -184,10 +185,10 @@ func TestReviewRunsNoDriver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hg(t, ws, "update-ref", "refs/heads/lazaret/agent-p", strings.TrimSpace(string(oid)))
-	hg(t, ws, "checkout", "-q", "main")
+	gittest.Git(t, ws, "update-ref", "refs/heads/lazaret/agent-p", strings.TrimSpace(string(oid)))
+	gittest.Git(t, ws, "checkout", "-q", "main")
 	// Attributes come from the working tree (as after a merge).
-	write(t, filepath.Join(ws, ".gitattributes"), "* diff=tc\n")
+	gittest.Write(t, filepath.Join(ws, ".gitattributes"), "* diff=tc\n")
 	var out bytes.Buffer
 	if err := r.Diff(context.Background(), &out, &out, false, ViewPipe); err != nil {
 		t.Fatal(err)
@@ -199,9 +200,9 @@ func TestReviewRunsNoDriver(t *testing.T) {
 		t.Errorf("lazaret diff/log ran a driver: %v", got)
 	}
 	// Control.
-	hg(t, ws, "log", "-1", "lazaret/agent-p")
-	hg(t, ws, "diff", "main", "lazaret/agent-p")
-	hg(t, ws, "diff", "--no-ext-diff", "main", "lazaret/agent-p")
+	gittest.Git(t, ws, "log", "-1", "lazaret/agent-p")
+	gittest.Git(t, ws, "diff", "main", "lazaret/agent-p")
+	gittest.Git(t, ws, "diff", "--no-ext-diff", "main", "lazaret/agent-p")
 	for _, m := range []string{"gpg", "external", "textconv"} {
 		if _, err := os.Stat(filepath.Join(marks, m)); err != nil {
 			t.Errorf("control: plain git ran no %s", m)

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
@@ -30,15 +31,15 @@ const (
 // hostileRepo is a repository whose agent branch holds the hostile commit.
 func hostileRepo(t testing.TB) (string, *Review) {
 	t.Helper()
-	ws := newRepo(t)
-	hg(t, ws, "checkout", "-q", "-b", "lazaret/agent-p")
-	write(t, filepath.Join(ws, "install.sh"), hostileScript)
-	write(t, filepath.Join(ws, hostileName), "plain\n")
-	write(t, filepath.Join(ws, "a.txt"), "one\ntwo\x1b[2K\x1b[1A\b\bX\nthree\n")
-	write(t, filepath.Join(ws, "blob.bin"), "\x00\x01\x1b[8m\xff\xfe binary")
-	hg(t, ws, "add", ".")
-	hg(t, ws, "-c", "user.name="+hostileAuthor, "commit", "-q", "-m", hostileMessage)
-	hg(t, ws, "checkout", "-q", "main")
+	ws := gittest.NewRepo(t)
+	gittest.Git(t, ws, "checkout", "-q", "-b", "lazaret/agent-p")
+	gittest.Write(t, filepath.Join(ws, "install.sh"), hostileScript)
+	gittest.Write(t, filepath.Join(ws, hostileName), "plain\n")
+	gittest.Write(t, filepath.Join(ws, "a.txt"), "one\ntwo\x1b[2K\x1b[1A\b\bX\nthree\n")
+	gittest.Write(t, filepath.Join(ws, "blob.bin"), "\x00\x01\x1b[8m\xff\xfe binary")
+	gittest.Git(t, ws, "add", ".")
+	gittest.Git(t, ws, "-c", "user.name="+hostileAuthor, "commit", "-q", "-m", hostileMessage)
+	gittest.Git(t, ws, "checkout", "-q", "main")
 	g := &hostgit.Git{}
 	repo, err := gitrepo.OpenHostRepo(context.Background(), g, ws)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -51,8 +52,8 @@ func TestPrepareFSMonitorBranchModeOnly(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "lazaret-fsmonitor")
 	os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755)
 
-	ws := newRepo(t)
-	c := New(testAnchor(t, ws, "p1"), "", nil, nil)
+	ws := gittest.NewRepo(t)
+	c := New(gittest.Anchor(t, ws, "p1"), "", nil, nil)
 	c.FSMonitor = bin
 	spec := &podman.ContainerSpec{Env: map[string]string{"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "/workspace"}}
 	if err := c.Prepare(ctx, spec); err != nil {
@@ -67,7 +68,7 @@ func TestPrepareFSMonitorBranchModeOnly(t *testing.T) {
 		t.Errorf("branch mode mounts: %v", spec.Mounts)
 	}
 
-	direct := New(testAnchor(t, ws, "p2"), gitrepo.ModeDirect, nil, nil)
+	direct := New(gittest.Anchor(t, ws, "p2"), gitrepo.ModeDirect, nil, nil)
 	direct.FSMonitor = bin
 	dspec := &podman.ContainerSpec{Env: map[string]string{}}
 	if err := direct.Prepare(ctx, dspec); err != nil {
@@ -77,7 +78,7 @@ func TestPrepareFSMonitorBranchModeOnly(t *testing.T) {
 		t.Errorf("direct mode got the fsmonitor: %v %v", dspec.Env, dspec.Mounts)
 	}
 
-	off := New(testAnchor(t, ws, "p3"), "", nil, nil)
+	off := New(gittest.Anchor(t, ws, "p3"), "", nil, nil)
 	off.FSMonitor, off.NoFSMonitor = bin, true
 	ospec := &podman.ContainerSpec{}
 	if err := off.Prepare(ctx, ospec); err != nil {

