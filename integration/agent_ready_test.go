@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/image"
+	"github.com/lazaret-dev/lazaret/internal/cli/image"
 )
 
 // The CA test runs this test binary inside the sandbox as a TLS server on

@@ -20,8 +20,9 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/escalation"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/session"
 )
@@ -44,11 +45,11 @@ type escRig struct {
 
 type scriptedPrompter struct {
 	mu     sync.Mutex
-	asked  []escalation.PromptRequest
-	answer escalation.Answer
+	asked  []escprompt.PromptRequest
+	answer escprompt.Answer
 }
 
-func (p *scriptedPrompter) Prompt(ctx context.Context, r escalation.PromptRequest) (escalation.Answer, error) {
+func (p *scriptedPrompter) Prompt(ctx context.Context, r escprompt.PromptRequest) (escprompt.Answer, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.asked = append(p.asked, r)
@@ -270,12 +271,12 @@ func TestEscalationFromSandbox(t *testing.T) {
 
 	t.Run("not approved goes to the session's prompt", func(t *testing.T) {
 		n := len(r.prompt.asked)
-		r.prompt.answer = escalation.Answer{Action: escalation.Deny}
+		r.prompt.answer = escprompt.Answer{Action: escprompt.Deny}
 		_, errOut, code := r.exec(env, "lazaret-escalate", "--shell", "echo a; touch /tmp/pwned", "--reason", "x")
 		if code != 126 || !strings.Contains(errOut, "denied") || len(r.prompt.asked) != n+1 {
 			t.Fatalf("exit %d err %q", code, errOut)
 		}
-		r.prompt.answer = escalation.Answer{Action: escalation.Approve}
+		r.prompt.answer = escprompt.Answer{Action: escprompt.Approve}
 		out, _, code := r.exec(env, "lazaret-escalate", "--", "echo", "--approved")
 		if code != 0 || out != "--approved\n" {
 			t.Fatalf("approved: exit %d out %q", code, out)
@@ -290,7 +291,7 @@ func TestEscalationFromSandbox(t *testing.T) {
 		if err := os.WriteFile(canary, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		r.prompt.answer = escalation.Answer{Action: escalation.Deny}
+		r.prompt.answer = escprompt.Answer{Action: escprompt.Deny}
 		n := len(r.prompt.asked)
 		// Control: the approved prefix alone runs without asking.
 		if out, _, code := r.exec(env, "lazaret-escalate", "--", "make", "lint"); code != 0 || out != "linted\n" || len(r.prompt.asked) != n {

@@ -22,10 +22,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/gitsentry"
-	"github.com/lazaret-dev/lazaret/internal/gitsentry/fsmonitor"
-	"github.com/lazaret-dev/lazaret/internal/gitsentry/fsmonitor/fsmtest"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/insandbox/fsmonitor"
+	"github.com/lazaret-dev/lazaret/internal/insandbox/fsmonitor/fsmtest"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -124,7 +125,7 @@ func gsStartNamed(t testing.TB, e *Env, profile, gitMode, suffix string, extraMo
 	if err := comp.Prepare(ctx, spec); err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
-	if comp.Mode() == gitsentry.ModeDirect {
+	if comp.Mode() == gitrepo.ModeDirect {
 		spec.Mounts = append([]podman.Mount{{Type: "bind", Source: a.Workspace, Target: "/workspace", Options: []string{"z"}}}, spec.Mounts...)
 	}
 	spec.Mounts = append(spec.Mounts, extraMounts...)

@@ -642,7 +642,7 @@ func TestLifecycleNoDescriptorLeaks(t *testing.T) {
 		want := "0 1 2"
 		if strings.Contains(string(args), "--preserve-fds 1 ") {
 			// The network sidecar is handed its control socket on
-			// purpose (internal/sidecar).
+			// purpose (internal/coordinator/sidecar).
 			want = "0 1 2 3"
 		}
 		if strings.Contains(string(args), " --env-file /dev/fd/3 ") {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/netd/api"
+	"github.com/lazaret-dev/lazaret/internal/netdapi"
 )
 
 // Network denials reach the user (docs/NETWORK.md, "Denial notices and
@@ -43,9 +43,9 @@ func (l *lockedBuffer) String() string {
 const hostileQuery = `printf '\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x09ev\x1b[31mil\x04test\x00\x00\x01\x00\x01' > /dev/udp/127.0.0.1/53`
 
 // netStatus is `lazaret net status --json`.
-func netStatus(t *testing.T, env *Env) api.Status {
+func netStatus(t *testing.T, env *Env) netdapi.Status {
 	t.Helper()
-	var st api.Status
+	var st netdapi.Status
 	if err := json.Unmarshal([]byte(env.MustRun("net", "status", "--json")), &st); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ package integration
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
@@ -16,11 +18,12 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/locate"
+	"github.com/lazaret-dev/lazaret/internal/netdimage"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/sidecar"
 )
 
 // Network tests: a real lazaret-netd sidecar (runc, rootless podman,
@@ -447,7 +450,7 @@ func TestNetworkSidecar(t *testing.T) {
 // Positive control: the same container with NET_ADMIN stays up.
 func TestNetdFailsClosedWithoutNetAdmin(t *testing.T) {
 	f := newNetFixture(t)
-	if err := sidecar.BuildImage(context.Background(), f.pc, filepath.Join(binDir(t), "lazaret-netd"), netTestImage); err != nil {
+	if err := netdimage.BuildImage(context.Background(), f.pc, filepath.Join(binDir(t), "lazaret-netd"), netTestImage); err != nil {
 		t.Fatal(err)
 	}
 	base := []string{"run", "--rm", "--runtime", "runc", "--network", sidecar.DefaultUplink, "--mount", "type=tmpfs,destination=/run",
@@ -557,7 +560,7 @@ func TestNetworkSidecarImageRebuild(t *testing.T) {
 		return err
 	}
 
-	missing := sidecar.ImageName + ":lzt-missing-" + f.suffix
+	missing := netdimage.ImageName + ":lzt-missing-" + f.suffix
 	if err := start(sidecar.Options{Image: missing}); !errors.Is(err, sidecar.ErrSidecarFailed) || !strings.Contains(err.Error(), "lazaret image build") {
 		t.Errorf("missing explicit image: %v; want ErrSidecarFailed naming `lazaret image build`", err)
 	}
@@ -572,14 +575,14 @@ func TestNetworkSidecarImageRebuild(t *testing.T) {
 	if err := os.WriteFile(other, append(b, "older build"...), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	old := sidecar.ImageName + ":lzt-old-0123456789ab"
-	if err := sidecar.BuildImage(ctx, f.pc, other, old); err != nil {
+	old := netdimage.ImageName + ":lzt-old-0123456789ab"
+	if err := netdimage.BuildImage(ctx, f.pc, other, old); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.pc.RemoveImage(context.Background(), old) })
 	// Rebuilding a tag in place leaves the earlier image untagged; such
 	// images are pruned with the old tags.
-	if err := sidecar.BuildImage(ctx, f.pc, other, old); err != nil {
+	if err := netdimage.BuildImage(ctx, f.pc, other, old); err != nil {
 		t.Fatal(err)
 	}
 	dangling := func() string {
@@ -592,7 +595,7 @@ func TestNetworkSidecarImageRebuild(t *testing.T) {
 	if dangling() == "" {
 		t.Fatal("control: rebuilding a tag left no untagged sidecar image")
 	}
-	ref, _, err := sidecar.InstalledImageRef()
+	ref, _, err := netdimage.InstalledImageRef()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,10 +605,10 @@ func TestNetworkSidecarImageRebuild(t *testing.T) {
 	if err := start(sidecar.Options{}); err != nil {
 		t.Errorf("missing content-tagged image: %v", err)
 	}
-	if ok, err := sidecar.ImageCurrent(ctx, f.pc, ref, installed); err != nil || !ok {
+	if ok, err := imageHolds(ctx, f.pc, ref, installed); err != nil || !ok {
 		t.Errorf("content-tagged image %s after the start: holds the installed binary %v, %v", ref, ok, err)
 	}
-	if ok, _ := sidecar.ImageExists(ctx, f.pc, old); ok {
+	if ok, _ := f.pc.ImageExists(ctx, old); ok {
 		t.Errorf("older content tag %s not pruned", old)
 	}
 	if d := dangling(); d != "" {
@@ -621,7 +624,7 @@ func netDomain(t *testing.T, f *netFixture, cfg string) (*Env, netpolicy.Policy,
 	t.Helper()
 	env := NewEnv(t)
 	env.WriteConfig(cfg)
-	if err := sidecar.BuildImage(context.Background(), f.pc, filepath.Join(binDir(t), "lazaret-netd"), netTestImage); err != nil {
+	if err := netdimage.BuildImage(context.Background(), f.pc, filepath.Join(binDir(t), "lazaret-netd"), netTestImage); err != nil {
 		t.Fatal(err)
 	}
 	c, err := config.Load(env.Config)
@@ -645,4 +648,19 @@ func netDomain(t *testing.T, f *netFixture, cfg string) (*Env, netpolicy.Policy,
 		t.Fatal(err)
 	}
 	return env, pol, a
+}
+
+// imageHolds reports whether the sidecar image tag holds the lazaret-netd
+// binary at bin (its label carries the binary's SHA-256).
+func imageHolds(ctx context.Context, pc *podman.Client, tag, bin string) (bool, error) {
+	info, err := pc.InspectImage(ctx, tag)
+	if err != nil {
+		return false, err
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return false, err
+	}
+	sum := sha256.Sum256(b)
+	return info.Labels[netdimage.BinaryLabel] == hex.EncodeToString(sum[:]), nil
 }

@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/netd/api"
+	"github.com/lazaret-dev/lazaret/internal/netdapi"
 	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/sidecar"
 )
 
 // Security tests of the network sidecar (SECURITY.md, class "network"):
@@ -277,7 +277,7 @@ func TestSecNetworkSidecarDeathStopsSandbox(t *testing.T) {
 	if out := env.MustRun("exec", "--", "bash", "-c", "exec 3<>/dev/tcp/192.0.2.10/80; head -1 <&3"); strings.TrimSpace(out) != "ok" {
 		t.Fatalf("control: allowed test host from the sandbox: %q", out)
 	}
-	var st api.Status
+	var st netdapi.Status
 	if err := json.Unmarshal([]byte(env.MustRun("net", "status", "--json")), &st); err != nil {
 		t.Fatal(err)
 	}

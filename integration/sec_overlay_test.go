@@ -9,7 +9,8 @@ import (
 	"testing"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/stateanchor"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/stateanchor"
+	"github.com/lazaret-dev/lazaret/internal/statestore"
 )
 
 // secOverlayPlants plants in the persistent /usr, from inside the
@@ -52,7 +53,7 @@ func secOverlayInert(t *testing.T, persist string) {
 	s.start(comp, config.DefaultImage)
 	s.sh("MARK=" + m + "\n" + secOverlayPlants)
 
-	st := stateanchor.Locate(s.anchor, persist)
+	st := statestore.Locate(s.anchor, persist)
 	changes, _, merged := st.OverlayPaths("/usr")
 	byPath := []string{changes, merged, filepath.Join(changes, "local", "x"), filepath.Join(changes, "local", "gitfile"),
 		filepath.Join(changes, "local", ".gitfile-dir")}

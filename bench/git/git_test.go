@@ -22,9 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/gitsentry"
-	"github.com/lazaret-dev/lazaret/internal/gitsentry/fsmonitor"
+	"github.com/lazaret-dev/lazaret/internal/insandbox/fsmonitor"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -216,7 +216,7 @@ func BenchmarkGitStatus20k(b *testing.B) {
 		}
 		// Registered before the run: a failed start can leave a created
 		// container behind.
-		defer pc.Run(context.Background(), "rm", "-f", "-t", "0", spec.Name)
+		defer pc.RemoveContainer(context.Background(), spec.Name, 0)
 		if _, err := pc.OutputInvocation(ctx, inv); err != nil {
 			b.Fatalf("%s: %v", v.name, err)
 		}
@@ -231,13 +231,13 @@ func BenchmarkGitStatus20k(b *testing.B) {
 	for i, v := range variants {
 		if v.fsmon {
 			waitSocket := "for i in $(seq 600); do [ -S " + fsmonitor.DefaultSocket + " ] && exit 0; sleep 0.1; done; exit 1"
-			if _, err := pc.Output(ctx, "exec", names[i], "sh", "-c", waitSocket); err != nil {
+			if _, err := pc.ExecOutput(ctx, names[i], "sh", "-c", waitSocket); err != nil {
 				b.Fatalf("%s: the fsmonitor daemon never listened: %v", v.name, err)
 			}
 		}
 	}
 	status := func(i, n int) []time.Duration {
-		out, err := pc.Output(ctx, "exec", names[i], "bash", "-c", fmt.Sprintf(timedStatus, n, variants[i].gitArgs))
+		out, err := pc.ExecOutput(ctx, names[i], "bash", "-c", fmt.Sprintf(timedStatus, n, variants[i].gitArgs))
 		if err != nil {
 			b.Fatalf("%s: %v", variants[i].name, err)
 		}
@@ -267,7 +267,7 @@ func BenchmarkGitStatus20k(b *testing.B) {
 		if !v.fsmon {
 			continue
 		}
-		out, err := pc.Output(ctx, "exec", names[i], "bash", "-c", fmt.Sprintf(timedSpawn, 30))
+		out, err := pc.ExecOutput(ctx, names[i], "bash", "-c", fmt.Sprintf(timedSpawn, 30))
 		if err != nil {
 			b.Fatalf("%s: %v", v.name, err)
 		}

@@ -29,11 +29,12 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
+	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/locate"
+	"github.com/lazaret-dev/lazaret/internal/netdimage"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/sidecar"
 )
 
 const (
@@ -290,7 +291,7 @@ func BenchmarkNetwork(b *testing.B) {
 		b.Errorf("lazaret-netd is %d bytes, budget %d", fi.Size(), budget)
 	}
 	t0 := time.Now()
-	if err := sidecar.BuildImage(ctx, pc, netdBin, netdImage); err != nil {
+	if err := netdimage.BuildImage(ctx, pc, netdBin, netdImage); err != nil {
 		b.Fatal(err)
 	}
 	imageBuild := time.Since(t0)

@@ -23,10 +23,10 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/stateanchor"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/stateanchor"
 )
 
 const (
@@ -65,7 +65,7 @@ type sandbox struct {
 
 func (s *sandbox) sh(b *testing.B, script string, args ...string) string {
 	b.Helper()
-	out, err := s.pc.Output(context.Background(), append([]string{"exec", s.name, "sh", "-c", script, "sh"}, args...)...)
+	out, err := s.pc.ExecOutput(context.Background(), s.name, append([]string{"sh", "-c", script, "sh"}, args...)...)
 	if err != nil {
 		b.Fatalf("%s: %v", script, err)
 	}
@@ -155,7 +155,7 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 		}
 		return &sandbox{name: name, pc: pc}
 	}
-	stop := func(s *sandbox) { _ = pc.Run(ctx, "rm", "-f", "-t", "0", s.name) }
+	stop := func(s *sandbox) { _ = pc.RemoveContainer(ctx, s.name, 0) }
 
 	comp := stateanchor.New(stateanchor.Options{Anchor: a, Image: config.DefaultImage, Dirs: []string{"/usr"}, Podman: pc, Driver: stateanchor.DriverOverlay})
 	withSA := start("lazaret-bench-state-sa-"+a.Hash, comp)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/deptest"
 )
 
 // TestDependencies keeps the in-sandbox client small: it must not link the
@@ -19,12 +21,15 @@ func TestDependencies(t *testing.T) {
 	forbidden := []string{
 		"github.com/spf13/cobra", "go.etcd.io/bbolt", "charm.land/", "github.com/charmbracelet/",
 		"mvdan.cc/sh/", "github.com/lazaret-dev/lazaret/internal/cli", "github.com/lazaret-dev/lazaret/internal/store",
-		"github.com/lazaret-dev/lazaret/internal/podman", "github.com/lazaret-dev/lazaret/internal/escalation",
+		"github.com/lazaret-dev/lazaret/internal/podman", "github.com/lazaret-dev/lazaret/internal/coordinator/escalation",
+	}
+	if f := deptest.Foreign(strings.Fields(string(out)), "in-sandbox"); len(f) > 0 {
+		t.Errorf("lazaret-escalate links packages of another process: %v", f)
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		for _, f := range forbidden {
 			if dep == f || strings.HasPrefix(dep, strings.TrimSuffix(f, "/")+"/") {
-				if dep != "github.com/lazaret-dev/lazaret/internal/escalation/wire" {
+				if dep != "github.com/lazaret-dev/lazaret/internal/escwire" {
 					t.Errorf("lazaret-escalate imports %s", dep)
 				}
 			}

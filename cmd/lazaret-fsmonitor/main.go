@@ -4,7 +4,7 @@
 // `lazaret-fsmonitor 2 <token>` as its core.fsmonitor hook (protocol 2)
 // and gets the paths changed since that token, or "/" (check everything)
 // whenever the daemon cannot vouch for the whole tree.
-// See internal/gitsentry/fsmonitor and docs/GITSENTRY.md.
+// See internal/insandbox/fsmonitor and docs/GITSENTRY.md.
 package main
 
 import (
@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/lazaret-dev/lazaret/internal/gitsentry/fsmonitor"
+	"github.com/lazaret-dev/lazaret/internal/insandbox/fsmonitor"
 )
 
 func main() {

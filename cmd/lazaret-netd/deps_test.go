@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/deptest"
 )
 
 // TestDependencies keeps lazaret-netd small and its attack surface narrow:
@@ -26,6 +28,9 @@ func TestDependencies(t *testing.T) {
 		"github.com/lazaret-dev/lazaret/internal/config",
 		"github.com/lazaret-dev/lazaret/internal/podman",
 		"github.com/lazaret-dev/lazaret/internal/store",
+	}
+	if f := deptest.Foreign(strings.Fields(string(out)), "sidecar"); len(f) > 0 {
+		t.Errorf("lazaret-netd links packages of another process: %v", f)
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		for _, f := range forbidden {

@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/netd"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/sidecar/netd"
 	"github.com/lazaret-dev/lazaret/internal/version"
 )
 

@@ -10,14 +10,14 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/cli"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe"
-	"github.com/lazaret-dev/lazaret/internal/sandbox"
+	"github.com/lazaret-dev/lazaret/internal/shim"
 )
 
 func main() {
-	if filepath.Base(os.Args[0]) == sandbox.ShimName {
+	if filepath.Base(os.Args[0]) == shim.ShimName {
 		// Not here: conmon hands runsc descriptors it must inherit
 		// (--preserve-fds), and the shim only execs runsc.
-		os.Exit(cli.Shim(os.Args))
+		os.Exit(shim.Main(os.Args))
 	}
 	// Descriptors inherited from a terminal or IDE must reach no child:
 	// the CLI's podman, git…, and, in the __coordinator process, the
@@ -26,5 +26,5 @@ func main() {
 		fmt.Fprintln(os.Stderr, "lazaret:", err)
 		os.Exit(1)
 	}
-	os.Exit(cli.Main(os.Args))
+	os.Exit(cli.Main(os.Args, runCoordinator))
 }

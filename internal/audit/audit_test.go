@@ -251,7 +251,7 @@ func FuzzVerifier(f *testing.F) {
 		v := NewVerifier()
 		v.Add(key, rec) // must not panic
 		v.Finish(&Head{Seq: key})
-		_, _ = ParseRecord(rec)
+		_, _ = parseRecord(rec)
 	})
 }
 
@@ -276,7 +276,7 @@ func TestVerifyEntries(t *testing.T) {
 	recs := chain(t, 5)
 	var entries []Entry
 	for _, r := range recs {
-		e, err := ParseRecord(r)
+		e, err := parseRecord(r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -289,11 +289,11 @@ func TestVerifyEntries(t *testing.T) {
 		entries = append(entries, back)
 	}
 	head := headOf(t, recs)
-	if r := VerifyEntries(entries, head); !r.OK() || r.Entries != 5 {
+	if r := verifyEntries(entries, head); !r.OK() || r.Entries != 5 {
 		t.Fatalf("export: %+v", r.Problem)
 	}
 	entries[2].Fields = map[string]string{"container": "other"}
-	if r := VerifyEntries(entries, head); r.OK() || r.Problem.Seq != 3 {
+	if r := verifyEntries(entries, head); r.OK() || r.Problem.Seq != 3 {
 		t.Fatalf("edited export: %+v", r.Problem)
 	}
 }

@@ -31,16 +31,6 @@ func DecodeRecord(rec []byte) (hash string, body []byte, err error) {
 	return string(rec[:hashLen]), rec[hashLen+1:], nil
 }
 
-// ParseRecord decodes a stored record into its entry, checking only that it
-// is readable (Verifier checks the chain).
-func ParseRecord(rec []byte) (Entry, error) {
-	_, body, err := DecodeRecord(rec)
-	if err != nil {
-		return Entry{}, err
-	}
-	return Decode(body)
-}
-
 // Problem is the first entry at which a chain fails verification.
 type Problem struct {
 	Seq    uint64 `json:"seq"`
@@ -157,23 +147,4 @@ func (v *Verifier) Finish(head *Head) Report {
 		r.Problem = &Problem{Seq: v.prevSeq, Reason: "does not match the hash recorded in the chain head (entry replaced)"}
 	}
 	return r
-}
-
-// VerifyEntries checks a chain given as decoded entries, as in an export:
-// each entry is encoded again canonically, so an export kept elsewhere can
-// be verified without the database. head may be nil.
-func VerifyEntries(entries []Entry, head *Head) Report {
-	v := NewVerifier()
-	for _, e := range entries {
-		claimed := e.Hash
-		body, err := e.Canonical()
-		if err != nil {
-			v.fail(e.Seq, "cannot encode: %v", err)
-			break
-		}
-		if !v.Add(e.Seq, EncodeRecord(claimed, body)) {
-			break
-		}
-	}
-	return v.Finish(head)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
-	"github.com/lazaret-dev/lazaret/internal/coord"
+	"github.com/lazaret-dev/lazaret/internal/cli/connect"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/store"
@@ -177,14 +177,14 @@ func openAuditSource(ctx context.Context, g *globalOptions, a *domain.Anchor) (*
 			case <-time.After(250 * time.Millisecond):
 			}
 		}
-		c, err := coord.Dial(ctx, a.ControlSocket(), g.log)
+		c, err := g.domainClient(a).dial(ctx)
 		if err == nil {
 			return &auditSource{client: c}, nil
 		}
 		switch {
 		case errors.Is(err, ctl.ErrAPIMismatch):
 			return nil, err
-		case !errors.Is(err, coord.ErrNotRunning):
+		case !errors.Is(err, connect.ErrNotRunning):
 			// Shutting down, or its sandbox failed to start: it closes
 			// the store as it goes; read the file once it is gone.
 			lastErr = err
@@ -439,8 +439,8 @@ type exportHeader struct {
 }
 
 // runAuditExport writes {"format":…,"verification":{…},"entries":[…]}. The
-// entries carry seq, prev and hash; audit.VerifyEntries re-checks them
-// without the database. The export is written whole even when the chain
+// entries carry seq, prev and hash: encoded again canonically, they verify
+// with audit.Verifier without the database. The export is written whole even when the chain
 // does not verify (records are never dropped), and then exits 5.
 func runAuditExport(ctx context.Context, g *globalOptions, profile string) error {
 	a, err := g.auditAnchor(profile)
@@ -507,7 +507,7 @@ func runAuditExport(ctx context.Context, g *globalOptions, profile string) error
 func (g *globalOptions) auditPolicyChange(ctx context.Context, a *domain.Anchor, action string, fields map[string]string) {
 	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
-	c, err := coord.Dial(ctx, a.ControlSocket(), g.log)
+	c, err := g.domainClient(a).dial(ctx)
 	if err == nil {
 		defer c.Close()
 		_, err = ctl.RecordPolicyChange(ctx, c.Conn, ctl.PolicyChange{Action: action, Fields: fields})

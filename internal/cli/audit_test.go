@@ -59,7 +59,7 @@ func newAuditEnv(t *testing.T) *auditEnv {
 
 func (e *auditEnv) run(args ...string) (stdout, stderr string, code int) {
 	var out, errb bytes.Buffer
-	code = run(append([]string{"lazaret", "--config", e.config}, args...), IO{In: strings.NewReader(""), Out: &out, ErrOut: &errb})
+	code = run(append([]string{"lazaret", "--config", e.config}, args...), IO{In: strings.NewReader(""), Out: &out, ErrOut: &errb}, nil)
 	return out.String(), errb.String(), code
 }
 
@@ -172,7 +172,7 @@ func TestAuditVerifyAndExport(t *testing.T) {
 	if doc.Format != exportFormat || !doc.Verification.OK() || len(doc.Entries) != 6 {
 		t.Fatalf("export: %+v", doc.exportHeader)
 	}
-	if r := audit.VerifyEntries(doc.Entries, &doc.Verification.Head); !r.OK() {
+	if r := verifyExport(doc.Entries, &doc.Verification.Head); !r.OK() {
 		t.Fatalf("the export does not verify on its own: %v", r.Problem)
 	}
 	if _, _, code := e.run("audit", "export"); code != exitUsage {
@@ -312,4 +312,17 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// verifyExport checks an export's chain on its own, without the database:
+// each entry is encoded again canonically and the chain verified.
+func verifyExport(entries []audit.Entry, head *audit.Head) audit.Report {
+	v := audit.NewVerifier()
+	for _, e := range entries {
+		body, err := e.Canonical()
+		if err != nil || !v.Add(e.Seq, audit.EncodeRecord(e.Hash, body)) {
+			break
+		}
+	}
+	return v.Finish(head)
 }

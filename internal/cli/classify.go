@@ -3,8 +3,10 @@ package cli
 import (
 	"errors"
 
+	"github.com/lazaret-dev/lazaret/internal/cli/review"
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/gitsentry"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
@@ -24,21 +26,21 @@ func classify(err error) (int, string) {
 		return exitSetup, "run `lazaret image build` to build the local images"
 	case errors.Is(err, locate.ErrNotFound):
 		return exitSetup, "run `lazaret doctor` to see what is missing (`make install` installs lazaret's companion binaries and the pinned runsc)"
-	case errors.Is(err, gitsentry.ErrNoCommits):
+	case errors.Is(err, gitrepo.ErrNoCommits):
 		return exitUsage, "branch mode starts the agent from your current commit: commit once, or set git_mode = \"direct\" in the profile"
-	case errors.Is(err, gitsentry.ErrBranchModeNeedsRepo), errors.Is(err, gitsentry.ErrNotRepository), errors.Is(err, gitsentry.ErrBareRepository):
+	case errors.Is(err, gitrepo.ErrBranchModeNeedsRepo), errors.Is(err, gitrepo.ErrNotRepository), errors.Is(err, gitrepo.ErrBareRepository):
 		return exitUsage, "run lazaret at the top level of a repository's working tree, or set git_mode = \"direct\""
-	case errors.Is(err, gitsentry.ErrNoAgentBranch):
+	case errors.Is(err, review.ErrNoAgentBranch):
 		return exitUsage, "start a sandbox for this profile here first; the agent branch is created then"
-	case errors.Is(err, gitsentry.ErrDirtyTree), errors.Is(err, gitsentry.ErrOperationInPrg):
+	case errors.Is(err, review.ErrDirtyTree), errors.Is(err, review.ErrOperationInPrg):
 		return exitFailure, "commit or stash your changes (or finish the operation in progress), then merge again"
-	case errors.Is(err, gitsentry.ErrDetachedHead):
+	case errors.Is(err, review.ErrDetachedHead):
 		return exitFailure, "check out the branch to merge into, then merge again"
-	case errors.Is(err, gitsentry.ErrMergeConflict):
+	case errors.Is(err, review.ErrMergeConflict):
 		return exitFailure, "resolve it by hand: `git merge lazaret/agent-<profile>`, or ask the agent to rebase onto your branch"
-	case errors.Is(err, gitsentry.ErrSandboxRunning):
+	case errors.Is(err, review.ErrSandboxRunning):
 		return exitFailure, "stop the sandbox first (`lazaret stop [PROFILE]`)"
-	case errors.Is(err, gitsentry.ErrGitNotInstalled):
+	case errors.Is(err, hostgit.ErrNotInstalled):
 		return exitSetup, "install git on the host"
 	}
 	return exitFailure, ""

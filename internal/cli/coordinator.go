@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"os/signal"
 	"syscall"
@@ -8,14 +10,29 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/coord"
+	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe"
-	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
 // coordinatorCmdName is the hidden command that runs the Session
-// Coordinator; the CLI spawns it detached (internal/coord).
+// Coordinator; the CLI spawns it detached (internal/cli/connect).
 const coordinatorCmdName = "__coordinator"
+
+// CoordinatorRequest is a resolved `lazaret __coordinator`: the domain whose
+// Session Coordinator runs in this process, and its log (the process's
+// stderr, the domain's coordinator log).
+type CoordinatorRequest struct {
+	Config  *config.Config
+	Profile *config.Profile
+	Anchor  *domain.Anchor
+	Volumes []config.ResolvedVolume
+	// Recover: the previous coordinator left a dead socket.
+	Recover bool
+	Log     *slog.Logger
+}
+
+// CoordinatorFunc runs the Session Coordinator of r until it exits.
+type CoordinatorFunc func(ctx context.Context, r CoordinatorRequest) error
 
 type coordinatorOptions struct {
 	profile   string
@@ -53,7 +70,7 @@ func runCoordinator(cmd *cobra.Command, g *globalOptions, o *coordinatorOptions)
 	if g.verbose {
 		level = slog.LevelDebug
 	}
-	// stderr is the coordinator log (internal/coord spawns it so).
+	// stderr is the coordinator log (internal/cli/connect spawns it so).
 	log := slog.New(slog.NewTextHandler(g.io.ErrOut, &slog.HandlerOptions{Level: level}))
 	g.log = log
 	if err := g.refuseRoot(); err != nil {
@@ -71,8 +88,10 @@ func runCoordinator(cmd *cobra.Command, g *globalOptions, o *coordinatorOptions)
 	if err != nil {
 		return err
 	}
-	return coord.Run(cmd.Context(), coord.Options{
-		Config: cfg, Profile: p, Anchor: a, Volumes: vols, Recover: o.recover,
-		Podman: &podman.Client{Log: log}, Log: log,
+	if g.runCoordinator == nil {
+		return errors.New("this lazaret binary cannot run a coordinator")
+	}
+	return g.runCoordinator(cmd.Context(), CoordinatorRequest{
+		Config: cfg, Profile: p, Anchor: a, Volumes: vols, Recover: o.recover, Log: log,
 	})
 }

@@ -8,9 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lazaret-dev/lazaret/internal/cli/review"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/gitsentry"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
@@ -20,7 +21,7 @@ import (
 // in branch mode.
 type reviewTarget struct {
 	anchor *domain.Anchor
-	review *gitsentry.Review
+	review *review.Review
 	podman *podman.Client
 }
 
@@ -35,38 +36,38 @@ func (g *globalOptions) openReview(ctx context.Context, profile string) (*review
 	if err != nil {
 		return nil, err
 	}
-	mode, err := gitsentry.ResolveMode(p.GitMode, a.Workspace)
+	mode, err := gitrepo.ResolveMode(p.GitMode, a.Workspace)
 	if err != nil {
 		return nil, err
 	}
-	if mode != gitsentry.ModeBranch {
+	if mode != gitrepo.ModeBranch {
 		return nil, withHint(fmt.Errorf("profile %s works on %s in direct mode: there is no agent branch", p.Name, a.Workspace),
 			exitUsage, "review the changes with git itself; branch mode needs the top level of a git repository and git_mode not \"direct\"")
 	}
-	git := &gitsentry.Git{Log: g.log}
-	repo, err := gitsentry.OpenHostRepo(ctx, git, a.Workspace)
+	git := g.hostGit()
+	repo, err := gitrepo.OpenHostRepo(ctx, git, a.Workspace)
 	if err != nil {
 		return nil, err
 	}
 	return &reviewTarget{
 		anchor: a,
-		review: &gitsentry.Review{Git: git, Repo: repo, Map: gitsentry.RefMap{Profile: a.Profile}},
-		podman: &podman.Client{Log: g.log},
+		review: &review.Review{Git: git, Repo: repo, Map: gitrepo.RefMap{Profile: a.Profile}},
+		podman: g.podmanClient(),
 	}, nil
 }
 
 // terminalOut is the view of review output on stdout: escaped and coloured
 // by lazaret on a terminal (plain with NO_COLOR set), escaped text and an
-// applicable patch elsewhere (gitsentry.View). Either way no escape
+// applicable patch elsewhere (review.View). Either way no escape
 // sequence of the agent's reaches the user.
-func (g *globalOptions) terminalOut() gitsentry.View {
+func (g *globalOptions) terminalOut() review.View {
 	if f, ok := g.io.Out.(*os.File); !ok || !isTerminal(f) {
-		return gitsentry.ViewPipe
+		return review.ViewPipe
 	}
 	if os.Getenv("NO_COLOR") != "" {
-		return gitsentry.ViewTerminalPlain
+		return review.ViewTerminalPlain
 	}
-	return gitsentry.ViewTerminal
+	return review.ViewTerminal
 }
 
 type diffOptions struct {
@@ -113,7 +114,7 @@ func runDiff(ctx context.Context, g *globalOptions, o *diffOptions, profile stri
 	// from its git): see terminalOut.
 	view := g.terminalOut()
 	if o.uncommitted {
-		running, err := gitsentry.SandboxRunning(ctx, t.podman, t.anchor.Container())
+		running, err := review.SandboxRunning(ctx, t.podman, t.anchor.Container())
 		if err != nil {
 			return err
 		}
@@ -121,7 +122,7 @@ func runDiff(ctx context.Context, g *globalOptions, o *diffOptions, profile stri
 			return withHint(fmt.Errorf("--uncommitted: the sandbox %s is not running", t.anchor.Container()), exitUsage,
 				"uncommitted changes live only in the agent's clone; start the sandbox, or drop --uncommitted to see its commits")
 		}
-		return gitsentry.UncommittedDiff(ctx, t.podman, t.anchor.Container(), g.io.Out, g.io.ErrOut, o.stat, view)
+		return review.UncommittedDiff(ctx, t.podman, t.anchor.Container(), g.io.Out, g.io.ErrOut, o.stat, view)
 	}
 	if err := t.review.Diff(ctx, g.io.Out, g.io.ErrOut, o.stat, view); err != nil {
 		return err
@@ -138,14 +139,14 @@ func runDiff(ctx context.Context, g *globalOptions, o *diffOptions, profile stri
 // writeFlags lists what a merge plants, the agent's names escaped
 // (visible.Escape: no control, bidi or invisible character reaches the
 // terminal as itself).
-func writeFlags(w io.Writer, title string, flags []gitsentry.Flag) {
+func writeFlags(w io.Writer, title string, flags []review.Flag) {
 	if len(flags) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "lazaret: %s (review before merging):\n", title)
 	for _, f := range flags {
 		line := fmt.Sprintf("  %-18s %s", f.Kind, visible.Escape(f.Path, visible.GoForm))
-		if f.Kind == gitsentry.FlagExternalSymlink {
+		if f.Kind == review.FlagExternalSymlink {
 			line += " -> " + visible.Escape(f.Detail, visible.GoForm)
 		} else if f.Detail != "" {
 			line += "  (" + visible.Escape(f.Detail, visible.GoForm) + ")"
@@ -160,7 +161,7 @@ func writeFlags(w io.Writer, title string, flags []gitsentry.Flag) {
 // the agent's clone reaches the user's terminal (the coordinator that
 // makes the clone only has a log file).
 func (g *globalOptions) gitPreflight(ctx context.Context, p *config.Profile, a *domain.Anchor) error {
-	notice, err := gitsentry.Preflight(ctx, &gitsentry.Git{Log: g.log}, a, p.GitMode)
+	notice, err := review.Preflight(ctx, g.hostGit(), a, p.GitMode)
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lazaret-dev/lazaret/internal/doctor"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/cli/doctor"
 )
 
 type doctorOptions struct {
@@ -22,7 +21,7 @@ func newDoctorCmd(g *globalOptions) *cobra.Command {
 		Short: "Check that this machine can run rootless gVisor sandboxes, with a fix for each problem",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			env := &doctor.Env{Podman: &podman.Client{Log: g.log}, NetdImage: netdImageRef()}
+			env := &doctor.Env{Podman: g.podmanClient(), NetdImage: netdImageRef()}
 			results := doctor.Run(cmd.Context(), env)
 			return printDoctor(g, o, results)
 		},

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -79,7 +78,7 @@ func runDomain(g *globalOptions, o *domainOptions) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	w := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
+	w := newTable(g.io.Out, "")
 	fmt.Fprintf(w, "profile\t%s\nworkspace\t%s\nhash\t%s\n", a.Profile, a.Workspace, a.Hash)
 	for _, r := range a.Resources() {
 		fmt.Fprintf(w, "%s\t%s\n", r.Name, r.Value)

@@ -16,11 +16,12 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
-	"github.com/lazaret-dev/lazaret/internal/attach"
+	"github.com/lazaret-dev/lazaret/internal/cli/attach"
+	"github.com/lazaret-dev/lazaret/internal/cli/connect"
+	"github.com/lazaret-dev/lazaret/internal/cli/sessionlink"
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/coord"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/escalation/sessionlink"
+	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -128,164 +129,235 @@ var interactiveShell = []string{"/bin/sh", "-c", `if command -v bash >/dev/null 
 // needed) and runs the command with podman exec in this process, so the
 // command's streams never pass through the coordinator.
 func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
-	if err := g.refuseRoot(); err != nil {
+	s, err := prepareSession(ctx, g, r)
+	if err != nil {
 		return err
+	}
+	defer s.link.Close()
+	cctx, cancel, err := s.connect(ctx)
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	defer s.client.Close()
+	spec, argv, err := s.execSpec(cctx)
+	if err != nil {
+		return err
+	}
+	code, err := s.attach(spec, argv)
+	if err != nil {
+		return err
+	}
+	if err := s.waitEnd(code); err != nil {
+		return err
+	}
+	syncAfterCommand(s.client, s.stderr, g)
+	return commandExit(code, s.p.Name)
+}
+
+// session is one `shell` or `exec` on its way: what each step of
+// runSession hands the next.
+type session struct {
+	g      *globalOptions
+	r      sessionRequest
+	cfg    *config.Config
+	p      *config.Profile
+	a      *domain.Anchor
+	stdin  *os.File
+	stdout *os.File
+	stderr *os.File
+	gate   *attach.Gate
+	link   *sessionlink.Link
+	client *ctl.Client
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	reason   string
+}
+
+// end records why the sandbox went away under the command.
+func (s *session) end(why string) {
+	s.stopOnce.Do(func() { s.reason = why; close(s.stop) })
+}
+
+// prepareSession checks the configuration and the workspace and opens the
+// session's link: the Session Anchor (its id is LAZARET_SESSION_ID) and
+// its escalation prompts, shown on the terminal only when the command runs
+// under a PTY (attach's gate hands the terminal over).
+func prepareSession(ctx context.Context, g *globalOptions, r sessionRequest) (*session, error) {
+	if err := g.refuseRoot(); err != nil {
+		return nil, err
 	}
 	cfg, err := g.loadConfig()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	p, a, err := g.resolveDomain(cfg, r.profile, "")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := p.CheckEnv(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := g.gitPreflight(ctx, p, a); err != nil {
-		return err
+		return nil, err
 	}
-	stdin, stdout, stderr := g.files()
-	// The Session Anchor (its id is LAZARET_SESSION_ID) and this session's
-	// escalation prompts, shown on the terminal only when the command runs
-	// under a PTY (attach's gate hands the terminal over).
-	gate := attach.NewGate()
+	s := &session{g: g, r: r, cfg: cfg, p: p, a: a, gate: attach.NewGate(), stop: make(chan struct{})}
+	s.stdin, s.stdout, s.stderr = g.files()
 	var promptTTY *os.File
-	if r.tty && isTerminal(stdin) {
-		promptTTY = stdin
+	if r.tty && isTerminal(s.stdin) {
+		promptTTY = s.stdin
 	}
-	var client *ctl.Client
-	noticeGate := gate // network denial notices go between output lines
+	noticeGate := s.gate // network denial notices go between output lines
 	if !r.tty {
 		noticeGate = nil
 	}
-	// Q at a prompt stops the sandbox through client (sessionlink).
-	link, err := sessionlink.New(sessionlink.Options{TTY: promptTTY, Pause: gate.Pause, Resume: gate.Resume,
-		Notice: func(line string) { noticeGate.Notice(stderr, line) }})
+	// Q at a prompt stops the sandbox through the client (sessionlink).
+	s.link, err = sessionlink.New(sessionlink.Options{TTY: promptTTY, Pause: s.gate.Pause, Resume: s.gate.Resume,
+		Notice: func(line string) { noticeGate.Notice(s.stderr, line) }})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer link.Close()
-	sessionID := link.SessionID()
-	shown := r.command
-	if r.shell {
+	return s, nil
+}
+
+// connect attaches the session to the domain's coordinator, starting it
+// (and getting its image) when needed, and registers the session's link.
+// The returned context bounds the calls that follow.
+func (s *session) connect(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	shown := s.r.command
+	if s.r.shell {
 		shown = []string{"shell"}
 	}
-	hello := ctl.Hello{Session: &ctl.SessionInfo{ID: sessionID, PID: os.Getpid(), Profile: p.Name, TTY: r.tty, Command: shown}}
-
-	client = ctl.NewClient(g.log)
-	link.Install(client)
-	stop := make(chan struct{})
-	var stopOnce sync.Once
-	var reason string
-	end := func(why string) {
-		stopOnce.Do(func() { reason = why; close(stop) })
-	}
-	client.Handle(ctl.TypeShutdown, func(_ context.Context, req *ctl.Request) (any, error) {
+	hello := ctl.Hello{Session: &ctl.SessionInfo{ID: s.link.SessionID(), PID: os.Getpid(), Profile: s.p.Name, TTY: s.r.tty, Command: shown}}
+	s.client = ctl.NewClient(s.g.log)
+	s.link.Install(s.client)
+	s.client.Handle(ctl.TypeShutdown, func(_ context.Context, req *ctl.Request) (any, error) {
 		var sd ctl.Shutdown
 		_ = req.Decode(&sd)
-		end(sd.Reason)
+		s.end(sd.Reason)
 		return nil, nil
 	})
-	args, err := g.coordinatorArgs(cfg, p.Name, a.Workspace)
-	if err != nil {
-		return err
-	}
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer func() { cancel() }()
-	announce := g.directModeAnnouncer(p, a)
-	if err := g.startWithImage(ctx, p, func() error {
+	cancelLast := func() { cancel() }
+	args, err := s.g.coordinatorArgs(s.cfg, s.p.Name, s.a.Workspace)
+	if err != nil {
+		return cctx, cancelLast, err
+	}
+	announce := s.g.directModeAnnouncer(s.p, s.a)
+	d := s.g.domainClient(s.a)
+	if err := s.g.startWithImage(ctx, s.p, func() error {
 		// A fresh timeout for each attempt: a pull may come between.
 		cancel()
 		cctx, cancel = context.WithTimeout(ctx, connectTimeout)
-		return coord.Connect(cctx, a, client, hello, coord.Spawn{Args: args}, g.log)
+		return d.connect(cctx, s.client, hello, connect.Spawn{Args: args})
 	}); err != nil {
-		return sessionError(err, p.Name)
+		return cctx, cancelLast, sessionError(err, s.p.Name)
 	}
 	announce()
-	defer client.Close()
-	if err := link.Register(cctx, client); err != nil && !errors.Is(err, sessionlink.ErrDisabled) {
-		return err
+	go func() {
+		<-s.client.Done()
+		s.end("the session coordinator exited unexpectedly")
+	}()
+	if err := s.link.Register(cctx, s.client); err != nil && !errors.Is(err, sessionlink.ErrDisabled) {
+		s.client.Close()
+		return cctx, cancelLast, err
 	}
+	return cctx, cancelLast, nil
+}
+
+// execSpec asks the coordinator how to run the command and builds its
+// podman exec: without a terminal the command first records its pid (for
+// signals, see signalInSandbox), and the session holder goes first.
+func (s *session) execSpec(ctx context.Context) (ctl.ExecSpec, *podman.Invocation, error) {
 	var spec ctl.ExecSpec
-	if err := client.Call(cctx, ctl.TypeExecSpec, ctl.ExecSpecRequest{SessionID: sessionID, TTY: r.tty}, &spec); err != nil {
-		return fmt.Errorf("asking the coordinator how to run the command: %w", err)
+	if err := s.client.Call(ctx, ctl.TypeExecSpec, ctl.ExecSpecRequest{SessionID: s.link.SessionID(), TTY: s.r.tty}, &spec); err != nil {
+		return spec, nil, fmt.Errorf("asking the coordinator how to run the command: %w", err)
 	}
 	if spec.Env == nil {
 		spec.Env = map[string]string{}
 	}
-	if err := link.ExecEnv(spec.Env); err != nil {
-		return err
+	if err := s.link.ExecEnv(spec.Env); err != nil {
+		return spec, nil, err
 	}
-	command := r.command
-	if r.shell {
+	command := s.r.command
+	if s.r.shell {
 		command = interactiveShell
 	}
-	var pidFile string
-	if !r.tty {
+	if !s.r.tty {
 		// Without a terminal, signals have to be delivered inside the
 		// sandbox (podman exec does not proxy them): the command records
 		// its pid, then becomes the command (same pid, argv and stdio).
-		pidFile = "/tmp/.lazaret-" + sessionID + ".pid"
-		command = append([]string{"/bin/sh", "-c", `echo $$ > "$0" 2>/dev/null; exec "$@"`, pidFile}, command...)
+		command = append([]string{"/bin/sh", "-c", `echo $$ > "$0" 2>/dev/null; exec "$@"`, s.pidFile()}, command...)
 	}
-	// The session holder goes first: it keeps the delegated key from
-	// every other session's processes and runs the command as its child.
-	command = link.Command(command)
+	// The session holder keeps the delegated key from every other
+	// session's processes and runs the command as its child.
+	command = s.link.Command(command)
 	argv, err := podman.ExecArgs(podman.ExecOptions{
-		Container: spec.Container, Interactive: true, TTY: r.tty,
+		Container: spec.Container, Interactive: true, TTY: s.r.tty,
 		Env: spec.Env, Workdir: spec.Workdir, User: spec.User, Command: command,
 	})
-	if err != nil {
-		return err
-	}
-	go func() {
-		<-client.Done()
-		end("the session coordinator exited unexpectedly")
-	}()
-	pm := &podman.Client{Log: g.log}
+	return spec, argv, err
+}
+
+// pidFile is where a command without a terminal records its pid.
+func (s *session) pidFile() string { return "/tmp/.lazaret-" + s.link.SessionID() + ".pid" }
+
+// attach runs the command's podman exec with the terminal or the streams
+// attached and returns its exit code.
+func (s *session) attach(spec ctl.ExecSpec, argv *podman.Invocation) (int, error) {
+	pm := s.g.podmanClient()
 	// Not tied to ctx: SIGINT is for the command (forwarded by attach),
 	// not for lazaret.
 	pc, err := pm.Cmd(context.Background(), argv)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	opts := attach.Options{TTY: r.tty, Stdin: stdin, Stdout: stdout, Stderr: stderr, Stop: stop, Gate: gate}
-	if pidFile != "" {
-		opts.Signal = func(sig os.Signal) { signalInSandbox(pm, spec, pidFile, sig, g) }
+	opts := attach.Options{TTY: s.r.tty, Stdin: s.stdin, Stdout: s.stdout, Stderr: s.stderr, Stop: s.stop, Gate: s.gate}
+	if !s.r.tty {
+		opts.Signal = func(sig os.Signal) { signalInSandbox(pm, spec, s.pidFile(), sig, s.g) }
 	}
 	code, err := attach.Run(pc, opts)
-	link.WaitAbort() // a Q at a prompt: the stop is recorded before this session detaches
+	s.link.WaitAbort() // a Q at a prompt: the stop is recorded before this session detaches
 	if err != nil {
-		return fmt.Errorf("podman exec: %w", err)
+		return 0, fmt.Errorf("podman exec: %w", err)
 	}
+	return code, nil
+}
+
+// waitEnd tells the command's own exit from the sandbox going away under
+// it (lazaret stop, the container or the coordinator died). A command
+// killed, or a podman failure, may be the container itself ending: its
+// coordinator notices within about a second and says so.
+func (s *session) waitEnd(code int) error {
 	var grace <-chan time.Time // nil: do not wait
 	if code == 128+int(syscall.SIGKILL) || code == podman.ExitPodmanError {
-		// Killed, or podman failed: perhaps the container itself ended;
-		// its coordinator notices within about a second and says so.
 		grace = time.After(containerGoneWait)
 	}
 	select {
-	case <-stop:
-		// The sandbox went away under the command (lazaret stop, the
-		// container or the coordinator died): not the command's own exit.
-		return fmt.Errorf("session ended: %s", reason)
+	case <-s.stop:
+		return fmt.Errorf("session ended: %s", s.reason)
 	default:
-		if grace != nil {
-			select {
-			case <-stop:
-				return fmt.Errorf("session ended: %s", reason)
-			case <-grace:
-			}
-		}
 	}
-	syncAfterCommand(client, stderr, g)
+	if grace == nil {
+		return nil
+	}
+	select {
+	case <-s.stop:
+		return fmt.Errorf("session ended: %s", s.reason)
+	case <-grace:
+		return nil
+	}
+}
+
+// commandExit is lazaret's exit for the command's exit code.
+func commandExit(code int, profile string) error {
 	switch code {
 	case 0:
 		return nil
 	case podman.ExitPodmanError:
 		return withHint(errors.New("podman exec failed (exit 125; podman's message is above)"), exitFailure,
-			"if the sandbox's container is gone or broken, "+verbLine("stop", p.Name)+" and run the command again")
+			"if the sandbox's container is gone or broken, "+verbLine("stop", profile)+" and run the command again")
 	}
 	return exitError{code}
 }

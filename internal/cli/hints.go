@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"text/tabwriter"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
 )
@@ -38,4 +41,14 @@ func installedDoc(exe, name string) string {
 		return filepath.Clean(p)
 	}
 	return "docs/" + name
+}
+
+// newTable is the CLI's table writer on w (columns two spaces apart),
+// with header as its first line when not empty.
+func newTable(w io.Writer, header string) *tabwriter.Writer {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if header != "" {
+		fmt.Fprintln(tw, header)
+	}
+	return tw
 }

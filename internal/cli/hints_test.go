@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/shim"
 )
 
 // TestInstalledDoc: a hint names the installed copy of a document when
@@ -31,5 +33,13 @@ func TestVerbLine(t *testing.T) {
 		if got := verbLine(tc[0], tc[1]); got != tc[2] {
 			t.Errorf("verbLine(%q, %q) = %q, want %q", tc[0], tc[1], got, tc[2])
 		}
+	}
+}
+
+// TestShimExitIsSetup: the shim, which cannot link the CLI, exits with the
+// CLI's "environment not ready" code.
+func TestShimExitIsSetup(t *testing.T) {
+	if shim.ExitSetup != exitSetup {
+		t.Fatalf("shim exits %d, the CLI's setup code is %d", shim.ExitSetup, exitSetup)
 	}
 }

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lazaret-dev/lazaret/internal/cli/image"
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/image"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -70,7 +70,7 @@ func runImageBuild(cmd *cobra.Command, g *globalOptions, o *imageBuildOptions, a
 	if err := g.refuseRoot(); err != nil {
 		return err
 	}
-	b := &image.Builder{Podman: &podman.Client{Log: g.log}, Progress: g.io.ErrOut, Force: o.force}
+	b := &image.Builder{Podman: g.podmanClient(), Progress: g.io.ErrOut, Force: o.force}
 	if len(args) == 1 {
 		if !slices.Contains(image.Names(), args[0]) {
 			return usageError{fmt.Errorf("no image recipe %q (known: %s)", args[0], strings.Join(image.Names(), ", "))}
@@ -98,7 +98,7 @@ func runImagePull(ctx context.Context, g *globalOptions, name string) error {
 	if err != nil {
 		return withHint(err, exitUsage, "pick a profile listed above")
 	}
-	if _, err := image.Ensure(ctx, &podman.Client{Log: g.log}, p, g.io.ErrOut, true); err != nil {
+	if _, err := image.Ensure(ctx, g.podmanClient(), p, g.io.ErrOut, true); err != nil {
 		return imageError(err)
 	}
 	return nil
@@ -124,7 +124,7 @@ func (g *globalOptions) startWithImage(ctx context.Context, p *config.Profile, s
 	if err == nil || !errors.Is(err, podman.ErrNoSuchImage) {
 		return err
 	}
-	pulled, perr := image.Ensure(ctx, &podman.Client{Log: g.log}, p, g.io.ErrOut, false)
+	pulled, perr := image.Ensure(ctx, g.podmanClient(), p, g.io.ErrOut, false)
 	if perr != nil {
 		return imageError(perr)
 	}

@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/spf13/cobra"
-
-	"github.com/lazaret-dev/lazaret/internal/gitsentry"
 )
 
 type logOptions struct {
@@ -50,7 +49,7 @@ func runLog(ctx context.Context, g *globalOptions, o *logOptions, profile string
 	// terminalOut.
 	view := g.terminalOut()
 	if o.branch != "" {
-		b, ok := gitsentry.FindSideBranch(side, o.branch)
+		b, ok := gitrepo.FindSideBranch(side, o.branch)
 		if !ok {
 			return withHint(fmt.Errorf("--branch %s: no such side branch of the agent", field(o.branch)), exitUsage,
 				"lazaret status lists the agent's side branches")
@@ -62,7 +61,7 @@ func runLog(ctx context.Context, g *globalOptions, o *logOptions, profile string
 	}
 	if !o.all {
 		if len(side) > 0 {
-			fmt.Fprintf(g.io.ErrOut, "lazaret: side branches: %s; see lazaret log --all\n", gitsentry.SideSummary(side))
+			fmt.Fprintf(g.io.ErrOut, "lazaret: side branches: %s; see lazaret log --all\n", gitrepo.SideSummary(side))
 		}
 		return nil
 	}

@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/lazaret-dev/lazaret/internal/cli/review"
 	"github.com/spf13/cobra"
-
-	"github.com/lazaret-dev/lazaret/internal/gitsentry"
 )
 
 type mergeOptions struct {
@@ -45,7 +44,7 @@ func runMerge(ctx context.Context, g *globalOptions, o *mergeOptions, profile st
 	}
 	t.review.AllowExternalSymlinks = o.allowSymlinks
 	res, err := t.review.Merge(ctx, o.squash)
-	var ext *gitsentry.ExternalSymlinkError
+	var ext *review.ExternalSymlinkError
 	if errors.As(err, &ext) {
 		writeFlags(g.io.ErrOut, "refused: the merge would create", ext.Links)
 		return withHint(err, exitSecurity, "review these links; merge anyway with --allow-external-symlinks")

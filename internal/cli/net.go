@@ -6,17 +6,14 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/coord"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/netd/api"
+	"github.com/lazaret-dev/lazaret/internal/netdapi"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
-	"github.com/lazaret-dev/lazaret/internal/sidecar"
 )
 
 // netOptions are the flags of `lazaret net …`. The commands talk to the
@@ -99,7 +96,7 @@ act on the sandbox of PROFILE (default: "default") in the current directory.`,
 	return cmd
 }
 
-func (g *globalOptions) netClient(o *netOptions) (*config.Profile, *domain.Anchor, *api.Client, error) {
+func (g *globalOptions) netClient(o *netOptions) (*config.Profile, *domain.Anchor, *netdapi.Client, error) {
 	cfg, err := g.loadConfig()
 	if err != nil {
 		return nil, nil, nil, err
@@ -108,33 +105,21 @@ func (g *globalOptions) netClient(o *netOptions) (*config.Profile, *domain.Ancho
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return p, a, sidecar.Client(a), nil
+	return p, a, &netdapi.Client{Socket: a.NetdSocket()}, nil
 }
 
 func netUnavailable(ctx context.Context, g *globalOptions, err error, a *domain.Anchor) error {
-	if errors.Is(err, api.ErrUnavailable) && coordinatorAnswers(ctx, g, a) {
+	if errors.Is(err, netdapi.ErrUnavailable) && g.domainClient(a).alive(ctx) {
 		// The sandbox runs but its sidecar does not answer: it died (the
 		// coordinator is stopping the sandbox) or is still starting.
 		return withHint(fmt.Errorf("the network sidecar of the sandbox for profile %s in %s does not answer: %w", a.Profile, a.Workspace, err), exitFailure,
 			"`lazaret status` says whether the sandbox is being stopped because lazaret-netd died")
 	}
-	if errors.Is(err, api.ErrUnavailable) {
+	if errors.Is(err, netdapi.ErrUnavailable) {
 		return withHint(fmt.Errorf("no running sandbox for profile %s in %s", a.Profile, a.Workspace), exitFailure,
 			"start it with "+verbLine("shell", a.Profile)+"; the policy of a stopped sandbox is the configuration")
 	}
 	return err
-}
-
-// coordinatorAnswers reports whether the domain's coordinator runs.
-func coordinatorAnswers(ctx context.Context, g *globalOptions, a *domain.Anchor) bool {
-	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
-	defer cancel()
-	c, err := coord.Dial(ctx, a.ControlSocket(), g.log)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
 }
 
 func runNetStatus(ctx context.Context, g *globalOptions, o *netOptions) error {
@@ -184,7 +169,7 @@ func runNetReload(ctx context.Context, g *globalOptions, o *netOptions) error {
 	if err != nil {
 		return err
 	}
-	pol, err := sidecar.PolicyOf(p)
+	pol, err := netpolicy.FromConfig(p.AllowEgress, p.AllowDomains)
 	if err != nil {
 		return err
 	}
@@ -197,8 +182,8 @@ func runNetReload(ctx context.Context, g *globalOptions, o *netOptions) error {
 	return nil
 }
 
-func printNetStatus(w io.Writer, st *api.Status) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+func printNetStatus(w io.Writer, st *netdapi.Status) {
+	tw := newTable(w, "")
 	defer tw.Flush()
 	state := "not installed"
 	if st.Applied {

@@ -7,20 +7,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/netd/api"
+	"github.com/lazaret-dev/lazaret/internal/netdapi"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 )
 
 func TestPrintNetStatus(t *testing.T) {
-	st := &api.Status{
+	st := &netdapi.Status{
 		Applied:   true,
 		Upstreams: []string{"10.0.2.3:53"},
 		Policy: netpolicy.Policy{
 			AllowEgress:  []netpolicy.CIDR{{Prefix: netip.MustParsePrefix("140.82.112.0/20")}, {Prefix: netip.MustParsePrefix("10.9.0.0/16"), Expires: time.Now().Add(10 * time.Minute)}},
 			AllowDomains: []netpolicy.Domain{{Pattern: "registry.npmjs.org"}},
 		},
-		Resolved:  []api.Resolved{{Name: "registry.npmjs.org", Addr: "104.16.1.34", Expires: time.Now().Add(time.Minute)}},
-		Denials:   []api.Denial{{Dest: "tcp 1.2.3.4:443", Count: 3, Last: time.Now()}, {Dest: "dns evil.example", Count: 1, Last: time.Now()}},
+		Resolved:  []netdapi.Resolved{{Name: "registry.npmjs.org", Addr: "104.16.1.34", Expires: time.Now().Add(time.Minute)}},
+		Denials:   []netdapi.Denial{{Dest: "tcp 1.2.3.4:443", Count: 3, Last: time.Now()}, {Dest: "dns evil.example", Count: 1, Last: time.Now()}},
 		Counters:  map[string]uint64{"deny default": 3, "deny metadata ipv4": 2, "deny other dns udp": 1, "invalid": 9},
 		DenialLog: "nflog",
 	}

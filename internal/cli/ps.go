@@ -7,12 +7,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/lazaret-dev/lazaret/internal/coord"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 )
@@ -62,7 +60,7 @@ func scanDomains(ctx context.Context, g *globalOptions) ([]runningDomain, error)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := coord.Dial(ctx, s, g.log)
+			c, err := dialSocket(ctx, s, g.log)
 			if err != nil {
 				return
 			}
@@ -98,8 +96,7 @@ func runPs(ctx context.Context, g *globalOptions, o *psOptions) error {
 		fmt.Fprintln(g.io.Out, "no sandbox running")
 		return nil
 	}
-	tw := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DOMAIN\tPROFILE\tSESSIONS\tUPTIME\tCONTAINER\tWORKSPACE")
+	tw := newTable(g.io.Out, "DOMAIN\tPROFILE\tSESSIONS\tUPTIME\tCONTAINER\tWORKSPACE")
 	for _, st := range running {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", field(st.Domain), field(st.Profile), len(st.Sessions),
 			roundDuration(time.Duration(st.Uptime)), field(st.Container.Name), field(st.Workspace))

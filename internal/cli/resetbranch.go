@@ -2,13 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/cli/review"
 	"github.com/spf13/cobra"
-
-	"github.com/lazaret-dev/lazaret/internal/coord"
-	"github.com/lazaret-dev/lazaret/internal/gitsentry"
 )
 
 func newResetBranchCmd(g *globalOptions) *cobra.Command {
@@ -33,23 +32,16 @@ func runResetBranch(ctx context.Context, g *globalOptions, profile string) error
 	if err != nil {
 		return err
 	}
-	// The domain's lock keeps a sandbox from starting while the clone is
-	// removed (a leader holds it until its coordinator answers); a
-	// coordinator that answers is running or still starting.
-	lock, err := coord.OpenLock(t.anchor.LockFile())
-	if err != nil {
+	// No sandbox may start while the clone is removed.
+	var res *review.ResetResult
+	err = g.domainClient(t.anchor).maintain(ctx, true, func() error {
+		var err error
+		res, err = review.ResetBranch(ctx, t.review.Git, t.podman, t.review.Repo, t.anchor, time.Now())
 		return err
+	})
+	if errors.Is(err, errCoordinatorLive) {
+		return fmt.Errorf("%s: %w (%w)", t.anchor.Container(), review.ErrSandboxRunning, err)
 	}
-	defer lock.Close()
-	if err := lock.Lock(ctx); err != nil {
-		return err
-	}
-	defer lock.Unlock()
-	if c, err := coord.Dial(ctx, t.anchor.ControlSocket(), g.log); err == nil {
-		c.Close()
-		return fmt.Errorf("%s: %w (its coordinator answers: running or starting)", t.anchor.Container(), gitsentry.ErrSandboxRunning)
-	}
-	res, err := gitsentry.ResetBranch(ctx, t.review.Git, t.podman, t.review.Repo, t.anchor, time.Now())
 	if err != nil {
 		return err
 	}

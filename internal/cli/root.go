@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/spf13/cobra"
 )
 
@@ -29,19 +31,30 @@ type globalOptions struct {
 	verbose    bool
 	allowRoot  bool
 	log        *slog.Logger
+	// runCoordinator runs a Session Coordinator in this process (the
+	// hidden __coordinator verb); cmd/lazaret passes it, so the CLI's
+	// packages link nothing of the coordinator's.
+	runCoordinator CoordinatorFunc
 }
+
+// podmanClient is the podman adapter of every verb, logging to the CLI's
+// log.
+func (g *globalOptions) podmanClient() *podman.Client { return &podman.Client{Log: g.log} }
+
+// hostGit is the host git adapter of every verb.
+func (g *globalOptions) hostGit() *hostgit.Git { return &hostgit.Git{Log: g.log} }
 
 // Main runs lazaret with args (args[0] is the program name) and returns
-// the process exit code.
-func Main(args []string) int {
-	return run(args, IO{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+// the process exit code; runCoordinator runs the hidden __coordinator verb.
+func Main(args []string, runCoordinator CoordinatorFunc) int {
+	return run(args, IO{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}, runCoordinator)
 }
 
-func run(args []string, streams IO) int {
+func run(args []string, streams IO, runCoordinator CoordinatorFunc) int {
 	// A context cancelled by SIGINT/SIGTERM is a clean exit, not an error.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	g := &globalOptions{io: streams}
+	g := &globalOptions{io: streams, runCoordinator: runCoordinator}
 	root := newRootCmd(g)
 	root.SetArgs(args[1:])
 	root.SetIn(streams.In)

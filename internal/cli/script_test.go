@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -11,13 +12,15 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/lazaret-dev/lazaret/internal/cli"
+	"github.com/lazaret-dev/lazaret/internal/coordinator"
+	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
 // TestMain lets testscript run the real lazaret main as the "lazaret"
 // command of the scripts (the test binary re-executes itself).
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"lazaret": func() { os.Exit(cli.Main(os.Args)) },
+		"lazaret": func() { os.Exit(cli.Main(os.Args, runCoordinator)) },
 	})
 }
 
@@ -85,5 +88,14 @@ func TestScripts(t *testing.T) {
 				}
 			},
 		},
+	})
+}
+
+// runCoordinator is cmd/lazaret's: the scripts' lazaret runs a real
+// coordinator.
+func runCoordinator(ctx context.Context, r cli.CoordinatorRequest) error {
+	return coordinator.Run(ctx, coordinator.Options{
+		Config: r.Config, Profile: r.Profile, Anchor: r.Anchor, Volumes: r.Volumes, Recover: r.Recover,
+		Podman: &podman.Client{Log: r.Log}, Log: r.Log,
 	})
 }

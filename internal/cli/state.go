@@ -6,21 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"slices"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/lazaret-dev/lazaret/internal/cli/statecmd"
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/coord"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/stateanchor"
+	"github.com/lazaret-dev/lazaret/internal/statestore"
 )
 
 type stateOptions struct {
@@ -91,10 +87,10 @@ func (g *globalOptions) stateDomain(profile string) (*config.Profile, *domain.An
 }
 
 type stateJSON struct {
-	Profile   string                 `json:"profile"`
-	Workspace string                 `json:"workspace"`
-	Hash      string                 `json:"hash"`
-	Dirs      []stateanchor.DirState `json:"dirs"`
+	Profile   string              `json:"profile"`
+	Workspace string              `json:"workspace"`
+	Hash      string              `json:"hash"`
+	Dirs      []statecmd.DirState `json:"dirs"`
 }
 
 func runState(ctx context.Context, g *globalOptions, o *stateOptions, profile string) error {
@@ -102,7 +98,7 @@ func runState(ctx context.Context, g *globalOptions, o *stateOptions, profile st
 	if err != nil {
 		return err
 	}
-	states, err := stateanchor.Inspect(ctx, &podman.Client{Log: g.log}, stateanchor.Locate(a, p.Persist), p.PersistentDirs)
+	states, err := statecmd.Inspect(ctx, g.podmanClient(), statestore.Locate(a, p.Persist), p.PersistentDirs)
 	if err != nil {
 		return err
 	}
@@ -116,8 +112,7 @@ func runState(ctx context.Context, g *globalOptions, o *stateOptions, profile st
 		fmt.Fprintln(g.io.Out, "no persistent dirs (persistent_dirs in the profile)")
 		return nil
 	}
-	w := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "DIR\tCHANGES\tMOUNTED\tLAST IMAGE\tPATH")
+	w := newTable(g.io.Out, "DIR\tCHANGES\tMOUNTED\tLAST IMAGE\tPATH")
 	for _, s := range states {
 		img := "-"
 		if r := s.Record; r != nil {
@@ -141,9 +136,9 @@ func runStateReset(ctx context.Context, g *globalOptions, o *stateOptions, profi
 		return err
 	}
 	dirs := p.PersistentDirs
-	st := stateanchor.Locate(a, p.Persist)
+	st := statestore.Locate(a, p.Persist)
 	if dir != "" {
-		if err := stateanchor.ValidateDir(dir); err != nil {
+		if err := statestore.ValidateDir(dir); err != nil {
 			return usageError{err}
 		}
 		if !slices.Contains(dirs, dir) {
@@ -160,35 +155,35 @@ func runStateReset(ctx context.Context, g *globalOptions, o *stateOptions, profi
 		return nil
 	}
 
-	// The domain lock keeps a sandbox from starting while we delete; a
-	// sandbox already running is found by its control socket or container.
-	lock, err := coord.OpenLock(a.LockFile())
-	if err != nil {
-		return err
+	// No sandbox may start while we delete; one already running is found
+	// by its coordinator or its container.
+	err = g.domainClient(a).maintain(ctx, false, func() error {
+		return resetStates(ctx, g, o, a, st, dirs)
+	})
+	if errors.Is(err, errDomainLocked) || errors.Is(err, errCoordinatorLive) {
+		return stateBusy(a, err.Error())
 	}
-	defer lock.Close()
-	ok, err := lock.TryLock()
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return stateBusy(a, "a sandbox is starting")
-	}
-	defer lock.Unlock()
-	pc := &podman.Client{Log: g.log}
-	if running, why := stateSandboxRunning(ctx, pc, a); running {
-		return stateBusy(a, why)
+	return err
+}
+
+// resetStates discards the changes of dirs, under the domain's lock.
+func resetStates(ctx context.Context, g *globalOptions, o *stateOptions, a *domain.Anchor, st statestore.Store, dirs []string) error {
+	pc := g.podmanClient()
+	if ok, err := pc.ContainerExists(ctx, a.Container()); err != nil {
+		return stateBusy(a, "cannot tell whether container "+a.Container()+" exists: "+err.Error())
+	} else if ok {
+		return stateBusy(a, "container "+a.Container()+" exists")
 	}
 	if st.Shared {
 		// No other workspace's sandbox may use the profile's overlays.
-		plock, err := stateanchor.LockProfile(ctx, pc, st.Root, a)
+		plock, err := statestore.LockProfile(ctx, pc, st.Root, a)
 		if err != nil {
 			return fmt.Errorf("state reset: %w", err)
 		}
 		defer plock.Release()
 	}
 
-	states, err := stateanchor.Inspect(ctx, pc, st, dirs)
+	states, err := statecmd.Inspect(ctx, pc, st, dirs)
 	if err != nil {
 		return err
 	}
@@ -207,8 +202,8 @@ func runStateReset(ctx context.Context, g *globalOptions, o *stateOptions, profi
 		}
 	}
 	for _, s := range states {
-		if err := stateanchor.Reset(ctx, pc, st, s.Dir); err != nil {
-			if errors.Is(err, stateanchor.ErrInUse) {
+		if err := statecmd.Reset(ctx, pc, st, s.Dir); err != nil {
+			if errors.Is(err, statecmd.ErrInUse) {
 				return stateBusy(a, err.Error())
 			}
 			return err
@@ -221,23 +216,6 @@ func runStateReset(ctx context.Context, g *globalOptions, o *stateOptions, profi
 func stateBusy(a *domain.Anchor, why string) error {
 	return withHint(fmt.Errorf("state reset: the sandbox of profile %s in %s is in use: %s", a.Profile, a.Workspace, why),
 		exitFailure, "stop it first with "+verbLine("stop", a.Profile))
-}
-
-// stateSandboxRunning reports whether a coordinator answers on the domain's
-// control socket or the domain's container exists.
-func stateSandboxRunning(ctx context.Context, pc *podman.Client, a *domain.Anchor) (bool, string) {
-	d := net.Dialer{Timeout: 2 * time.Second}
-	if c, err := d.DialContext(ctx, "unix", a.ControlSocket()); err == nil {
-		c.Close()
-		return true, "its coordinator is running"
-	}
-	if ok, err := pc.ContainerExists(ctx, a.Container()); err != nil || ok {
-		if err != nil {
-			return true, "cannot tell whether container " + a.Container() + " exists: " + err.Error()
-		}
-		return true, "container " + a.Container() + " exists"
-	}
-	return false, ""
 }
 
 func stateShortID(id string) string {

@@ -6,16 +6,16 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/lazaret-dev/lazaret/internal/coord"
+	"github.com/lazaret-dev/lazaret/internal/cli/connect"
+	"github.com/lazaret-dev/lazaret/internal/cli/review"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/gitsentry"
-	"github.com/lazaret-dev/lazaret/internal/stateanchor"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/statestore"
 )
 
 // controlTimeout bounds a status or ps request.
@@ -53,7 +53,7 @@ type statusJSON struct {
 	Status    *ctl.Status `json:"status,omitempty"`
 	// Persistent are the State Anchor records of the profile's persistent
 	// dirs: which image each overlay was last used with.
-	Persistent []stateanchor.Record `json:"persistent,omitempty"`
+	Persistent []statestore.Record `json:"persistent,omitempty"`
 	// SkippedBranches are the agent's branches the ref sync did not bring
 	// over (escaped names).
 	SkippedBranches []string `json:"skipped_branches,omitempty"`
@@ -72,16 +72,16 @@ type sideBranchJSON struct {
 // sideBranches reads the agent's side branches from the host repository
 // (branch mode only; a workspace git cannot read just has none to show).
 func sideBranches(ctx context.Context, g *globalOptions, gitMode string, a *domain.Anchor) []sideBranchJSON {
-	if mode, err := gitsentry.ResolveMode(gitMode, a.Workspace); err != nil || mode != gitsentry.ModeBranch {
+	if mode, err := gitrepo.ResolveMode(gitMode, a.Workspace); err != nil || mode != gitrepo.ModeBranch {
 		return nil
 	}
-	git := &gitsentry.Git{Log: g.log}
-	repo, err := gitsentry.OpenHostRepo(ctx, git, a.Workspace)
+	git := g.hostGit()
+	repo, err := gitrepo.OpenHostRepo(ctx, git, a.Workspace)
 	if err != nil {
 		g.log.Debug("status: host repository", "err", err)
 		return nil
 	}
-	r := &gitsentry.Review{Git: git, Repo: repo, Map: gitsentry.RefMap{Profile: a.Profile}}
+	r := &review.Review{Git: git, Repo: repo, Map: gitrepo.RefMap{Profile: a.Profile}}
 	bs, err := r.SideBranches(ctx)
 	if err != nil {
 		g.log.Warn("status: listing the agent's side branches", "err", err)
@@ -98,10 +98,9 @@ func printSideBranches(w io.Writer, bs []sideBranchJSON) {
 	if len(bs) == 0 {
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nSIDE BRANCH\tTIP\tNOT IN HEAD\tHOST REF")
+	tw := newTable(w, "\nSIDE BRANCH\tTIP\tNOT IN HEAD\tHOST REF")
 	for _, b := range bs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Name, short(b.Tip), gitsentry.Commits(b.Ahead), b.Ref)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Name, short(b.Tip), gitrepo.Commits(b.Ahead), b.Ref)
 	}
 	tw.Flush()
 }
@@ -119,10 +118,10 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
 	out := statusJSON{Domain: a.Hash, Profile: a.Profile, Workspace: a.Workspace, Persistent: persistent,
-		SkippedBranches: gitsentry.ReadSkippedRefs(a.Root()), SideBranches: sideBranches(ctx, g, p.GitMode, a)}
-	c, err := coord.Dial(ctx, a.ControlSocket(), g.log)
+		SkippedBranches: gitrepo.ReadSkippedRefs(a.Root()), SideBranches: sideBranches(ctx, g, p.GitMode, a)}
+	c, err := g.domainClient(a).dial(ctx)
 	switch {
-	case errors.Is(err, coord.ErrNotRunning):
+	case errors.Is(err, connect.ErrNotRunning):
 	case err != nil:
 		return err
 	default:
@@ -156,10 +155,10 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 
 // overlayRecords reads, without podman, which image each persistent dir's
 // overlay was last used with; dirs never mounted have no record.
-func overlayRecords(g *globalOptions, a *domain.Anchor, persist string, dirs []string) []stateanchor.Record {
-	var recs []stateanchor.Record
+func overlayRecords(g *globalOptions, a *domain.Anchor, persist string, dirs []string) []statestore.Record {
+	var recs []statestore.Record
 	for _, dir := range dirs {
-		rec, err := stateanchor.Locate(a, persist).Record(dir)
+		rec, err := statestore.Locate(a, persist).Record(dir)
 		if err != nil {
 			g.log.Warn("unreadable State Anchor record", "dir", dir, "err", err)
 			continue
@@ -171,12 +170,11 @@ func overlayRecords(g *globalOptions, a *domain.Anchor, persist string, dirs []s
 	return recs
 }
 
-func printOverlayRecords(w io.Writer, recs []stateanchor.Record) {
+func printOverlayRecords(w io.Writer, recs []statestore.Record) {
 	if len(recs) == 0 {
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nPERSISTENT\tLAST IMAGE\tIMAGE ID\tDIGEST\tLAST MOUNTED")
+	tw := newTable(w, "\nPERSISTENT\tLAST IMAGE\tIMAGE ID\tDIGEST\tLAST MOUNTED")
 	for _, r := range recs {
 		digest := r.ImageDigest
 		if digest == "" {
@@ -188,7 +186,7 @@ func printOverlayRecords(w io.Writer, recs []stateanchor.Record) {
 }
 
 func printStatus(w io.Writer, st *ctl.Status) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, "")
 	state := "running"
 	if st.ShuttingDown {
 		state = "shutting down"
@@ -209,8 +207,7 @@ func printStatus(w io.Writer, st *ctl.Status) {
 	if len(st.Sessions) == 0 {
 		return
 	}
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nSESSION\tPID\tTTY\tATTACHED\tCOMMAND")
+	tw = newTable(w, "\nSESSION\tPID\tTTY\tATTACHED\tCOMMAND")
 	for _, s := range st.Sessions {
 		fmt.Fprintf(tw, "%s\t%d\t%v\t%s ago\t%s\n", field(s.ID[:min(12, len(s.ID))]), s.PeerPID, s.TTY, roundDuration(time.Since(s.Attached)), argvField(s.Command))
 	}

@@ -1,21 +1,18 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/lazaret-dev/lazaret/internal/coord"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/cli/connect"
+	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/sandbox"
 )
 
 // stopTimeout bounds a stop, teardown included.
@@ -64,14 +61,15 @@ func runStop(ctx context.Context, g *globalOptions, profile string) error {
 	if err != nil {
 		return err
 	}
-	err = stopSocket(ctx, g, a.ControlSocket())
-	if errors.Is(err, coord.ErrNotRunning) {
+	d := g.domainClient(a)
+	err = d.stop(ctx)
+	if errors.Is(err, connect.ErrNotRunning) {
 		// Nothing answers: remove what a dead coordinator may have left.
-		n, rerr := removeLeftovers(ctx, g, domain.LabelKey, a.Hash)
+		n, rerr := d.removeLeftovers(ctx)
 		if rerr != nil {
 			return rerr
 		}
-		if err := removeDeadRuntime(ctx, g, a); err != nil {
+		if err := d.removeDeadRuntime(ctx); err != nil {
 			return err
 		}
 		if n > 0 {
@@ -85,25 +83,6 @@ func runStop(ctx context.Context, g *globalOptions, profile string) error {
 		return err
 	}
 	fmt.Fprintf(g.io.Out, "stopped %s\n", a.Container())
-	return nil
-}
-
-// stopSocket asks the coordinator at socket to stop and waits until it has
-// torn down and closed the connection.
-func stopSocket(ctx context.Context, g *globalOptions, socket string) error {
-	c, err := coord.Dial(ctx, socket, g.log)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if err := c.Call(ctx, ctl.TypeStop, nil, nil); err != nil && !errors.Is(err, ctl.ErrClosed) {
-		return fmt.Errorf("stop: %w", err)
-	}
-	select {
-	case <-c.Done():
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 	return nil
 }
 
@@ -126,7 +105,7 @@ func runStopAll(ctx context.Context, g *globalOptions) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := stopSocket(ctx, g, d.Socket); err != nil && !errors.Is(err, coord.ErrNotRunning) {
+			if err := stopCoordinator(ctx, d.Socket, g.log); err != nil && !errors.Is(err, connect.ErrNotRunning) {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("%s: %w", d.Status.Container.Name, err))
 				mu.Unlock()
@@ -136,126 +115,55 @@ func runStopAll(ctx context.Context, g *globalOptions) error {
 		}()
 	}
 	wg.Wait()
-	n, dead, err := removeLeftoverDomains(ctx, g, sandbox.LabelDataRoot, cfg.DataRoot)
+	n, err := removeDeadDomains(ctx, g, cfg)
 	if err != nil {
 		errs = append(errs, err)
 	} else if n > 0 {
 		fmt.Fprintf(g.io.Out, "removed %d leftover container(s)\n", n)
 	}
-	if rt, err := domain.RuntimeDir(); err == nil {
-		socketDir := cfg.Escalation.SocketDir
-		if socketDir == "" {
-			socketDir = rt
-		}
-		for _, h := range dead {
-			a := &domain.Anchor{RuntimeDir: rt, SocketDir: socketDir, Hash: h}
-			if err := removeDeadRuntime(ctx, g, a); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
 	return errors.Join(errs...)
 }
 
-// removeLeftovers removes the containers labelled key=value whose domain
-// has no live coordinator, together with every other container of those
-// domains (a network sidecar carries only the domain label).
-func removeLeftovers(ctx context.Context, g *globalOptions, key, value string) (int, error) {
-	n, _, err := removeLeftoverDomains(ctx, g, key, value)
-	return n, err
-}
-
-// removeLeftoverDomains is removeLeftovers that also returns the hashes of
-// the dead domains it cleaned.
-func removeLeftoverDomains(ctx context.Context, g *globalOptions, key, value string) (int, []string, error) {
-	pm := &podman.Client{Log: g.log}
-	list, err := pm.ListByLabel(ctx, key, value)
+// removeDeadDomains removes the leftovers of every domain of cfg's
+// data_root whose coordinator is dead: its containers (a network sidecar
+// carries only the domain label) and its runtime files.
+func removeDeadDomains(ctx context.Context, g *globalOptions, cfg *config.Config) (int, error) {
+	pm := g.podmanClient()
+	list, err := pm.ListByLabel(ctx, domain.LabelDataRoot, cfg.DataRoot)
 	if err != nil {
-		return 0, nil, err
+		return 0, err
 	}
 	rt, err := domain.RuntimeDir()
 	if err != nil {
-		return 0, nil, err
+		return 0, err
 	}
-	dead := map[string]bool{}
-	var ids []string
+	socketDir := cmp.Or(cfg.Escalation.SocketDir, rt)
+	seen := map[string]bool{}
+	n := 0
+	var errs []error
 	for _, c := range list {
 		hash := c.Labels[domain.LabelKey]
-		if hash != "" && !dead[hash] {
-			sock := (&domain.Anchor{RuntimeDir: rt, Hash: hash}).ControlSocket()
-			if cl, err := coord.Dial(ctx, sock, g.log); err == nil {
-				cl.Close()
-				continue // its coordinator is alive and owns it
+		if hash == "" {
+			if err := pm.RemoveContainer(ctx, c.ID, 0); err != nil {
+				return n, err
 			}
-			dead[hash] = true
+			n++
+			continue
 		}
-		ids = append(ids, c.ID)
-	}
-	if key != domain.LabelKey {
-		for hash := range dead {
-			more, err := pm.ListByLabel(ctx, domain.LabelKey, hash)
-			if err != nil {
-				return 0, nil, err
-			}
-			for _, c := range more {
-				if !slices.Contains(ids, c.ID) {
-					ids = append(ids, c.ID)
-				}
-			}
+		if seen[hash] {
+			continue
 		}
-	}
-	// One at a time: removing a sidecar also removes the agent container
-	// joined to it (--depend), which is then already gone.
-	for _, id := range ids {
-		if err := pm.RemoveContainer(ctx, id, 0); err != nil {
-			return 0, nil, err
+		seen[hash] = true
+		d := g.domainClient(&domain.Anchor{RuntimeDir: rt, SocketDir: socketDir, Hash: hash})
+		if d.alive(ctx) {
+			continue // its coordinator is alive and owns it
 		}
-	}
-	hashes := make([]string, 0, len(dead))
-	for h := range dead {
-		hashes = append(hashes, h)
-	}
-	return len(ids), hashes, nil
-}
-
-// removeDeadRuntime removes the control socket of domain a if nothing
-// answers on it, with the other runtime files its dead coordinator's
-// components left (the sidecar's and the escalation sockets, the TLS
-// directory). It works under the domain's hold-to-bind lock, so that no
-// leader is starting a coordinator meanwhile.
-func removeDeadRuntime(ctx context.Context, g *globalOptions, a *domain.Anchor) error {
-	if _, err := os.Lstat(a.ControlSocket()); err != nil {
-		return nil
-	}
-	lock, err := coord.OpenLock(a.LockFile())
-	if err != nil {
-		return err
-	}
-	defer lock.Close()
-	if ok, err := lock.TryLock(); err != nil || !ok {
-		return err // a leader is at work: the files are its business
-	}
-	if c, err := coord.Dial(ctx, a.ControlSocket(), g.log); err == nil {
-		c.Close()
-		return nil
-	}
-	var errs []error
-	for _, sock := range []string{a.ControlSocket(), a.NetdSocket(), a.EscalationSocket()} {
-		if fi, err := os.Lstat(sock); err == nil && fi.Mode().Type() == os.ModeSocket {
-			if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, err)
-			}
+		removed, err := d.pm.RemoveLabelled(ctx, domain.LabelKey, hash)
+		if err != nil {
+			return n, err
 		}
+		n += removed
+		errs = append(errs, d.removeDeadRuntime(ctx))
 	}
-	if err := os.RemoveAll(a.TLSDir()); err != nil {
-		errs = append(errs, err)
-	}
-	// The network namespace pin (its slirp4netns exited with the
-	// coordinator; the pin would keep an empty namespace alive).
-	if _, err := os.Lstat(a.Netns()); err == nil {
-		if err := (&podman.Client{Log: g.log}).RemoveNetns(ctx, a.Netns()); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return n, errors.Join(errs...)
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/gitsentry"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 )
 
 // workspaceHint is the way out of a refused workspace.
@@ -47,7 +47,7 @@ func (g *globalOptions) chooseWorkspace(cfg *config.Config, p *config.Profile, e
 	if err != nil {
 		return "", fmt.Errorf("workspace %s: %w", dir, err)
 	}
-	if explicit == "" && p.GitMode != gitsentry.ModeDirect && !gitsentry.HasGitEntry(ws) {
+	if explicit == "" && p.GitMode != gitrepo.ModeDirect && !gitrepo.HasGitEntry(ws) {
 		if top := enclosingRepo(ws, func(d string) bool { return cfg.CheckWorkspace(d) == nil }); top != "" {
 			if g.log != nil {
 				g.log.Debug("workspace is the top level of the repository around the current directory", "top", top, "cwd", ws)
@@ -75,7 +75,7 @@ func (g *globalOptions) directModeAnnouncer(p *config.Profile, a *domain.Anchor)
 	if _, err := os.Lstat(a.ControlSocket()); err == nil {
 		return func() {}
 	}
-	if mode, err := gitsentry.ResolveMode(p.GitMode, a.Workspace); err != nil || mode != gitsentry.ModeDirect {
+	if mode, err := gitrepo.ResolveMode(p.GitMode, a.Workspace); err != nil || mode != gitrepo.ModeDirect {
 		return func() {}
 	}
 	return func() { fmt.Fprintln(g.io.ErrOut, directModeNotice(a.Workspace)) }
@@ -96,7 +96,7 @@ func directModeNotice(ws string) string {
 // there is none.
 func enclosingRepo(dir string, acceptable func(string) bool) string {
 	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
-		if gitsentry.HasGitEntry(d) {
+		if gitrepo.HasGitEntry(d) {
 			if ownedByMe(d) && ownedByMe(filepath.Join(d, ".git")) && acceptable(d) {
 				return d
 			}

@@ -403,6 +403,35 @@ func (v *validator) profile(cfg *Config, guard *hostGuard, name string, fp *file
 	p := &Profile{Name: name, Env: map[string]string{}, guard: guard, file: v.file}
 	v.agentKeys(cfg, p, key, fp)
 
+	v.profileImage(p, key, fp)
+	v.persistentDirs(p, key, fp)
+	p.AllowEgress = v.cidrs(key.child("allow_egress"), fp.AllowEgress, cfg.Network.AllowEgress)
+	p.AllowDomains = v.domains(key.child("allow_domains"), fp.AllowDomains, cfg.Network.AllowDomains)
+
+	v.profileEnv(p, key, fp)
+
+	if fp.GitMode != nil {
+		switch *fp.GitMode {
+		case "branch", "direct":
+			p.GitMode = *fp.GitMode
+		default:
+			v.fail(key.child("git_mode"), ruleErrf("invalid git_mode %s: want \"branch\" or \"direct\"", quoteValue(*fp.GitMode)))
+		}
+	}
+
+	for i, vol := range fp.Volumes {
+		vk := key.child("volumes").index(i)
+		if v.volume(p, vk, vol, cfg.DataRoot) {
+			p.Volumes = append(p.Volumes, Volume(vol))
+			p.volumeLines = append(p.volumeLines, v.pos.lookup(vk))
+		}
+	}
+	return p
+}
+
+// profileImage sets p's image: the profile's (checked, a warning when
+// not pinned), else the default image for the default profile.
+func (v *validator) profileImage(p *Profile, key keyPath, fp *fileProfile) {
 	switch {
 	case fp.Image != nil:
 		p.Image = *fp.Image
@@ -412,12 +441,16 @@ func (v *validator) profile(cfg *Config, guard *hostGuard, name string, fp *file
 		} else if !pinned {
 			v.warn(key.child("image"), fmt.Sprintf("image %s is not pinned (no tag, or :latest): pin a tag or an @sha256: digest", quoteValue(p.Image)))
 		}
-	case name == DefaultProfileName:
+	case p.Name == DefaultProfileName:
 		p.Image = DefaultImage
 	default:
 		v.fail(key.child("image"), ruleErrf("missing: every profile except default needs an image"))
 	}
+}
 
+// persistentDirs sets p's persistent dirs (the defaults when unset),
+// dropping each that is invalid or overlaps an earlier one.
+func (v *validator) persistentDirs(p *Profile, key keyPath, fp *fileProfile) {
 	dirs := DefaultPersistentDirs
 	if fp.PersistentDirs != nil {
 		dirs = *fp.PersistentDirs
@@ -440,10 +473,11 @@ func (v *validator) profile(cfg *Config, guard *hostGuard, name string, fp *file
 			p.PersistentDirs = append(p.PersistentDirs, d)
 		}
 	}
+}
 
-	p.AllowEgress = v.cidrs(key.child("allow_egress"), fp.AllowEgress, cfg.Network.AllowEgress)
-	p.AllowDomains = v.domains(key.child("allow_domains"), fp.AllowDomains, cfg.Network.AllowDomains)
-
+// profileEnv resolves p's environment; a variable whose source is unset
+// is kept as an error that only a start reports.
+func (v *validator) profileEnv(p *Profile, key keyPath, fp *fileProfile) {
 	envNames := make([]string, 0, len(fp.Env))
 	for n := range fp.Env {
 		envNames = append(envNames, n)
@@ -467,24 +501,6 @@ func (v *validator) profile(cfg *Config, guard *hostGuard, name string, fp *file
 		}
 		p.Env[n] = val
 	}
-
-	if fp.GitMode != nil {
-		switch *fp.GitMode {
-		case "branch", "direct":
-			p.GitMode = *fp.GitMode
-		default:
-			v.fail(key.child("git_mode"), ruleErrf("invalid git_mode %s: want \"branch\" or \"direct\"", quoteValue(*fp.GitMode)))
-		}
-	}
-
-	for i, vol := range fp.Volumes {
-		vk := key.child("volumes").index(i)
-		if v.volume(p, vk, vol, cfg.DataRoot) {
-			p.Volumes = append(p.Volumes, Volume(vol))
-			p.volumeLines = append(p.volumeLines, v.pos.lookup(vk))
-		}
-	}
-	return p
 }
 
 // volume checks one volume at load time: token syntax, "..", the mode,

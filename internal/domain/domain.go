@@ -119,14 +119,28 @@ func (a *Anchor) NetdSocket() string { return filepath.Join(a.RuntimeDir, "netd-
 // in podman's mount namespace; an empty file on the host).
 func (a *Anchor) Netns() string { return filepath.Join(a.RuntimeDir, "netns-"+a.Hash) }
 
+// RuntimeSockets are the UNIX sockets the domain's coordinator and its
+// components bind: what a dead coordinator leaves behind.
+func (a *Anchor) RuntimeSockets() []string {
+	return []string{a.ControlSocket(), a.NetdSocket(), a.EscalationSocket()}
+}
+
 // Container is the agent sandbox container name.
 func (a *Anchor) Container() string { return "lazaret-" + a.Profile + "-" + a.Hash }
 
 // Sidecar is the network sidecar container name.
 func (a *Anchor) Sidecar() string { return "lazaret-net-" + a.Hash }
 
+// SandboxWorkspace is where the workspace (or the agent clone) is mounted
+// in the sandbox.
+const SandboxWorkspace = "/workspace"
+
 // LabelKey is the podman label every container of a domain carries.
 const LabelKey = "lazaret.domain"
+
+// LabelDataRoot is the podman label naming the data_root of an agent
+// container's configuration: it scopes `lazaret stop --all`.
+const LabelDataRoot = "lazaret.data_root"
 
 // AgentBranch is the branch the agent works on in branch mode.
 func (a *Anchor) AgentBranch() string { return "lazaret/agent-" + a.Profile }

@@ -11,7 +11,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/vault"
 )
 
-// GitSentryDir holds the Git Sentry's config files (internal/gitsentry).
+// GitSentryDir holds the Git Sentry's config files (internal/coordinator/gitsentry).
 func (a *Anchor) GitSentryDir() string { return filepath.Join(a.Root(), "gitsentry") }
 
 // overlayRootName is the State Anchor's directory under the Domain Root.

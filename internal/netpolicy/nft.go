@@ -254,26 +254,11 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 		cmp(name)
 	}
 	if len(r.CtState) > 0 {
-		var mask uint32
-		for _, s := range r.CtState {
-			switch s {
-			case "established":
-				mask |= expr.CtStateBitESTABLISHED
-			case "related":
-				mask |= expr.CtStateBitRELATED
-			case "invalid":
-				mask |= expr.CtStateBitINVALID
-			case "new":
-				mask |= expr.CtStateBitNEW
-			default:
-				return nil, fmt.Errorf("unknown ct state %q", s)
-			}
+		ct, err := ctStateExprs(r.CtState)
+		if err != nil {
+			return nil, err
 		}
-		ex = append(ex,
-			&expr.Ct{Key: expr.CtKeySTATE, Register: 1},
-			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
-				Mask: binaryutil.NativeEndian.PutUint32(mask), Xor: binaryutil.NativeEndian.PutUint32(0)},
-			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)})
+		ex = append(ex, ct...)
 	}
 	if r.Mark != 0 {
 		ex = append(ex, &expr.Meta{Key: expr.MetaKeyMARK, Register: 1})
@@ -313,6 +298,37 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 		}
 		ex = append(ex, &expr.Lookup{SourceRegister: 1, SetName: r.DaddrSet})
 	}
+	return actionExprs(ex, r)
+}
+
+// ctStateExprs matches a connection in any of states.
+func ctStateExprs(states []string) ([]expr.Any, error) {
+	var mask uint32
+	for _, s := range states {
+		switch s {
+		case "established":
+			mask |= expr.CtStateBitESTABLISHED
+		case "related":
+			mask |= expr.CtStateBitRELATED
+		case "invalid":
+			mask |= expr.CtStateBitINVALID
+		case "new":
+			mask |= expr.CtStateBitNEW
+		default:
+			return nil, fmt.Errorf("unknown ct state %q", s)
+		}
+	}
+	return []expr.Any{
+		&expr.Ct{Key: expr.CtKeySTATE, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(mask), Xor: binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
+	}, nil
+}
+
+// actionExprs appends to ex what r does with a matching packet: count it,
+// log it, and its verdict.
+func actionExprs(ex []expr.Any, r Rule) ([]expr.Any, error) {
 	if r.Counter {
 		ex = append(ex, &expr.Counter{})
 	}

@@ -57,7 +57,7 @@ func (s ContainerSummary) Name() string {
 // InspectContainer returns the container nameOrID. A missing container is
 // an error wrapping ErrNoSuchContainer.
 func (c *Client) InspectContainer(ctx context.Context, nameOrID string) (*ContainerInfo, error) {
-	out, err := c.Output(ctx, "container", "inspect", "--format", "json", nameOrID)
+	out, err := c.outputArgs(ctx, "container", "inspect", "--format", "json", nameOrID)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func decodeContainerInspect(out []byte, nameOrID string) (*ContainerInfo, error)
 
 // ContainerExists reports whether a container nameOrID exists (in any state).
 func (c *Client) ContainerExists(ctx context.Context, nameOrID string) (bool, error) {
-	err := c.Run(ctx, "container", "exists", nameOrID)
+	err := c.run(ctx, "container", "exists", nameOrID)
 	var pe *Error
 	if errors.As(err, &pe) && pe.ExitCode == 1 {
 		return false, nil
@@ -92,7 +92,7 @@ func (c *Client) ListByLabel(ctx context.Context, key, value string) ([]Containe
 	if value != "" {
 		filter += "=" + value
 	}
-	out, err := c.Output(ctx, "ps", "-a", "--filter", filter, "--format", "json")
+	out, err := c.outputArgs(ctx, "ps", "-a", "--filter", filter, "--format", "json")
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +131,7 @@ func (c *Client) RunDetached(ctx context.Context, spec *ContainerSpec) (string, 
 // StopContainer stops nameOrID, waiting timeout for its processes to exit
 // after SIGTERM before killing them. A missing container is not an error.
 func (c *Client) StopContainer(ctx context.Context, nameOrID string, timeout time.Duration) error {
-	err := c.Run(ctx, "stop", "--time", seconds(timeout), nameOrID)
+	err := c.run(ctx, "stop", "--time", seconds(timeout), nameOrID)
 	if errors.Is(err, ErrNoSuchContainer) {
 		return nil
 	}
@@ -143,11 +143,28 @@ func (c *Client) StopContainer(ctx context.Context, nameOrID string, timeout tim
 // (an agent container joined to a sidecar's network namespace blocks the
 // sidecar's removal otherwise). A missing container is not an error.
 func (c *Client) RemoveContainer(ctx context.Context, nameOrID string, timeout time.Duration) error {
-	err := c.Run(ctx, "rm", "--force", "--depend", "--time", seconds(timeout), nameOrID)
+	err := c.run(ctx, "rm", "--force", "--depend", "--time", seconds(timeout), nameOrID)
 	if errors.Is(err, ErrNoSuchContainer) {
 		return nil
 	}
 	return err
+}
+
+// RemoveLabelled removes, one at a time, every container labelled
+// key=value (removing a sidecar also removes the agent container joined to
+// it, which is then already gone) and returns how many there were.
+func (c *Client) RemoveLabelled(ctx context.Context, key, value string) (int, error) {
+	list, err := c.ListByLabel(ctx, key, value)
+	if err != nil {
+		return 0, err
+	}
+	for _, ctr := range list {
+		c.logger().Info("removing leftover container", "name", ctr.Name(), "id", ctr.ID)
+		if err := c.RemoveContainer(ctx, ctr.ID, 0); err != nil {
+			return 0, err
+		}
+	}
+	return len(list), nil
 }
 
 func seconds(d time.Duration) string {
@@ -160,6 +177,7 @@ type ExecOptions struct {
 	Container   string
 	Interactive bool // -i: keep stdin open
 	TTY         bool // -t: allocate a terminal
+	Detach      bool // -d: leave the command running in the container
 	Env         map[string]string
 	Workdir     string
 	User        string
@@ -181,6 +199,9 @@ func ExecArgs(o ExecOptions) (*Invocation, error) {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
 	args := []string{"exec"}
+	if o.Detach {
+		args = append(args, "-d")
+	}
 	if o.Interactive {
 		args = append(args, "-i")
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/execx"
 )
 
 // The testdata files are real outputs of podman 4.3.1 (rootless, runsc
@@ -52,7 +54,7 @@ func TestDecodeContainerInspectEmpty(t *testing.T) {
 }
 
 func TestNoSuchContainerError(t *testing.T) {
-	e := &Error{Args: []string{"container", "inspect"}, ExitCode: 125, Stderr: "Error: inspecting object: no such container nonexist\n"}
+	e := &Error{execx.Failure{Args: []string{"container", "inspect"}, ExitCode: 125, Stderr: "Error: inspecting object: no such container nonexist\n"}}
 	if !errors.Is(e, ErrNoSuchContainer) || !errors.Is(e, ErrPodman) {
 		t.Fatalf("%v does not unwrap", e)
 	}
@@ -111,5 +113,36 @@ func TestSeconds(t *testing.T) {
 		if got := seconds(d); got != want {
 			t.Errorf("seconds(%v) = %s, want %s", d, got, want)
 		}
+	}
+}
+
+func TestDecodeInfo(t *testing.T) {
+	out, err := os.ReadFile("testdata/info.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := decodeInfo(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Version.Version == "" || info.Store.GraphDriverName != "overlay" || !info.Host.Security.Rootless {
+		t.Errorf("info: %+v", info)
+	}
+	if _, err := decodeInfo([]byte("{")); !errors.Is(err, ErrBadOutput) {
+		t.Errorf("bad JSON: %v", err)
+	}
+}
+
+func TestArgvOfVerbs(t *testing.T) {
+	inv, err := ExecArgs(ExecOptions{Container: "c", Detach: true, Command: []string{"-x", "y"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"exec", "-d", "c", "-x", "y"}; !slices.Equal(inv.Args, want) {
+		t.Errorf("exec -d: %q, want %q", inv.Args, want)
+	}
+	got := buildArgs(BuildOptions{ContextDir: "/ctx", Containerfile: "/ctx/C", Tag: "t:1", NoLayers: true})
+	if want := []string{"build", "--network", "none", "--pull=never", "--layers=false", "--tag", "t:1", "--file", "/ctx/C", "/ctx"}; !slices.Equal(got, want) {
+		t.Errorf("build: %q, want %q", got, want)
 	}
 }

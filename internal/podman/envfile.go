@@ -84,7 +84,7 @@ func (c *Client) Cmd(ctx context.Context, inv *Invocation, extra ...*os.File) (*
 		return nil, fmt.Errorf("podman: empty command line")
 	}
 	if len(inv.Env) == 0 {
-		cmd := c.Command(ctx, inv.Args...)
+		cmd := c.command(ctx, inv.Args...)
 		cmd.ExtraFiles = extra
 		return cmd, nil
 	}
@@ -98,7 +98,7 @@ func (c *Client) Cmd(ctx context.Context, inv *Invocation, extra ...*os.File) (*
 	fd := 3 + len(extra)
 	args := make([]string, 0, len(inv.Args)+2)
 	args = append(append(args, inv.Args[0], "--env-file", "/dev/fd/"+strconv.Itoa(fd)), inv.Args[1:]...)
-	cmd := c.Command(ctx, args...)
+	cmd := c.command(ctx, args...)
 	// Only podman's copy stays open after the start; this process's is
 	// closed by its finalizer (or by Output at once).
 	cmd.ExtraFiles = append(append([]*os.File(nil), extra...), r)
@@ -126,12 +126,4 @@ func envPipe(content []byte) (*os.File, error) {
 		return nil, err
 	}
 	return r, nil
-}
-
-// closeExtra closes this process's copies of cmd's extra descriptors
-// once podman has them.
-func closeExtra(cmd *exec.Cmd) {
-	for _, f := range cmd.ExtraFiles {
-		_ = f.Close()
-	}
 }

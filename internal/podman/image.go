@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/lazaret-dev/lazaret/internal/execx"
 )
 
 // ImageInfo is the part of `podman image inspect` lazaret uses.
@@ -44,7 +46,7 @@ func (i *ImageInfo) SingleLayerDir() (dir string, ok bool) {
 
 // ImageExists reports whether ref is in local storage.
 func (c *Client) ImageExists(ctx context.Context, ref string) (bool, error) {
-	err := c.Run(ctx, "image", "exists", ref)
+	err := c.run(ctx, "image", "exists", ref)
 	var pe *Error
 	if errors.As(err, &pe) && pe.ExitCode == 1 {
 		return false, nil
@@ -55,7 +57,7 @@ func (c *Client) ImageExists(ctx context.Context, ref string) (bool, error) {
 // InspectImage returns the local image ref. A missing image is an error
 // wrapping ErrNoSuchImage.
 func (c *Client) InspectImage(ctx context.Context, ref string) (*ImageInfo, error) {
-	out, err := c.Output(ctx, "image", "inspect", "--format", "json", ref)
+	out, err := c.outputArgs(ctx, "image", "inspect", "--format", "json", ref)
 	if err != nil {
 		return nil, err
 	}
@@ -81,41 +83,17 @@ func (c *Client) ImportImage(ctx context.Context, tarball, ref string, changes [
 		args = append(args, "--change", ch)
 	}
 	args = append(args, tarball, ref)
-	return c.Run(ctx, args...)
-}
-
-// BuildImage builds contextDir's Containerfile as tag without network
-// access, streaming podman's progress to progress.
-func (c *Client) BuildImage(ctx context.Context, contextDir, containerfile, tag string, progress io.Writer) error {
-	args := []string{"build", "--network", "none", "--pull", "never", "-f", containerfile, "-t", tag, contextDir}
-	cmd := c.Command(ctx, args...)
-	cmd.Stdout = progress
-	var stderr limitedBuffer
-	cmd.Stderr = io.MultiWriter(progress, &stderr)
-	return c.wrap(args, cmd.Run(), stderr.String())
+	return c.run(ctx, args...)
 }
 
 // RemoveImage removes ref; a missing image is not an error.
 func (c *Client) RemoveImage(ctx context.Context, ref string) error {
-	err := c.Run(ctx, "image", "rm", "--force", ref)
+	err := c.run(ctx, "image", "rm", "--force", ref)
 	if errors.Is(err, ErrNoSuchImage) {
 		return nil
 	}
 	return err
 }
-
-// limitedBuffer keeps the last 16 KiB written, for error messages.
-type limitedBuffer struct{ b []byte }
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	l.b = append(l.b, p...)
-	if len(l.b) > 16<<10 {
-		l.b = l.b[len(l.b)-16<<10:]
-	}
-	return len(p), nil
-}
-
-func (l *limitedBuffer) String() string { return string(l.b) }
 
 // Pull pulls ref into local storage. podman's progress goes to progress:
 // a terminal gets it directly (podman draws progress bars only on a
@@ -123,8 +101,8 @@ func (l *limitedBuffer) String() string { return string(l.b) }
 // returned *Error.
 func (c *Client) Pull(ctx context.Context, ref string, progress io.Writer) error {
 	args := []string{"pull", "--", ref}
-	cmd := c.Command(ctx, args...)
-	var stderr limitedBuffer
+	cmd := c.command(ctx, args...)
+	var stderr execx.TailBuffer
 	if f, ok := progress.(interface{ Fd() uintptr }); ok && isTerminal(f.Fd()) {
 		cmd.Stderr = progress
 	} else {

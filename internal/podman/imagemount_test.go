@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/execx"
 )
 
 // fakeStoragePodman is a podman that, like containers/storage with a
@@ -37,7 +39,7 @@ func TestImageMountRecreatesAMissingMountPoint(t *testing.T) {
 	}
 	c := fakeStorageClient(t, layer)
 	// Positive control: the fake fails as podman does.
-	if _, err := c.Output(context.Background(), "image", "mount", "img"); err == nil || !strings.Contains(err.Error(), "lstat") {
+	if _, err := c.outputArgs(context.Background(), "image", "mount", "img"); err == nil || !strings.Contains(err.Error(), "lstat") {
 		t.Fatalf("control: image mount without the mount point: %v, want the lstat error", err)
 	}
 	dir, err := c.ImageMount(context.Background(), "img")
@@ -80,7 +82,7 @@ func TestMissingMountPoint(t *testing.T) {
 		"Error: stat " + layer + "/merged: no such file or directory":            false,
 		"Error: lstat " + layer + "/merged: no such file or directory: and more": false,
 	} {
-		_, got := missingMountPoint(&Error{Args: []string{"image"}, ExitCode: 125, Stderr: stderr})
+		_, got := missingMountPoint(&Error{execx.Failure{Args: []string{"image"}, ExitCode: 125, Stderr: stderr}})
 		if got != want {
 			t.Errorf("missingMountPoint(%q) = %v, want %v", stderr, got, want)
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/execx"
 )
 
 // A pinned network namespace lets several containers be started into the
@@ -169,17 +171,17 @@ func (u *Uplink) Stop() {
 }
 
 func lastLogLine(s string) string {
-	if l := lastLine(s); l != "" {
+	if l := execx.LastLine(s); l != "" {
 		return l
 	}
 	return "no output"
 }
 
-// syncBuffer is a limitedBuffer safe for the writer goroutine of exec.Cmd
+// syncBuffer is an execx.TailBuffer safe for the writer goroutine of exec.Cmd
 // and a reader.
 type syncBuffer struct {
 	mu sync.Mutex
-	b  limitedBuffer
+	b  execx.TailBuffer
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {

@@ -4,15 +4,15 @@
 package podman
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/lazaret-dev/lazaret/internal/execx"
 )
 
 // Exit codes podman uses for its own failures, as opposed to the
@@ -31,25 +31,20 @@ var (
 	ErrNoSuchContainer = errors.New("no such container")
 	ErrNoSuchImage     = errors.New("no such image")
 	ErrNotInstalled    = errors.New("podman is not installed")
+	// ErrBadOutput is output lazaret cannot decode (an unknown podman).
+	ErrBadOutput = errors.New("unexpected podman output")
 )
 
 // Error is a failed podman invocation.
-type Error struct {
-	Args     []string
-	ExitCode int
-	Stderr   string
-}
+type Error struct{ execx.Failure }
 
+// Error names podman's subcommand, the first argument.
 func (e *Error) Error() string {
-	msg := lastLine(e.Stderr)
 	verb := ""
 	if len(e.Args) > 0 {
 		verb = e.Args[0]
 	}
-	if msg == "" {
-		return fmt.Sprintf("podman %s: exit status %d", verb, e.ExitCode)
-	}
-	return fmt.Sprintf("podman %s: %s", verb, msg)
+	return e.Message("podman", verb)
 }
 
 // Unwrap maps the exit code and well-known messages to sentinel errors.
@@ -73,6 +68,9 @@ func (e *Error) Unwrap() []error {
 	return errs
 }
 
+// DefaultBin is the podman executable looked up on PATH.
+const DefaultBin = "podman"
+
 // Client runs podman. The zero value runs "podman" from PATH with the
 // process environment.
 type Client struct {
@@ -90,7 +88,7 @@ func (c *Client) bin() string {
 	if c.Bin != "" {
 		return c.Bin
 	}
-	return "podman"
+	return DefaultBin
 }
 
 func (c *Client) logger() *slog.Logger {
@@ -100,12 +98,11 @@ func (c *Client) logger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// Command returns an *exec.Cmd for podman with args; for callers that must
-// wire their own streams (attach, exec with a PTY). No descriptors other
+// command returns an *exec.Cmd for podman with args. No descriptors other
 // than the ones the caller sets are inherited: exec.Cmd passes on every
 // descriptor not marked close-on-exec, and lazaret marks all it inherited
 // at start (internal/fdsafe).
-func (c *Client) Command(ctx context.Context, args ...string) *exec.Cmd {
+func (c *Client) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, c.bin(), args...)
 	if c.Env != nil {
 		cmd.Env = c.Env
@@ -114,15 +111,10 @@ func (c *Client) Command(ctx context.Context, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// Output runs podman with args and returns its stdout. A non-zero exit is
-// an *Error carrying stderr.
-func (c *Client) Output(ctx context.Context, args ...string) ([]byte, error) {
-	return c.OutputStdin(ctx, nil, args...)
-}
-
-// OutputStdin is Output with stdin connected to r.
-func (c *Client) OutputStdin(ctx context.Context, r io.Reader, args ...string) ([]byte, error) {
-	return c.output(c.Command(ctx, args...), r, args)
+// outputArgs runs podman with args and returns its stdout. A non-zero exit
+// is an *Error carrying stderr.
+func (c *Client) outputArgs(ctx context.Context, args ...string) ([]byte, error) {
+	return c.output(c.command(ctx, args...), nil, args)
 }
 
 // OutputInvocation is Output for an Invocation (its environment beside
@@ -136,44 +128,18 @@ func (c *Client) OutputInvocation(ctx context.Context, inv *Invocation) ([]byte,
 }
 
 func (c *Client) output(cmd *exec.Cmd, r io.Reader, args []string) ([]byte, error) {
-	var stdout, stderr bytes.Buffer
-	cmd.Stdin = r
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
-	err := cmd.Start()
-	closeExtra(cmd)
-	if err == nil {
-		err = cmd.Wait()
-	}
-	return stdout.Bytes(), c.wrap(args, err, stderr.String())
+	stdout, stderr, err := execx.Output(cmd, r)
+	return stdout, c.wrap(args, err, stderr)
 }
 
-// Run runs podman with args, discarding stdout.
-func (c *Client) Run(ctx context.Context, args ...string) error {
-	_, err := c.Output(ctx, args...)
+// run runs podman with args, discarding stdout.
+func (c *Client) run(ctx context.Context, args ...string) error {
+	_, err := c.outputArgs(ctx, args...)
 	return err
 }
 
 func (c *Client) wrap(args []string, err error, stderr string) error {
-	if err == nil {
-		return nil
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return &Error{Args: args, ExitCode: ee.ExitCode(), Stderr: stderr}
-	}
-	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%w (%s)", ErrNotInstalled, c.bin())
-	}
-	return fmt.Errorf("podman %s: %w", strings.Join(args, " "), err)
-}
-
-// lastLine is the last non-blank line of a command's output, trimmed:
-// where podman and its helpers put the message that matters.
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = strings.TrimSpace(s[i+1:])
-	}
-	return s
+	exited := func(code int) error { return &Error{execx.Failure{Args: args, ExitCode: code, Stderr: stderr}} }
+	missing := fmt.Errorf("%w (%s)", ErrNotInstalled, c.bin())
+	return execx.Wrap(err, exited, missing, "podman "+strings.Join(args, " "))
 }

@@ -1,7 +1,6 @@
 package podman
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/lazaret-dev/lazaret/internal/execx"
 )
 
 // Rootless podman keeps its mounts (image mounts, container root
@@ -40,7 +41,7 @@ func (c *Client) Unshare(ctx context.Context, argv ...string) ([]byte, error) {
 }
 
 func (c *Client) podmanUnshare(ctx context.Context, argv ...string) ([]byte, error) {
-	return c.Output(ctx, append([]string{"unshare"}, argv...)...)
+	return c.outputArgs(ctx, append([]string{"unshare"}, argv...)...)
 }
 
 // errNsenterUnusable marks a failure of nsenter itself (not of argv):
@@ -57,23 +58,21 @@ func (c *Client) nsenter(ctx context.Context, pid int, argv []string) ([]byte, e
 	if c.Env != nil {
 		cmd.Env = c.Env
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	c.logger().Debug("nsenter", "pid", pid, "args", argv)
-	err := cmd.Run()
+	stdout, stderr, err := execx.Output(cmd, nil)
 	if err == nil {
-		return stdout.Bytes(), nil
+		return stdout, nil
 	}
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
+	code, ok := execx.ExitCode(err)
+	if !ok {
 		return nil, fmt.Errorf("%w: %v", errNsenterUnusable, err)
 	}
 	// nsenter reports its own failures as "nsenter: …" on stderr with
 	// status 1; anything else is argv's.
-	if ee.ExitCode() == nsenterFailed && strings.HasPrefix(stderr.String(), "nsenter: ") {
-		return nil, fmt.Errorf("%w: %s", errNsenterUnusable, strings.TrimSpace(stderr.String()))
+	if code == nsenterFailed && strings.HasPrefix(stderr, "nsenter: ") {
+		return nil, fmt.Errorf("%w: %s", errNsenterUnusable, strings.TrimSpace(stderr))
 	}
-	return stdout.Bytes(), &Error{Args: append([]string{"unshare"}, argv...), ExitCode: ee.ExitCode(), Stderr: stderr.String()}
+	return stdout, &Error{execx.Failure{Args: append([]string{"unshare"}, argv...), ExitCode: code, Stderr: stderr}}
 }
 
 // pauseProcess returns the pid of rootless podman's pause process when its
@@ -167,7 +166,7 @@ func missingMountPoint(err error) (string, bool) {
 	if !errors.As(err, &pe) {
 		return "", false
 	}
-	msg := strings.TrimPrefix(lastLine(pe.Stderr), "Error: ")
+	msg := strings.TrimPrefix(execx.LastLine(pe.Stderr), "Error: ")
 	dir, ok := strings.CutPrefix(msg, "lstat ")
 	if !ok {
 		return "", false

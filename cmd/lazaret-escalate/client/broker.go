@@ -175,8 +175,9 @@ func truncate(s string) string {
 	return s
 }
 
-// EncodeBrokerRequest is the front end's encoding (tests; the front end
-// is C). Strings containing NUL cannot be encoded.
+// EncodeBrokerRequest is the front end's encoding: the C front end's
+// (cmd/lazaret-escalate-c) and the Go fallback's (frontend.go). Strings
+// containing NUL cannot be encoded.
 func EncodeBrokerRequest(r *BrokerRequest, env []string) ([]byte, error) {
 	b := []byte(BrokerMagic + "\x00\x00\x00\x00")
 	add := func(tag byte, s string) error {

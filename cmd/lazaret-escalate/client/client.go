@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/escalation/wire"
+	"github.com/lazaret-dev/lazaret/internal/escwire"
 	"github.com/lazaret-dev/lazaret/internal/session"
 	"github.com/lazaret-dev/lazaret/internal/trust"
 	"github.com/lazaret-dev/lazaret/internal/version"
@@ -175,10 +175,10 @@ func run(ctx context.Context, getenv func(string) string, r request, stdout, std
 			cwd = "/"
 		}
 	}
-	req := &wire.Request{
-		RequestID: wire.RandomID(), SessionID: del.SessionID, Profile: profile, Cwd: cwd,
+	req := &escwire.Request{
+		RequestID: escwire.RandomID(), SessionID: del.SessionID, Profile: profile, Cwd: cwd,
 		Argv: r.argv, Command: r.command, Justification: r.reason,
-		Timestamp: time.Now().UnixMilli(), Nonce: wire.RandomID(), Delegation: del.Delegation,
+		Timestamp: time.Now().UnixMilli(), Nonce: escwire.RandomID(), Delegation: del.Delegation,
 	}
 	if err := req.Sign(del.Key); err != nil {
 		return 0, err
@@ -229,7 +229,7 @@ func Exchange(ctx context.Context, sock string, cfg *tls.Config, line []byte, st
 	}
 	dec := json.NewDecoder(bufio.NewReader(conn))
 	for {
-		var f wire.Frame
+		var f escwire.Frame
 		if err := dec.Decode(&f); err != nil {
 			if ctx.Err() != nil {
 				return 0, ctx.Err()
@@ -241,18 +241,18 @@ func Exchange(ctx context.Context, sock string, cfg *tls.Config, line []byte, st
 			return 0, fmt.Errorf("reading the answer: %w", err)
 		}
 		switch f.Type {
-		case wire.FrameStdout:
+		case escwire.FrameStdout:
 			_, _ = stdout.Write(f.Data)
-		case wire.FrameStderr:
+		case escwire.FrameStderr:
 			_, _ = stderr.Write(f.Data)
-		case wire.FramePending:
+		case escwire.FramePending:
 			fmt.Fprintf(stderr, "lazaret-escalate: %s\n", f.Message)
-		case wire.FrameExit:
+		case escwire.FrameExit:
 			return f.Code, nil
-		case wire.FrameDenied:
+		case escwire.FrameDenied:
 			fmt.Fprintf(stderr, "lazaret-escalate: %s\n", f.Message)
 			return ExitDenied, nil
-		case wire.FrameError:
+		case escwire.FrameError:
 			return 0, errors.New(f.Message)
 		default:
 			return 0, fmt.Errorf("unknown answer frame %q", f.Type)

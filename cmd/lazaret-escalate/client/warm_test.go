@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/escalation/wire"
+	"github.com/lazaret-dev/lazaret/internal/escwire"
 	"github.com/lazaret-dev/lazaret/internal/trust"
 )
 
@@ -41,7 +41,7 @@ func TestWarmPoolSkipsTheHandshake(t *testing.T) {
 				if _, err := bufio.NewReader(tc).ReadBytes('\n'); err != nil {
 					return
 				}
-				_ = json.NewEncoder(tc).Encode(wire.Frame{Type: wire.FrameExit, Code: 7})
+				_ = json.NewEncoder(tc).Encode(escwire.Frame{Type: escwire.FrameExit, Code: 7})
 			}()
 		}
 	}()

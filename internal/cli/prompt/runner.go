@@ -1,0 +1,211 @@
+package prompt
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"sync"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+)
+
+// ErrNoTTY is returned (with a Deny answer) when there is no terminal to
+// ask on.
+var ErrNoTTY = errors.New("no terminal to ask on (run lazaret shell, or lazaret exec -t, at a terminal)")
+
+// Runner shows prompts on the CLI's terminal. It implements
+// escprompt.Prompter: each call waits for its own answer while requests
+// queue in one bubbletea program.
+type Runner struct {
+	// TTY is the terminal; nil or not a terminal denies every request.
+	TTY *os.File
+	// Resolve resolves edited commands (see Resolver).
+	Resolve Resolver
+	// Pause stops the TTY forwarding of the attached command before a
+	// prompt, calls flush (which discards pending terminal input) and
+	// returns where the prompt reads keys from: the attach layer keeps
+	// reading the terminal and hands its input over (nil: read the TTY
+	// directly). Resume restarts forwarding. Both may be nil.
+	Pause  func(flush func() error) io.Reader
+	Resume func()
+	// OnAbort is called once after the human pressed Q (the CLI then asks
+	// the coordinator to stop).
+	OnAbort func()
+	// noFlush disables the input flush (tests' positive control only).
+	noFlush bool
+
+	mu      sync.Mutex
+	prog    *tea.Program
+	pending map[string]pendingReq
+	running sync.WaitGroup
+}
+
+// Wait returns once no prompt program runs (the terminal is restored).
+func (r *Runner) Wait() { r.running.Wait() }
+
+// Close denies every pending prompt and waits until the terminal is
+// restored (the CLI calls it before exiting).
+func (r *Runner) Close() {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.pending))
+	for id := range r.pending {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		r.Cancel(id)
+	}
+	r.Wait()
+}
+
+type pendingReq struct {
+	req escprompt.PromptRequest
+	ch  chan escprompt.Answer
+}
+
+// Prompt implements escprompt.Prompter.
+func (r *Runner) Prompt(ctx context.Context, req escprompt.PromptRequest) (escprompt.Answer, error) {
+	if r.TTY == nil || !term.IsTerminal(int(r.TTY.Fd())) {
+		return escprompt.Answer{Action: escprompt.Deny}, ErrNoTTY
+	}
+	ch := make(chan escprompt.Answer, 1)
+	r.mu.Lock()
+	if r.pending == nil {
+		r.pending = map[string]pendingReq{}
+	}
+	r.pending[req.RequestID] = pendingReq{req, ch}
+	if r.prog == nil {
+		r.start([]escprompt.PromptRequest{req})
+		r.mu.Unlock()
+	} else {
+		p := r.prog
+		r.mu.Unlock()
+		p.Send(AddMsg{Request: req})
+	}
+	select {
+	case a := <-ch:
+		return a, nil
+	case <-ctx.Done():
+		r.mu.Lock()
+		delete(r.pending, req.RequestID)
+		p := r.prog
+		r.mu.Unlock()
+		if p != nil {
+			p.Send(CancelMsg{RequestID: req.RequestID})
+		}
+		return escprompt.Answer{Action: escprompt.Deny}, ctx.Err()
+	}
+}
+
+// start runs a program for reqs; r.mu is held.
+func (r *Runner) start(reqs []escprompt.PromptRequest) {
+	// Whatever was typed for the shell before the prompt appeared must not
+	// answer it.
+	flush := func() error {
+		if r.noFlush {
+			return nil
+		}
+		return FlushInput(r.TTY)
+	}
+	var in io.Reader = r.TTY
+	if r.Pause != nil {
+		if gated := r.Pause(flush); gated != nil {
+			in = gated
+		}
+	} else {
+		_ = flush()
+	}
+	m := New(reqs[0], r.Resolve, r.deliver)
+	m.queue = append(m.queue, reqs[1:]...)
+	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(r.TTY), tea.WithoutSignalHandler())
+	r.prog = p
+	r.running.Add(1)
+	restoreOutput := cookedOutput(r.TTY)
+	go func() {
+		defer r.running.Done()
+		_, err := p.Run()
+		restoreOutput()
+		r.mu.Lock()
+		r.prog = nil
+		var left []escprompt.PromptRequest
+		for _, pr := range r.pending {
+			left = append(left, pr.req)
+		}
+		if err != nil {
+			// The terminal is unusable: deny what is waiting.
+			for id, pr := range r.pending {
+				pr.ch <- escprompt.Answer{Action: escprompt.Deny}
+				delete(r.pending, id)
+			}
+			left = nil
+		}
+		if len(left) > 0 {
+			// Requests that arrived while the program was quitting.
+			r.start(left)
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		if r.Resume != nil {
+			r.Resume()
+		}
+	}()
+}
+
+// Cancel withdraws the prompt of id (its requester went away).
+func (r *Runner) Cancel(id string) {
+	r.mu.Lock()
+	pr, ok := r.pending[id]
+	delete(r.pending, id)
+	p := r.prog
+	r.mu.Unlock()
+	if ok {
+		pr.ch <- escprompt.Answer{Action: escprompt.Deny}
+	}
+	if p != nil {
+		p.Send(CancelMsg{RequestID: id})
+	}
+}
+
+// deliver is the model's decide callback (runs inside Update).
+func (r *Runner) deliver(d Decision) {
+	r.mu.Lock()
+	pr, ok := r.pending[d.RequestID]
+	delete(r.pending, d.RequestID)
+	r.mu.Unlock()
+	if ok {
+		pr.ch <- d.Answer
+	}
+	if d.Answer.Action == escprompt.Abort && r.OnAbort != nil {
+		go r.OnAbort()
+	}
+}
+
+// cookedOutput turns output post-processing (OPOST|ONLCR) back on for the
+// prompt and returns the function that restores the terminal. The attached
+// session keeps the terminal raw, and bubbletea, reading keys from the gate
+// rather than from the terminal itself, renders for a terminal that maps
+// "\n" to "\r\n": without ONLCR every line of the prompt would start where
+// the previous one ended.
+func cookedOutput(tty *os.File) func() {
+	fd := int(tty.Fd())
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil || old.Oflag&(unix.OPOST|unix.ONLCR) == unix.OPOST|unix.ONLCR {
+		return func() {}
+	}
+	cooked := *old
+	cooked.Oflag |= unix.OPOST | unix.ONLCR
+	if unix.IoctlSetTermios(fd, unix.TCSETS, &cooked) != nil {
+		return func() {}
+	}
+	return func() { _ = unix.IoctlSetTermios(fd, unix.TCSETS, old) }
+}
+
+// FlushInput discards input pending on the terminal (tcflush TCIFLUSH).
+func FlushInput(tty *os.File) error {
+	return unix.IoctlSetInt(int(tty.Fd()), unix.TCFLSH, unix.TCIFLUSH)
+}

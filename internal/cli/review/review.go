@@ -1,0 +1,358 @@
+// Package review is the CLI's review of the agent's work on the host:
+// diff, log, merge and reset-branch over the hardened host git, the review
+// flags (external symlinks, executables, autorun files) and the rendering
+// that shows sandbox-written text safely (sanitize.go).
+package review
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+)
+
+// Errors of the review commands; internal/cli adds the hints.
+var (
+	ErrNoAgentBranch  = errors.New("no agent branch yet")
+	ErrDetachedHead   = errors.New("the host repository has a detached HEAD")
+	ErrDirtyTree      = errors.New("the host working tree has uncommitted changes")
+	ErrOperationInPrg = errors.New("a merge, rebase or cherry-pick is in progress in the host repository")
+	ErrMergeConflict  = errors.New("the agent branch does not merge cleanly")
+	ErrSandboxRunning = errors.New("the sandbox is running")
+	// ErrExternalSymlinks: the merge would create symlinks that lead out
+	// of the repository, and the user did not allow them.
+	ErrExternalSymlinks = errors.New("the agent branch adds symlinks that lead out of the repository")
+)
+
+// Review runs the host-side review commands on the user's repository. All
+// of them run host git in the user's own working tree and repository,
+// never in the agent clone; the agent's work is only ever read as the
+// verified objects behind refs/heads/lazaret/agent-<p>.
+type Review struct {
+	Git  *hostgit.Git
+	Repo *gitrepo.HostRepo
+	Map  gitrepo.RefMap
+	// AllowExternalSymlinks lets Merge create symlinks that lead out of
+	// the repository (--allow-external-symlinks).
+	AllowExternalSymlinks bool
+
+	savedIndex []byte // the index before a merge, restored if it fails
+}
+
+// agentTip returns the agent branch's commit on the host.
+func (r *Review) agentTip(ctx context.Context) (string, error) {
+	tip := r.Repo.ResolveRef(ctx, r.Git, r.Map.AgentRef())
+	if tip == "" {
+		return "", fmt.Errorf("%s: %w", r.Map.AgentBranch(), ErrNoAgentBranch)
+	}
+	return tip, nil
+}
+
+// streamView runs git in the working tree with its output, of kind,
+// rendered for view on out and errOut.
+func (r *Review) streamView(ctx context.Context, out, errOut io.Writer, view View, kind outputKind, args ...string) error {
+	stdout, stderr, closeStreams := viewStreams(out, errOut, view, kind)
+	err := r.Git.Stream(ctx, r.Repo.TopLevel, stdout, stderr, args...)
+	if cerr := closeStreams(); err == nil && cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// forkPoint returns the agent tip and its merge base with HEAD.
+func (r *Review) forkPoint(ctx context.Context) (tip, base string, err error) {
+	tip, err = r.agentTip(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	head, err := r.Repo.Head(ctx, r.Git)
+	if err != nil {
+		return "", "", err
+	}
+	base, err = r.Repo.Git(ctx, r.Git, "merge-base", head, tip)
+	if err != nil {
+		return "", "", fmt.Errorf("no common history between HEAD and %s: %w", r.Map.AgentBranch(), err)
+	}
+	return tip, base, nil
+}
+
+// Diff shows what the agent changed since it forked from the host's
+// current history: git diff <merge-base>..<agent tip>, rendered for view
+// (sanitize.go).
+func (r *Review) Diff(ctx context.Context, out, errOut io.Writer, stat bool, view View) error {
+	tip, base, err := r.forkPoint(ctx)
+	if err != nil {
+		return err
+	}
+	kind := kindPatch
+	if stat {
+		kind = kindText
+	}
+	return r.streamView(ctx, out, errOut, view, kind, append(diffArgs(view, stat), base, tip, "--")...)
+}
+
+// Log lists the agent's commits that the host's HEAD does not have,
+// rendered for view (sanitize.go).
+func (r *Review) Log(ctx context.Context, out, errOut io.Writer, oneline bool, view View) error {
+	tip, err := r.agentTip(ctx)
+	if err != nil {
+		return err
+	}
+	args, kind := logArgs(oneline)
+	args = append(args, tip)
+	if head, err := r.Repo.Head(ctx, r.Git); err == nil {
+		args = append(args, "--not", head)
+	}
+	return r.streamView(ctx, out, errOut, view, kind, append(args, "--")...)
+}
+
+// MergeResult says what Merge did.
+type MergeResult struct {
+	Branch   string // host branch merged into
+	Before   string
+	After    string
+	UpToDate bool
+	// Flags is what the merge planted (Review.Flags before it ran).
+	Flags []Flag
+}
+
+// checkClean refuses a merge on a working tree with changes to tracked
+// files or an operation in progress.
+func (r *Review) checkClean(ctx context.Context) error {
+	for _, f := range []string{"MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "rebase-merge", "rebase-apply"} {
+		if _, err := os.Lstat(filepath.Join(r.Repo.GitDir, f)); err == nil {
+			return ErrOperationInPrg
+		}
+	}
+	_ = r.Git.Run(ctx, r.Repo.TopLevel, "update-index", "-q", "--refresh")
+	dirty, err := r.Repo.Dirty(ctx, r.Git, false)
+	if err != nil {
+		return err
+	}
+	if dirty != "" {
+		lines := strings.Split(dirty, "\n")
+		if len(lines) > 5 {
+			lines = append(lines[:5], "...")
+		}
+		return fmt.Errorf("%w: %s", ErrDirtyTree, strings.Join(lines, "; "))
+	}
+	return nil
+}
+
+// Merge merges the agent branch into the host's current branch with host
+// git (hooks off: the merged tree is the agent's, and a hook may run code
+// from it). On a conflict or any failure it aborts, and the repository is
+// left as it was.
+func (r *Review) Merge(ctx context.Context, squash bool) (*MergeResult, error) {
+	branch := r.Repo.Branch(ctx, r.Git)
+	if branch == "" {
+		return nil, ErrDetachedHead
+	}
+	if branch == r.Map.AgentRef() {
+		return nil, fmt.Errorf("the host has %s itself checked out; check out the branch to merge into", r.Map.AgentBranch())
+	}
+	tip, err := r.agentTip(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.checkClean(ctx); err != nil {
+		return nil, err
+	}
+	before, err := r.Repo.Head(ctx, r.Git)
+	if err != nil {
+		return nil, err
+	}
+	// A failed merge is undone by git, but git rewrites the index on the
+	// way (same entries, new stat data); the saved bytes are put back so
+	// the repository is exactly as it was.
+	index, _ := os.ReadFile(filepath.Join(r.Repo.GitDir, "index"))
+	r.savedIndex = index
+	defer func() { r.savedIndex = nil }()
+	res := &MergeResult{Branch: strings.TrimPrefix(branch, "refs/heads/"), Before: before}
+	if ok, _ := r.isAncestor(ctx, tip, before); ok {
+		res.After, res.UpToDate = before, true
+		return res, nil
+	}
+	if res.Flags, err = r.Flags(ctx); err != nil {
+		return nil, fmt.Errorf("reviewing what the merge would plant: %w", err)
+	}
+	if ext := ExternalSymlinks(res.Flags); len(ext) > 0 && !r.AllowExternalSymlinks {
+		return res, &ExternalSymlinkError{Links: ext}
+	}
+	if squash {
+		err = r.squash(ctx, tip)
+	} else {
+		_, err = r.Git.Output(ctx, r.Repo.TopLevel, "merge", "-q", "--no-edit", "--no-verify",
+			"-m", "Merge agent branch "+r.Map.AgentBranch(), tip)
+		if err != nil {
+			err = r.abort(ctx, before, err, false)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	res.After, _ = r.Repo.Head(ctx, r.Git)
+	return res, nil
+}
+
+// ExternalSymlinkError names the symlinks a refused merge would create.
+type ExternalSymlinkError struct{ Links []Flag }
+
+func (e *ExternalSymlinkError) Error() string {
+	return fmt.Sprintf("%v (%d)", ErrExternalSymlinks, len(e.Links))
+}
+
+func (e *ExternalSymlinkError) Unwrap() error { return ErrExternalSymlinks }
+
+func (r *Review) isAncestor(ctx context.Context, a, b string) (bool, error) {
+	err := r.Git.Run(ctx, r.Repo.TopLevel, "merge-base", "--is-ancestor", a, b)
+	var ge *hostgit.Error
+	if errors.As(err, &ge) && ge.ExitCode == 1 {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (r *Review) squash(ctx context.Context, tip string) error {
+	before, _ := r.Repo.Head(ctx, r.Git)
+	if _, err := r.Git.Output(ctx, r.Repo.TopLevel, "merge", "-q", "--squash", tip); err != nil {
+		return r.abort(ctx, before, err, true)
+	}
+	subjects, _ := r.Repo.Git(ctx, r.Git, "log", "--format=* %s", tip, "--not", before)
+	msg := "Squashed agent branch " + r.Map.AgentBranch() + "\n\n" + subjects + "\n"
+	if _, err := r.Git.Output(ctx, r.Repo.TopLevel, "commit", "-q", "--no-verify", "--allow-empty", "-m", msg); err != nil {
+		return r.abort(ctx, before, err, true)
+	}
+	return nil
+}
+
+// abort undoes a failed merge. The tree was clean before (checkClean), so
+// `merge --abort` / `reset --merge` restore it exactly; HEAD is checked.
+func (r *Review) abort(ctx context.Context, before string, cause error, squash bool) error {
+	conflicts, _ := r.Repo.Git(ctx, r.Git, "diff", "--name-only", "--diff-filter=U")
+	var aerr error
+	if _, err := os.Lstat(filepath.Join(r.Repo.GitDir, "MERGE_HEAD")); err == nil && !squash {
+		aerr = r.Git.Run(ctx, r.Repo.TopLevel, "merge", "--abort")
+	} else {
+		aerr = r.Git.Run(ctx, r.Repo.TopLevel, "reset", "-q", "--merge")
+	}
+	_ = os.Remove(filepath.Join(r.Repo.GitDir, "SQUASH_MSG"))
+	if now, _ := r.Repo.Head(ctx, r.Git); now != before || aerr != nil {
+		return fmt.Errorf("merge failed (%v) and restoring the repository failed too (HEAD %s, was %s): %v", cause, now, before, aerr)
+	}
+	if dirty, err := r.Repo.Dirty(ctx, r.Git, false); err == nil && dirty == "" && r.savedIndex != nil {
+		r.restoreIndex()
+	}
+	if conflicts != "" {
+		return fmt.Errorf("%w (conflicts in %s); the merge was aborted and the repository left as it was",
+			ErrMergeConflict, strings.ReplaceAll(conflicts, "\n", ", "))
+	}
+	return fmt.Errorf("merge failed, repository left as it was: %w", cause)
+}
+
+// restoreIndex puts the saved index bytes back (atomically, by rename).
+func (r *Review) restoreIndex() {
+	path := filepath.Join(r.Repo.GitDir, "index")
+	tmp := path + ".lazaret-restore"
+	if err := os.WriteFile(tmp, r.savedIndex, 0o644); err != nil {
+		return
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+	}
+}
+
+// SandboxRunning reports whether the domain's container is running.
+func SandboxRunning(ctx context.Context, pc *podman.Client, container string) (bool, error) {
+	info, err := pc.InspectContainer(ctx, container)
+	if err != nil {
+		if errors.Is(err, podman.ErrNoSuchContainer) {
+			return false, nil
+		}
+		return false, err
+	}
+	return info.State.Running, nil
+}
+
+// ResetResult says what ResetBranch did.
+type ResetResult struct {
+	OldTip string // "" when there was no agent branch
+	KeptAs string // ref keeping the old tip, "" when nothing needed keeping
+	NewTip string
+	// Side are the agent's side branches kept on the host (the next
+	// start recreates them in the new clone).
+	Side []gitrepo.SideBranch
+}
+
+// ResetBranch starts the agent over from the host's current commit: the
+// old tip is kept as refs/lazaret/<p>/old/<timestamp>, the host agent
+// branch moves to HEAD, and the agent clone is removed so the next start
+// builds a fresh one from there (with the side branches, which stay on
+// the host untouched). It refuses while the sandbox runs.
+func ResetBranch(ctx context.Context, g *hostgit.Git, pc *podman.Client, repo *gitrepo.HostRepo, a *domain.Anchor, now time.Time) (*ResetResult, error) {
+	running, err := SandboxRunning(ctx, pc, a.Container())
+	if err != nil {
+		return nil, err
+	}
+	if running {
+		return nil, fmt.Errorf("%s: %w", a.Container(), ErrSandboxRunning)
+	}
+	m := gitrepo.RefMap{Profile: a.Profile}
+	head, err := repo.Head(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	res := &ResetResult{OldTip: repo.ResolveRef(ctx, g, m.AgentRef()), NewTip: head}
+	if res.Side, err = gitrepo.ListSideBranches(ctx, g, repo, m); err != nil {
+		return nil, err
+	}
+	var tx strings.Builder
+	if res.OldTip != "" && res.OldTip != head {
+		res.KeptAs = m.OldRefPrefix() + now.UTC().Format("20060102T150405.000Z")
+		fmt.Fprintf(&tx, "create %s %s\n", res.KeptAs, res.OldTip)
+	}
+	if res.OldTip == "" {
+		fmt.Fprintf(&tx, "create %s %s\n", m.AgentRef(), head)
+	} else {
+		fmt.Fprintf(&tx, "update %s %s %s\n", m.AgentRef(), head, res.OldTip)
+	}
+	if _, err := g.OutputStdin(ctx, repo.CommonDir, strings.NewReader(tx.String()),
+		"--git-dir="+repo.CommonDir, "-c", "core.logAllRefUpdates=always",
+		"update-ref", "-m", "lazaret: reset-branch", "--stdin"); err != nil {
+		return nil, fmt.Errorf("moving %s: %w", m.AgentBranch(), err)
+	}
+	if err := removeClone(ctx, pc, a, now); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// removeClone moves the clone aside (atomic: the next start sees either
+// the old clone or none) and deletes it inside the user namespace, where
+// files the sandbox created under other uids can be removed.
+func removeClone(ctx context.Context, pc *podman.Client, a *domain.Anchor, now time.Time) error {
+	clone := a.AgentClone()
+	trash := filepath.Join(a.Root(), ".workspace.old-"+now.UTC().Format("20060102T150405.000Z"))
+	if err := os.Rename(clone, trash); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("moving the agent clone aside: %w", err)
+	}
+	if err := os.RemoveAll(trash); err == nil {
+		return nil
+	}
+	if _, err := pc.Unshare(ctx, "rm", "-rf", "--", trash); err != nil {
+		return fmt.Errorf("removing the old agent clone %s: %w", trash, err)
+	}
+	return nil
+}

@@ -1,0 +1,192 @@
+// Package sessionlink is the CLI's side of Host Escalation: it owns the
+// Session Anchor of one `lazaret shell`/`exec`, registers its public key
+// with the coordinator, answers the prompts the coordinator routes to this
+// session on the CLI's own terminal, and hands each `podman exec` a fresh
+// delegation. The session private key never leaves this process.
+package sessionlink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/cli/prompt"
+	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
+	"github.com/lazaret-dev/lazaret/internal/session"
+)
+
+// Link is one Client Session's escalation state.
+type Link struct {
+	anchor    *session.Anchor
+	runner    *prompt.Runner
+	sandboxID string
+	mu        sync.Mutex
+	client    *ctl.Client // set by Install; the Q answer stops through it
+	aborting  sync.WaitGroup
+	opts      Options
+	term      *termOwner
+	// TTL of delegations; session.DefaultDelegationTTL when zero.
+	TTL time.Duration
+}
+
+// Options of New.
+type Options struct {
+	// TTY is the terminal prompts are shown on; nil (or not a terminal)
+	// denies every prompt.
+	TTY *os.File
+	// Pause and Resume suspend and restore the attached command's terminal
+	// forwarding around a prompt (attach.Gate).
+	Pause  func(flush func() error) io.Reader
+	Resume func()
+	// Abort runs when the human presses Q. Nil (the CLI) asks the
+	// coordinator, on the connection given to Install, to stop the sandbox
+	// as aborted from the escalation prompt (so the audit trail records
+	// the human's Q, not a `lazaret stop`); see WaitAbort.
+	Abort func()
+	// Notice prints one line of lazaret's own (a network denial) between
+	// the command's output lines (attach.Gate.Notice); nil drops them.
+	Notice func(line string)
+}
+
+// New makes the Session Anchor. Use SessionID as the hello's session id.
+func New(o Options) (*Link, error) {
+	a, err := session.New()
+	if err != nil {
+		return nil, err
+	}
+	t := newTermOwner()
+	l := &Link{anchor: a, opts: o, term: t}
+	l.runner = &prompt.Runner{TTY: o.TTY, OnAbort: o.Abort, Pause: t.escalationPause(o.Pause), Resume: t.escalationResume(o.Resume),
+		Resolve: func(argv0 string, r escprompt.PromptRequest) (string, error) {
+			// Resolved as the coordinator will (it checks again and refuses
+			// a difference).
+			path := r.Path
+			if path == "" {
+				path = escprompt.SafePath(os.Getenv("PATH"))
+			}
+			return escprompt.Resolve(argv0, r.HostDir, escprompt.SafePath(path))
+		}}
+	return l, nil
+}
+
+// stopAborted asks the coordinator to stop the sandbox because the human
+// answered Q. It is called before the answer is sent back, so the request
+// is on its way before the denied command can end the session (a session
+// ending first would be audited as "the last session ended"); the call
+// itself runs beside the reply, which the coordinator needs to finish the
+// request before it tears down.
+func (l *Link) stopAborted() {
+	l.mu.Lock()
+	c := l.client
+	l.mu.Unlock()
+	if c == nil {
+		return
+	}
+	l.aborting.Add(1)
+	go func() {
+		defer l.aborting.Done()
+		_ = c.Call(context.Background(), ctl.TypeStop, ctl.StopRequest{Cause: ctl.StopCauseEscalationAbort}, nil)
+	}()
+}
+
+// WaitAbort waits until a stop asked by a Q answer has been answered (the
+// sandbox is gone) or the connection closed; the CLI calls it when the
+// command ends, before it detaches.
+func (l *Link) WaitAbort() { l.aborting.Wait() }
+
+// SessionID is LAZARET_SESSION_ID.
+func (l *Link) SessionID() string { return l.anchor.ID }
+
+// Install registers the prompt handlers on c; call it before Connect.
+func (l *Link) Install(c *ctl.Client) {
+	l.mu.Lock()
+	l.client = c
+	l.mu.Unlock()
+	c.Handle(escprompt.TypePrompt, func(ctx context.Context, req *ctl.Request) (any, error) {
+		var pr escprompt.PromptRequest
+		if err := req.Decode(&pr); err != nil {
+			return nil, err
+		}
+		a, err := l.runner.Prompt(ctx, pr)
+		if err != nil && a.Reason == "" {
+			a.Reason = err.Error()
+		}
+		if a.Action == escprompt.Abort && l.runner.OnAbort == nil {
+			l.stopAborted()
+		}
+		return &a, nil
+	})
+	c.Handle(escprompt.TypePromptCancel, func(ctx context.Context, req *ctl.Request) (any, error) {
+		var pc escprompt.PromptCancel
+		if err := req.Decode(&pc); err != nil {
+			return nil, err
+		}
+		l.runner.Cancel(pc.RequestID)
+		return nil, nil
+	})
+	l.installNet(c)
+}
+
+// Close withdraws pending prompts and waits until the terminal is
+// restored; call it before the CLI exits.
+func (l *Link) Close() { l.runner.Close() }
+
+// ErrDisabled is returned by Register when the coordinator has no
+// escalation (disabled in the config).
+var ErrDisabled = errors.New("host escalation is disabled")
+
+// Register sends the session public key on the attached connection c.
+func (l *Link) Register(ctx context.Context, c *ctl.Client) error {
+	var reply escprompt.RegisterReply
+	err := c.Call(ctx, escprompt.TypeRegister, escprompt.RegisterRequest{PublicKey: l.anchor.Public}, &reply)
+	if errors.Is(err, ctl.ErrUnknownType) {
+		return ErrDisabled
+	}
+	if err != nil {
+		return fmt.Errorf("registering the session for host escalation: %w", err)
+	}
+	l.sandboxID = reply.SandboxID
+	return nil
+}
+
+// Command returns the command a `podman exec` of this session runs: with
+// a registration, command under the session holder (the in-sandbox Go
+// client in holder mode), which takes the delegated key out of the
+// environment ExecEnv filled and keeps it where other sessions' processes
+// cannot read it; without one (escalation disabled), command itself.
+func (l *Link) Command(command []string) []string {
+	if l.sandboxID == "" {
+		return command
+	}
+	return append([]string{escprompt.SandboxGoClient, session.HolderVerb, "--"}, command...)
+}
+
+// ExecEnv adds a fresh delegation for one `podman exec` to env. Without a
+// registration (escalation disabled) it adds nothing.
+func (l *Link) ExecEnv(env map[string]string) error {
+	if l.sandboxID == "" {
+		return nil
+	}
+	ttl := l.TTL
+	if ttl <= 0 {
+		ttl = session.DefaultDelegationTTL
+	}
+	d, err := l.anchor.Delegate(l.sandboxID, ttl, time.Now())
+	if err != nil {
+		return err
+	}
+	for _, kv := range d.Env() {
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				env[kv[:i]] = kv[i+1:]
+				break
+			}
+		}
+	}
+	return nil
+}

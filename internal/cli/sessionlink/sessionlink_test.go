@@ -1,0 +1,322 @@
+package sessionlink
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/term"
+
+	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
+	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+)
+
+// terminal is a PTY standing in for one CLI's terminal.
+type terminal struct {
+	ptmx, tty *os.File
+	mu        sync.Mutex
+	out       bytes.Buffer
+}
+
+func newTerminal(t *testing.T) *terminal {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 120})
+	if _, err := term.MakeRaw(int(tty.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	tm := &terminal{ptmx: ptmx, tty: tty}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			tm.mu.Lock()
+			tm.out.Write(buf[:n])
+			tm.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { tty.Close(); ptmx.Close() })
+	return tm
+}
+
+func (tm *terminal) shows(s string) bool {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	return strings.Contains(tm.out.String(), s)
+}
+
+// coordinator runs the escalation component behind a real control socket.
+func coordinator(t *testing.T) (*escalation.Component, *domain.Anchor, string) {
+	t.Helper()
+	return coordinatorWith(t, nil, nil)
+}
+
+// coordinatorWith is coordinator with an auditor and extra handlers
+// registered on the control socket.
+func coordinatorWith(t *testing.T, aud escalation.Auditor, handlers map[string]ctl.HandlerFunc) (*escalation.Component, *domain.Anchor, string) {
+	t.Helper()
+	base := t.TempDir()
+	ws := filepath.Join(base, "ws")
+	os.MkdirAll(ws, 0o755)
+	t.Setenv("LAZARET_ESCALATE", "/bin/true") // mounted into the sandbox; unused here
+	t.Setenv("LAZARET_ESCALATE_GO", "/bin/true")
+	a, err := domain.New("claude", ws, filepath.Join(base, "data"), filepath.Join(base, "run"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := ctl.NewServer(os.Getuid(), nil)
+	for typ, h := range handlers {
+		srv.Handle(typ, h)
+	}
+	comp := escalation.NewComponent(escalation.ComponentOptions{Anchor: a, Server: srv, Auditor: aud})
+	if err := comp.Prepare(context.Background(), &podman.ContainerSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { comp.Close(context.Background()) })
+	sock := filepath.Join(base, "ctl.sock")
+	ln, err := ctl.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return comp, a, sock
+}
+
+// attach is one CLI: a link on its own terminal, attached and registered.
+func attach(t *testing.T, sock string, tty *os.File) *Link {
+	t.Helper()
+	l, err := New(Options{TTY: tty})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ctl.NewClient(nil)
+	l.Install(c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Connect(ctx, sock, ctl.Hello{Session: &ctl.SessionInfo{ID: l.SessionID(), PID: os.Getpid(), Profile: "claude"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); l.Close() })
+	if err := l.Register(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func escalate(a *domain.Anchor, l *Link, args ...string) chan int {
+	env := map[string]string{client.EnvSocket: a.EscalationSocket(), client.EnvTLSDir: a.TLSDir(), client.EnvCwd: "/workspace"}
+	l.ExecEnv(env)
+	ch := make(chan int, 1)
+	go func() {
+		var so, se bytes.Buffer
+		ch <- client.Main(append([]string{"lazaret-escalate"}, args...), func(k string) string { return env[k] }, &so, &se)
+	}()
+	return ch
+}
+
+// TestPromptGoesOnlyToTheRequestingSession: two CLIs attached to one
+// coordinator, each with its own terminal; a request signed with A's
+// delegation is shown on A's terminal and never on B's, and A's key
+// decides it. Then the same from B (the control: B's terminal can show
+// prompts).
+func TestPromptGoesOnlyToTheRequestingSession(t *testing.T) {
+	_, a, sock := coordinator(t)
+	ta, tb := newTerminal(t), newTerminal(t)
+	la, lb := attach(t, sock, ta.tty), attach(t, sock, tb.tty)
+
+	done := escalate(a, la, "--reason", "from A", "--", "echo", "x")
+	for i := 0; !ta.shows("abort lazaret"); i++ {
+		if i > 1000 {
+			t.Fatal("prompt never shown on A's terminal")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if tb.shows("from A") || tb.shows("abort lazaret") {
+		t.Fatal("A's request shown on B's terminal")
+	}
+	tb.ptmx.Write([]byte("a")) // B's human cannot answer A's request
+	ta.ptmx.Write([]byte("d"))
+	if code := <-done; code != client.ExitDenied {
+		t.Fatalf("exit %d, want A's denial", code)
+	}
+
+	done = escalate(a, lb, "--reason", "from B", "--", "echo", "x")
+	for i := 0; !tb.shows("from B"); i++ {
+		if i > 1000 {
+			t.Fatal("control: prompt never shown on B's terminal")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tb.ptmx.Write([]byte("a"))
+	if code := <-done; code != 0 {
+		t.Fatalf("B approved: exit %d", code)
+	}
+	if ta.shows("from B") {
+		t.Fatal("B's request shown on A's terminal")
+	}
+}
+
+// TestUnregisteredAfterDisconnect: a CLI that goes away takes its session
+// and every delegation it issued with it.
+func TestUnregisteredAfterDisconnect(t *testing.T) {
+	comp, a, sock := coordinator(t)
+	l, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ctl.NewClient(nil)
+	ctx := context.Background()
+	if err := c.Connect(ctx, sock, ctl.Hello{Session: &ctl.SessionInfo{ID: l.SessionID(), PID: os.Getpid(), Profile: "claude"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Register(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := comp.Registry().Lookup(l.SessionID()); !ok {
+		t.Fatal("not registered")
+	}
+	c.Close()
+	for i := 0; ; i++ {
+		if _, ok := comp.Registry().Lookup(l.SessionID()); !ok {
+			break
+		}
+		if i > 1000 {
+			t.Fatal("session still registered after its CLI disconnected")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code := <-escalate(a, l, "--", "echo", "x"); code != client.ExitFailure {
+		t.Fatalf("delegation of a gone session: exit %d", code)
+	}
+}
+
+func TestRegisterRequiresAttachedSession(t *testing.T) {
+	_, _, sock := coordinator(t)
+	l, _ := New(Options{})
+	c := ctl.NewClient(nil)
+	if err := c.Connect(context.Background(), sock, ctl.Hello{}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := l.Register(context.Background(), c); err == nil {
+		t.Fatal("registration without an attached session accepted")
+	}
+}
+
+func TestDisabledCoordinator(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "ctl.sock")
+	srv := ctl.NewServer(os.Getuid(), nil)
+	ln, err := ctl.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	l, _ := New(Options{})
+	c := ctl.NewClient(nil)
+	if err := c.Connect(context.Background(), sock, ctl.Hello{Session: &ctl.SessionInfo{ID: l.SessionID(), Profile: "claude"}}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := l.Register(context.Background(), c); err != ErrDisabled {
+		t.Fatalf("Register = %v, want ErrDisabled", err)
+	}
+	env := map[string]string{}
+	if err := l.ExecEnv(env); err != nil || len(env) != 0 {
+		t.Fatalf("delegation without escalation: %v %v", env, err)
+	}
+}
+
+// recorder is an escalation.Auditor keeping the decisions.
+type recorder struct {
+	mu        sync.Mutex
+	decisions []escalation.Event
+}
+
+func (r *recorder) Audit(_ context.Context, e escalation.Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.Kind == escalation.EventDecision {
+		r.decisions = append(r.decisions, e)
+	}
+	return nil
+}
+
+// TestQStopsAsAborted: the human's Q at a prompt is audited as their
+// denial of that request ("aborted by the user (Q)") and the sandbox stop
+// the CLI asks for carries the escalation-abort cause, not a plain
+// `lazaret stop`. Control: a D answer denies without asking for a stop.
+func TestQStopsAsAborted(t *testing.T) {
+	aud := &recorder{}
+	stops := make(chan ctl.StopRequest, 4)
+	_, a, sock := coordinatorWith(t, aud, map[string]ctl.HandlerFunc{
+		ctl.TypeStop: func(_ context.Context, r *ctl.Request) (any, error) {
+			var sr ctl.StopRequest
+			if err := r.Decode(&sr); err != nil {
+				return nil, err
+			}
+			stops <- sr
+			return struct{}{}, nil
+		},
+	})
+	tm := newTerminal(t)
+	l := attach(t, sock, tm.tty)
+	answer := func(key string) int {
+		t.Helper()
+		tm.mu.Lock()
+		tm.out.Reset()
+		tm.mu.Unlock()
+		done := escalate(a, l, "--reason", "r", "--", "echo", "x")
+		for i := 0; !tm.shows("abort lazaret"); i++ {
+			if i > 1000 {
+				t.Fatal("prompt never shown")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		tm.ptmx.Write([]byte(key))
+		return <-done
+	}
+	if code := answer("d"); code != client.ExitDenied {
+		t.Fatalf("d: exit %d", code)
+	}
+	if code := answer("q"); code != client.ExitDenied {
+		t.Fatalf("q: exit %d", code)
+	}
+	select {
+	case sr := <-stops:
+		if sr.Cause != ctl.StopCauseEscalationAbort {
+			t.Fatalf("stop cause %q, want %q", sr.Cause, ctl.StopCauseEscalationAbort)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Q did not ask the coordinator to stop")
+	}
+	if len(stops) != 0 {
+		t.Fatalf("more than one stop (the D answer asked for one?)")
+	}
+	aud.mu.Lock()
+	defer aud.mu.Unlock()
+	if len(aud.decisions) != 2 {
+		t.Fatalf("decisions %+v", aud.decisions)
+	}
+	if d := aud.decisions[0]; d.Decision != escalation.DecisionDenied || d.Reason == escalation.ReasonAbortedByUser {
+		t.Fatalf("control D decision %+v", d)
+	}
+	if d := aud.decisions[1]; d.Decision != escalation.DecisionDenied || d.Reason != escalation.ReasonAbortedByUser {
+		t.Fatalf("Q decision %+v, want denied: %s", d, escalation.ReasonAbortedByUser)
+	}
+}

@@ -1,0 +1,66 @@
+package coordinator
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/lazaret-dev/lazaret/internal/audit"
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/stateanchor"
+	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+)
+
+// Deps is what the sandbox components are built from.
+type Deps struct {
+	Config  *config.Config
+	Profile *config.Profile
+	Anchor  *domain.Anchor
+	Podman  *podman.Client
+	// Server is the control socket: components register their message
+	// handlers on it (Server.Handle) and push to one CLI session with
+	// Server.Session(id).Call / Notify.
+	Server *ctl.Server
+	Log    *slog.Logger
+	// Audit appends to the domain's audit trail (the state store).
+	Audit func(context.Context, audit.Entry) (uint64, error)
+}
+
+// components returns the sandbox components of a domain in the order they
+// are prepared (they are closed in reverse). Each part of lazaret adds one
+// line here.
+func components(d *Deps) []sandbox.Component {
+	return []sandbox.Component{
+		// In this order: each Prepare sees the spec its predecessors
+		// changed (network sidecar, State Anchor, Git Sentry, escalation).
+		withDenials(d, sidecar.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log)),
+		stateanchor.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
+		gitsentry.New(d.Anchor, d.Profile.GitMode, d.Podman, d.Log).WithAudit(d.Audit),
+		escalation.FromConfig(d.Config, d.Anchor, d.Server, escalation.EntryAuditor(d.Audit), d.Log),
+	}
+}
+
+// ExecEnver is implemented by a component that adds environment variables
+// to every `podman exec` of a session (for example escalation credentials
+// delegated to that session).
+type ExecEnver interface {
+	ExecEnv(ctx context.Context, session *ctl.Session, req *ctl.ExecSpecRequest) (map[string]string, error)
+}
+
+// Syncer is implemented by a component that syncs on demand (the Git
+// Sentry brings the agent's commits to the host: ctl.TypeGitSync).
+type Syncer interface {
+	SyncNow(ctx context.Context) error
+}
+
+// BeforeStopper is implemented by a component that needs the running
+// container once more at teardown, before it is removed (the Git Sentry
+// syncs the agent's last commits).
+type BeforeStopper interface {
+	BeforeStop(ctx context.Context)
+}

@@ -1,0 +1,143 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+)
+
+// prepareAll runs every component's Prepare concurrently, each on its own
+// copy of spec, then merges what each one changed into spec in component
+// order. The components are independent (the network sidecar, the State
+// Anchor's overlays, Git Sentry's clone, the Trust Anchor) and most of
+// their time is spent waiting on podman, so a cold start costs the
+// slowest of them rather than their sum. The first error cancels the
+// others; every component has been started either way, so all of them are
+// owed a Close.
+func prepareAll(ctx context.Context, comps []sandbox.Component, spec *podman.ContainerSpec, log *slog.Logger) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	copies := make([]*podman.ContainerSpec, len(comps))
+	errs := make(chan error, len(comps))
+	for i, comp := range comps {
+		copies[i] = cloneSpec(spec)
+		go func() {
+			start := time.Now()
+			err := comp.Prepare(ctx, copies[i])
+			log.Info("component prepared", "component", comp.Name(), "took", time.Since(start).Round(time.Millisecond), "ok", err == nil)
+			if err != nil {
+				err = fmt.Errorf("%s: %w", comp.Name(), err)
+			}
+			// Sent before cancelling, so the cause is received before the
+			// cancellations it provokes.
+			errs <- err
+			if err != nil {
+				cancel()
+			}
+		}()
+	}
+	var first error
+	for range comps {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return first
+	}
+	base := cloneSpec(spec)
+	for _, c := range copies {
+		mergeSpec(spec, base, c)
+	}
+	return nil
+}
+
+func cloneSpec(s *podman.ContainerSpec) *podman.ContainerSpec {
+	c := *s
+	c.Labels = maps.Clone(s.Labels)
+	c.Annotations = maps.Clone(s.Annotations)
+	c.Env = maps.Clone(s.Env)
+	c.Mounts = slices.Clone(s.Mounts)
+	for i := range c.Mounts {
+		c.Mounts[i].Options = slices.Clone(s.Mounts[i].Options)
+	}
+	c.CapDrop = slices.Clone(s.CapDrop)
+	c.CapAdd = slices.Clone(s.CapAdd)
+	c.SecurityOpt = slices.Clone(s.SecurityOpt)
+	c.DNS = slices.Clone(s.DNS)
+	c.ExtraArgs = slices.Clone(s.ExtraArgs)
+	c.Command = slices.Clone(s.Command)
+	return &c
+}
+
+// mergeSpec applies to dst what changed from base to changed: scalar
+// fields that differ are set, map keys added, changed or removed are
+// applied, slices that grew from base get the new elements appended and
+// slices otherwise changed are replaced.
+func mergeSpec(dst, base, changed *podman.ContainerSpec) {
+	scalar := func(d *string, b, c string) {
+		if b != c {
+			*d = c
+		}
+	}
+	scalar(&dst.Name, base.Name, changed.Name)
+	scalar(&dst.Image, base.Image, changed.Image)
+	scalar(&dst.Runtime, base.Runtime, changed.Runtime)
+	scalar(&dst.Network, base.Network, changed.Network)
+	scalar(&dst.Hostname, base.Hostname, changed.Hostname)
+	scalar(&dst.Workdir, base.Workdir, changed.Workdir)
+	scalar(&dst.User, base.User, changed.User)
+	if base.PidsLimit != changed.PidsLimit {
+		dst.PidsLimit = changed.PidsLimit
+	}
+	dst.Labels = mergeMap(dst.Labels, base.Labels, changed.Labels)
+	dst.Annotations = mergeMap(dst.Annotations, base.Annotations, changed.Annotations)
+	dst.Env = mergeMap(dst.Env, base.Env, changed.Env)
+	dst.Mounts = mergeSlice(dst.Mounts, base.Mounts, changed.Mounts)
+	dst.CapDrop = mergeSlice(dst.CapDrop, base.CapDrop, changed.CapDrop)
+	dst.CapAdd = mergeSlice(dst.CapAdd, base.CapAdd, changed.CapAdd)
+	dst.SecurityOpt = mergeSlice(dst.SecurityOpt, base.SecurityOpt, changed.SecurityOpt)
+	dst.DNS = mergeSlice(dst.DNS, base.DNS, changed.DNS)
+	dst.ExtraArgs = mergeSlice(dst.ExtraArgs, base.ExtraArgs, changed.ExtraArgs)
+	dst.Command = mergeSlice(dst.Command, base.Command, changed.Command)
+}
+
+func mergeMap(dst, base, changed map[string]string) map[string]string {
+	for k, v := range changed {
+		if bv, ok := base[k]; !ok || bv != v {
+			if dst == nil {
+				dst = map[string]string{}
+			}
+			dst[k] = v
+		}
+	}
+	for k := range base {
+		if _, ok := changed[k]; !ok {
+			delete(dst, k)
+		}
+	}
+	return dst
+}
+
+func mergeSlice[T any](dst, base, changed []T) []T {
+	if len(changed) >= len(base) {
+		prefix := true
+		for i := range base {
+			if !reflect.DeepEqual(base[i], changed[i]) {
+				prefix = false
+				break
+			}
+		}
+		if prefix {
+			return append(dst, changed[len(base):]...)
+		}
+	}
+	return slices.Clone(changed)
+}

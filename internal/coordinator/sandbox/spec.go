@@ -1,0 +1,216 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/lazaret-dev/lazaret/internal/cabundle"
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+)
+
+// Paths inside the sandbox.
+const (
+	WorkspaceDir = domain.SandboxWorkspace
+)
+
+// Labels every agent container carries.
+const (
+	LabelDomain   = domain.LabelKey // the Domain Anchor hash
+	LabelProfile  = "lazaret.profile"
+	LabelDataRoot = domain.LabelDataRoot
+)
+
+// PidsLimit bounds the number of tasks in the sandbox: enough for a
+// parallel build (make -j, node worker pools), low enough that a fork bomb
+// stops long before it starves the host.
+//
+// It is passed twice. --pids-limit is the cgroup limit DESIGN §5 names, but
+// runsc runs with --ignore-cgroups (rootless), so nothing enforces it
+// (measured: pids.max reads "max" inside). RLIMIT_NPROC is enforced by
+// gVisor itself (measured: with nproc=20 the 21st fork fails), and since
+// the sandbox's root has no CAP_SYS_RESOURCE or CAP_SYS_ADMIN it applies
+// to root too; it counts per uid, so it is the sandbox-wide bound for
+// everything running as root.
+const PidsLimit = 4096
+
+// Capabilities is the short list of capabilities the sandbox's root keeps
+// after --cap-drop=ALL. They are what package managers (apt/dpkg, npm -g,
+// pip) need as root inside the container, and all of them act only inside
+// the rootless user namespace under gVisor:
+//   - CHOWN, FOWNER, FSETID: dpkg and tar restore the owner and mode
+//     (including setgid directories) of the files they unpack.
+//   - DAC_OVERRIDE: root writing into directories owned by other users of
+//     the image (/var/lib/apt/lists/partial is owned by _apt).
+//   - SETUID, SETGID: apt drops to the _apt user for downloads; su/runuser
+//     to a build user.
+//   - KILL: signalling processes that run as another uid (apt's helpers).
+//
+// Dropped on purpose, among others: NET_RAW (no raw sockets to craft
+// packets), NET_BIND_SERVICE, SYS_CHROOT, MKNOD, SETFCAP, SETPCAP,
+// AUDIT_WRITE.
+var Capabilities = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL"}
+
+// InitCommand is the sandbox's PID 1: a POSIX shell (every agent image has
+// one) that waits forever. `wait` in dash and bash reaps any child, so
+// orphans re-parented to PID 1 do not stay zombies, and the trap makes it
+// exit at once on podman's SIGTERM (a PID 1 without a handler ignores
+// SIGTERM, which would make every stop wait for its timeout).
+var InitCommand = []string{"/bin/sh", "-c", `trap 'exit 0' TERM INT HUP; while :; do sleep 2147483647 & wait $!; done`}
+
+// NewSpec returns the container spec of profile p in the domain a, before
+// the components' Prepare. volumes are the profile's custom volumes
+// resolved for a (Profile.ResolveVolumes).
+func NewSpec(p *config.Profile, a *domain.Anchor, volumes []config.ResolvedVolume) (*podman.ContainerSpec, error) {
+	spec := &podman.ContainerSpec{
+		Name:  a.Container(),
+		Image: p.Image,
+		Labels: map[string]string{
+			LabelDomain:   a.Hash,
+			LabelProfile:  p.Name,
+			LabelDataRoot: a.DataRoot,
+		},
+		Env:         map[string]string{},
+		CapDrop:     []string{"ALL"},
+		CapAdd:      append([]string(nil), Capabilities...),
+		SecurityOpt: []string{"no-new-privileges"},
+		PidsLimit:   PidsLimit,
+		Hostname:    "lazaret-" + p.Name,
+		ExtraArgs:   []string{"--ulimit", fmt.Sprintf("nproc=%d:%d", PidsLimit, PidsLimit)},
+		Workdir:     WorkspaceDir,
+		Command:     append([]string(nil), InitCommand...),
+	}
+	// Values (secrets among them) reach podman only through its env file
+	// (podman.Invocation); what that file cannot carry is refused here,
+	// naming the profile.
+	if err := podman.ValidateEnv(p.Env); err != nil {
+		return nil, fmt.Errorf("profile %s: env: %w", p.Name, err)
+	}
+	for k, v := range p.Env {
+		spec.Env[k] = v
+	}
+	spec.Env["LAZARET_PROFILE"] = p.Name
+	spec.Env["LAZARET_DOMAIN"] = a.Hash
+	// In direct mode /workspace belongs to the host user, which inside the
+	// user namespace may map to "nobody" (root's repository handed to the
+	// unprivileged user by `make run`), and git then refuses to work there.
+	// Inside the sandbox the ownership check protects nobody: the agent is
+	// the only user. Given as command-line-level config so no file is needed.
+	if _, set := spec.Env["GIT_CONFIG_COUNT"]; !set {
+		spec.Env["GIT_CONFIG_COUNT"] = "1"
+		spec.Env["GIT_CONFIG_KEY_0"] = "safe.directory"
+		spec.Env["GIT_CONFIG_VALUE_0"] = WorkspaceDir
+	}
+	if err := addCABundle(spec, p, a); err != nil {
+		return nil, err
+	}
+	for _, v := range volumes {
+		if !path.IsAbs(v.Container) {
+			return nil, fmt.Errorf("volume %s: container path %q is not absolute", v.Host, v.Container)
+		}
+		spec.Mounts = append(spec.Mounts, podman.Mount{
+			Type: "bind", Source: v.Host, Target: path.Clean(v.Container),
+			ReadOnly: v.ReadOnly, Options: append([]string(nil), v.Options...),
+		})
+	}
+	return spec, nil
+}
+
+// CABundlePath is where the host's CA bundle is mounted in the sandbox. The
+// image's own trust store stays where it is: its package manager keeps
+// updating it (update-ca-certificates would fail on a read-only mount).
+const CABundlePath = "/run/lazaret/ca-certificates.crt"
+
+// CAEnv are the variables that point TLS clients at CABundlePath: OpenSSL,
+// Go, Python's ssl (SSL_CERT_FILE), Node (NODE_EXTRA_CA_CERTS, added to
+// its built-in roots), requests, curl and git. A profile's env wins.
+var CAEnv = []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO"}
+
+// addCABundle passes the profile's host CA bundle into the sandbox: a
+// TLS-intercepting proxy's CA is in the host's trust store, so the host's
+// bundle is the one the sandbox's clients should use. Only its
+// certificates are copied, into a per-domain file in the runtime dir,
+// taken when the container is created and mounted read-only: whatever the
+// host file holds besides certificates, or becomes later, never reaches
+// the sandbox. A default bundle the host lacks is skipped (the image's own
+// applies); a configured one must be valid.
+func addCABundle(spec *podman.ContainerSpec, p *config.Profile, a *domain.Anchor) error {
+	ca := p.CABundle
+	if ca.Path == "" {
+		return nil
+	}
+	data, _, err := cabundle.Load(ca.Path)
+	if err != nil {
+		if !ca.Explicit {
+			return nil
+		}
+		return ca.Locate(err)
+	}
+	if !filepath.IsAbs(a.RuntimeDir) {
+		return fmt.Errorf("ca bundle: no runtime directory")
+	}
+	snap := filepath.Join(a.RuntimeDir, "ca-"+a.Hash+".crt")
+	if err := writeFileAtomic(snap, data, 0o644); err != nil {
+		return fmt.Errorf("ca bundle: %w", err)
+	}
+	spec.Mounts = append(spec.Mounts, podman.Mount{Type: "bind", Source: snap, Target: CABundlePath, ReadOnly: true})
+	for _, k := range CAEnv {
+		if _, set := spec.Env[k]; !set {
+			spec.Env[k] = CABundlePath
+		}
+	}
+	return nil
+}
+
+// writeFileAtomic replaces name with data (temp file, rename): a planted
+// symlink at name is replaced, never followed.
+func writeFileAtomic(name string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, name)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
+}
+
+// Finalize fills in what no component set: the Agent Workspace at
+// /workspace (direct mode; Git Sentry mounts its agent clone there in
+// branch mode) and the network "none" (the network sidecar joins the
+// container to its namespace when it runs). It runs after every
+// component's Prepare.
+func Finalize(spec *podman.ContainerSpec, a *domain.Anchor) {
+	if !HasMount(spec, WorkspaceDir) {
+		spec.Mounts = append([]podman.Mount{{
+			Type: "bind", Source: a.Workspace, Target: WorkspaceDir, Options: []string{"z"},
+		}}, spec.Mounts...)
+	}
+	if spec.Network == "" {
+		spec.Network = "none"
+	}
+}
+
+// HasMount reports whether spec already mounts something at target.
+func HasMount(spec *podman.ContainerSpec, target string) bool {
+	for _, m := range spec.Mounts {
+		if path.Clean(m.Target) == path.Clean(target) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,400 @@
+// Package sidecar is the coordinator's side of the Network Sidecar: it
+// starts the sidecar container that owns a sandbox's network namespace,
+// talks to lazaret-netd over its control socket, watches it and relays its
+// denial notices. The image itself is internal/netdimage.
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/execx"
+	"github.com/lazaret-dev/lazaret/internal/netdapi"
+	"github.com/lazaret-dev/lazaret/internal/netdimage"
+	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/unixsock"
+)
+
+// DefaultUplink is podman's --network for the uplink the sandbox's
+// namespace gets: slirp4netns with IPv6 (measured: works with a runc
+// sidecar, nftables and IPv6 here), the host's loopback unreachable. The
+// sidecar attaches the same slirp4netns itself (podman.StartUplink) to the
+// namespace it pins; tests start their comparison containers with it.
+const DefaultUplink = "slirp4netns:enable_ipv6=true"
+
+// SlirpResolver is slirp4netns's built-in DNS forwarder, netd's upstream
+// with the default uplink.
+const SlirpResolver = "10.0.2.3"
+
+// RoleLabel marks the sidecar among a domain's containers.
+const RoleLabel = "lazaret.role"
+
+// Options configures a Component.
+type Options struct {
+	Anchor *domain.Anchor
+	Policy netpolicy.Policy
+	Podman *podman.Client
+	Log    *slog.Logger
+	// Image is the sidecar image; when empty, the content tag of the
+	// installed lazaret-netd (InstalledImageRef), built when missing. An
+	// explicit image (tests) is used as it is.
+	Image string
+	// Runtime runs the sidecar: runc (or crun), never runsc — nftables
+	// must act on the host kernel's namespace.
+	Runtime string
+	// Upstreams are netd's upstream resolvers; SlirpResolver when empty.
+	Upstreams []string
+	// NetdArgs are extra lazaret-netd flags (tests: --min-ttl).
+	NetdArgs []string
+	// ReadyTimeout bounds the wait for the ruleset; 20 s when zero.
+	ReadyTimeout time.Duration
+	// HostAddrs lists the host's own addresses, which no DNS answer
+	// opens; HostAddrs (this package's) when nil. Tests name others.
+	HostAddrs func() ([]netip.Addr, error)
+}
+
+// Component runs the Network Sidecar of one sandbox. Prepare pins a new
+// network namespace with nothing but loopback, points the agent's spec at
+// it and starts the sidecar into it in the background, so the agent
+// container and the sidecar start at the same time; Started returns once
+// netd reports its ruleset installed and only then attaches the uplink
+// (slirp4netns). Until then nothing in the namespace can reach anything,
+// and the coordinator lets no command into the sandbox before Started.
+type Component struct {
+	o         Options
+	err       error // a policy the configuration could not express
+	autoImage bool  // o.Image was empty: Prepare picks the content tag
+
+	netns   bool               // the namespace is pinned
+	cancel  context.CancelFunc // stops the background start
+	ready   chan struct{}      // closed when the background start ended
+	readyE  error              // its result, read after ready is closed
+	uplink  *podman.Uplink
+	started bool // the sidecar container may exist
+
+	hostAddrs []netip.Addr  // what netd was last told
+	closing   chan struct{} // closed when Close begins: Watch ends quietly
+	closeOnce sync.Once
+	mu        sync.Mutex // guards uplink between Close and Watch
+
+	onDenials   func(context.Context, *netdapi.Client) // see OnDenials
+	denialsOnce sync.Once
+}
+
+// NewComponent is the coordinator's constructor: the profile's merged
+// allow_egress and allow_domains become the initial policy.
+func NewComponent(p *config.Profile, a *domain.Anchor, pm *podman.Client, log *slog.Logger) *Component {
+	pol, err := PolicyOf(p)
+	c := New(Options{Anchor: a, Policy: pol, Podman: pm, Log: log})
+	if err != nil {
+		c.err = fmt.Errorf("profile %s: %w", p.Name, err)
+	}
+	return c
+}
+
+// New returns a Component for o.
+func New(o Options) *Component {
+	auto := o.Image == ""
+	if auto {
+		o.Image = netdimage.ImageRef()
+	}
+	if o.Runtime == "" {
+		o.Runtime = "runc"
+	}
+	if len(o.Upstreams) == 0 {
+		o.Upstreams = []string{SlirpResolver}
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = 20 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.HostAddrs == nil {
+		o.HostAddrs = HostAddrs
+	}
+	return &Component{o: o, autoImage: auto, closing: make(chan struct{})}
+}
+
+// Name implements sandbox.Component.
+func (c *Component) Name() string { return "netd" }
+
+// Client returns the control client of the domain's sidecar.
+func Client(a *domain.Anchor) *netdapi.Client { return &netdapi.Client{Socket: a.NetdSocket()} }
+
+// ErrSidecarFailed is returned when the sidecar exits or never reports its
+// ruleset installed; the sandbox must not start.
+var ErrSidecarFailed = errors.New("network sidecar failed")
+
+// Spec returns the sidecar's container spec (without the control
+// descriptor, which Prepare passes).
+func (c *Component) Spec() (*podman.ContainerSpec, error) {
+	pol, err := jsonPolicy(c.o.Policy)
+	if err != nil {
+		return nil, err
+	}
+	cmd := []string{"--control-fd", "3", "--policy", pol}
+	for _, u := range c.o.Upstreams {
+		cmd = append(cmd, "--upstream", u)
+	}
+	for _, a := range c.hostAddrs {
+		cmd = append(cmd, "--host-addr", a.String())
+	}
+	cmd = append(cmd, c.o.NetdArgs...)
+	return &podman.ContainerSpec{
+		Name:    c.o.Anchor.Sidecar(),
+		Image:   c.o.Image,
+		Runtime: c.o.Runtime,
+		Labels:  map[string]string{domain.LabelKey: c.o.Anchor.Hash, RoleLabel: "netd"},
+		Network: "ns:" + c.o.Anchor.Netns(),
+		// NET_ADMIN for nftables, SO_MARK and nflog; NET_BIND_SERVICE for
+		// the resolver on port 53 (resolv.conf cannot name a port). Both
+		// act only on the sidecar's own namespace, which the rootless user
+		// namespace owns. Lowering ip_unprivileged_port_start instead
+		// would let the agent bind :53 in the shared namespace too.
+		CapDrop:     []string{"ALL"},
+		CapAdd:      []string{"NET_ADMIN", "NET_BIND_SERVICE"},
+		SecurityOpt: []string{"no-new-privileges"},
+		PidsLimit:   32,
+		ExtraArgs:   []string{"--pull=never", "--read-only", "--preserve-fds", "1", "--log-driver", "k8s-file"},
+		Command:     cmd,
+	}, nil
+}
+
+// Prepare pins the sandbox's network namespace, starts the sidecar into
+// it in the background and points spec at it, with netd's resolver.
+func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) error {
+	if c.err != nil {
+		return c.err
+	}
+	var netdBin string
+	var err error
+	if c.autoImage {
+		// A content tag: no podman call is needed to know it holds the
+		// installed lazaret-netd. Without one installed, netdimage.ImageRef() is
+		// used as it is.
+		if ref, bin, err := netdimage.InstalledImageRef(); err == nil {
+			c.o.Image, netdBin = ref, bin
+		}
+	}
+	// Without the host's addresses netd could open them: fail the start.
+	if c.hostAddrs, err = c.o.HostAddrs(); err != nil {
+		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
+	}
+	sspec, err := c.Spec()
+	if err != nil {
+		return err
+	}
+	inv, err := c.o.Podman.RunArgs(sspec)
+	if err != nil {
+		return err
+	}
+	ln, err := listenControl(c.o.Anchor.NetdSocket())
+	if err != nil {
+		return err
+	}
+	lf, err := ln.File()
+	ln.Close() // the duplicate in lf keeps the socket listening
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	c.netns = true
+	if err := c.o.Podman.CreateNetns(ctx, c.o.Anchor.Netns()); err != nil {
+		lf.Close()
+		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
+	}
+	c.started = true
+	// The background start outlives Prepare's context (prepareAll cancels
+	// it when every component has returned); Close cancels it.
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.cancel, c.ready = cancel, make(chan struct{})
+	go func() {
+		defer close(c.ready)
+		defer lf.Close()
+		c.readyE = c.start(bctx, sspec.Name, inv, lf, netdBin)
+	}()
+	spec.Network = "ns:" + c.o.Anchor.Netns()
+	spec.DNS = []string{"127.0.0.1"}
+	return nil
+}
+
+// start runs the sidecar, waits for its ruleset and attaches the uplink.
+// netdBin is set when the image is the content tag of that binary: a
+// missing image (a first start, a new build) is built from it and the
+// sidecar started again. An explicit image (tests) is used as it is.
+func (c *Component) start(ctx context.Context, name string, inv *podman.Invocation, lf *os.File, netdBin string) error {
+	runErr := c.run(ctx, inv, lf)
+	if errors.Is(runErr, errImageMissing) && netdBin != "" {
+		c.o.Log.Info("building the sidecar image", "image", c.o.Image)
+		if err := netdimage.BuildImage(ctx, c.o.Podman, netdBin, c.o.Image); err != nil {
+			return err
+		}
+		netdimage.PruneImages(ctx, c.o.Podman, c.o.Image)
+		runErr = c.run(ctx, inv, lf)
+	} else if errors.Is(runErr, errImageMissing) {
+		runErr = fmt.Errorf("%w (no lazaret-netd installed to build it from: `make install`, then `lazaret image build`)", runErr)
+	}
+	// From now on a connection is refused as soon as netd is gone.
+	lf.Close()
+	if runErr != nil {
+		return runErr
+	}
+	if err := c.waitReady(ctx); err != nil {
+		return err
+	}
+	u, err := c.o.Podman.StartUplink(ctx, c.o.Anchor.Netns(), podman.UplinkOptions{IPv6: true})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
+	}
+	c.mu.Lock()
+	c.uplink = u
+	c.mu.Unlock()
+	c.o.Log.Info("network sidecar ready", "name", name)
+	return nil
+}
+
+// Started implements sandbox.Component: it returns once the sidecar has
+// installed its ruleset and the uplink is attached.
+func (c *Component) Started(ctx context.Context, _ string) error {
+	if c.ready == nil {
+		return nil
+	}
+	select {
+	case <-c.ready:
+		if c.readyE == nil {
+			c.startDenials()
+		}
+		return c.readyE
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run starts the sidecar container with the control socket as its fd 3.
+func (c *Component) run(ctx context.Context, inv *podman.Invocation, control *os.File) error {
+	cmd, err := c.o.Podman.Cmd(ctx, inv, control) // control becomes fd 3 in the sidecar (--preserve-fds 1)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		msg := lastLine(stderr.String(), err)
+		if strings.Contains(msg, "image not known") {
+			return fmt.Errorf("%w: %w: %s", ErrSidecarFailed, errImageMissing, msg)
+		}
+		return fmt.Errorf("%w: podman run: %s", ErrSidecarFailed, msg)
+	}
+	return nil
+}
+
+// errImageMissing: podman run found no such image (--pull=never).
+var errImageMissing = errors.New("sidecar image missing")
+
+// Close stops the uplink, removes the sidecar, unpins the namespace and
+// removes the control socket. The agent container is removed first (by the
+// coordinator); the namespace is freed when its last process is gone.
+func (c *Component) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() { close(c.closing) })
+	if c.cancel != nil {
+		c.cancel()
+		<-c.ready
+		c.cancel = nil
+	}
+	var errs []error
+	c.mu.Lock()
+	u := c.uplink
+	c.uplink = nil
+	c.mu.Unlock()
+	u.Stop() // nil-safe
+	if c.started {
+		// --depend: a container still joined to the namespace (by
+		// --network container:) would otherwise block the removal.
+		if err := c.o.Podman.RemoveContainer(ctx, c.o.Anchor.Sidecar(), 2*time.Second); err != nil {
+			errs = append(errs, fmt.Errorf("remove sidecar: %w", err))
+		}
+		c.started = false
+	}
+	if err := os.Remove(c.o.Anchor.NetdSocket()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	if c.netns {
+		if err := c.o.Podman.RemoveNetns(ctx, c.o.Anchor.Netns()); err != nil {
+			errs = append(errs, err)
+		}
+		c.netns = false
+	}
+	return errors.Join(errs...)
+}
+
+// listenControl creates the control socket (0600) in the private runtime
+// dir, replacing a stale one. Never through the umask: it is process-wide
+// and the coordinator creates directories in parallel (internal/unixsock).
+func listenControl(path string) (*net.UnixListener, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("stale control socket: %w", err)
+	}
+	ln, err := unixsock.Listen(path)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	ln.SetUnlinkOnClose(false)
+	return ln, nil
+}
+
+// waitReady polls netd's status every 10 ms until it reports its ruleset
+// applied. Whether the container still runs is asked of podman (a ~50 ms
+// call) only every half second or when the socket refuses connections
+// (nobody holds it open any more), so a failing sidecar is reported with
+// its last log line instead of after the timeout.
+func (c *Component) waitReady(ctx context.Context) error {
+	cl := &netdapi.Client{Socket: c.o.Anchor.NetdSocket(), Timeout: 2 * time.Second}
+	start := time.Now()
+	deadline := start.Add(c.o.ReadyTimeout)
+	var lastCheck time.Time
+	for {
+		st, err := cl.Status(ctx)
+		if err == nil && st.Applied {
+			c.o.Log.Debug("netd ruleset applied", "waited", time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) || time.Since(lastCheck) > 500*time.Millisecond {
+			lastCheck = time.Now()
+			info, ierr := c.o.Podman.InspectContainer(ctx, c.o.Anchor.Sidecar())
+			if ierr == nil && info.State.Status != "running" && info.State.Status != "created" {
+				s := info.State.Status
+				logs, _ := c.o.Podman.Logs(ctx, c.o.Anchor.Sidecar())
+				return fmt.Errorf("%w: sidecar %s: %s", ErrSidecarFailed, s, lastLine(string(logs), nil))
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: ruleset not reported installed within %v (last: %v)", ErrSidecarFailed, c.o.ReadyTimeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// lastLine is the last line of s, or err's message when s has none.
+func lastLine(s string, err error) string {
+	s = execx.LastLine(s)
+	if s == "" && err != nil {
+		return err.Error()
+	}
+	return s
+}

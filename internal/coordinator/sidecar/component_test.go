@@ -1,0 +1,117 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/netdimage"
+	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+)
+
+func testAnchor(t *testing.T) *domain.Anchor {
+	a, err := domain.New("default", t.TempDir(), t.TempDir(), t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestSpec pins the sidecar's hardening: runc, only NET_ADMIN and
+// NET_BIND_SERVICE, no new privileges, read-only root, the domain label,
+// the control socket as fd 3, and the resolver the agent inherits.
+func TestSpec(t *testing.T) {
+	a := testAnchor(t)
+	prof := &config.Profile{Name: "default",
+		AllowEgress:  []netip.Prefix{netip.MustParsePrefix("140.82.112.0/20")},
+		AllowDomains: []string{"registry.npmjs.org"}}
+	c := NewComponent(prof, a, &podman.Client{}, nil)
+	spec, err := c.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := (&podman.Client{Runtime: "/should/not/be/used"}).RunArgs(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := inv.Args
+	line := strings.Join(args, " ")
+	for _, want := range []string{
+		"--name " + a.Sidecar(),
+		"--runtime runc",
+		"--label lazaret.domain=" + a.Hash,
+		"--network ns:" + a.Netns(),
+		"--cap-drop ALL --cap-add NET_ADMIN --cap-add NET_BIND_SERVICE",
+		"--security-opt no-new-privileges",
+		"--read-only",
+		"--preserve-fds 1",
+		netdimage.ImageRef() + " --control-fd 3 --policy ",
+		"--upstream " + SlirpResolver,
+	} {
+		if !strings.Contains(line, want) {
+			t.Errorf("sidecar argv lacks %q:\n%s", want, line)
+		}
+	}
+	if slices.Contains(args, "/should/not/be/used") || strings.Contains(line, "runsc") {
+		t.Errorf("sidecar must run under runc, not the sandbox runtime: %s", line)
+	}
+	i := slices.Index(args, "--policy")
+	var p netpolicy.Policy
+	if err := json.Unmarshal([]byte(args[i+1]), &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.AllowEgress) != 1 || p.AllowEgress[0].Prefix.String() != "140.82.112.0/20" || len(p.AllowDomains) != 1 {
+		t.Errorf("policy passed to netd: %+v", p)
+	}
+}
+
+// TestPrepareRefusesBadPolicy: a policy netd would refuse fails before
+// anything is started and leaves the spec without a network.
+func TestPrepareRefusesBadPolicy(t *testing.T) {
+	prof := &config.Profile{Name: "default", AllowDomains: []string{"bad..name"}}
+	c := NewComponent(prof, testAnchor(t), &podman.Client{Bin: "/nonexistent/podman"}, nil)
+	spec := &podman.ContainerSpec{Network: "none"}
+	if err := c.Prepare(context.Background(), spec); err == nil || spec.Network != "none" {
+		t.Errorf("Prepare = %v, network %q", err, spec.Network)
+	}
+	if err := c.Close(context.Background()); err != nil {
+		t.Errorf("Close after a failed Prepare: %v", err)
+	}
+}
+
+// TestHostAddrsReachNetd: the sidecar collects every address of the
+// host's interfaces (the coordinator runs on the host) and passes each to
+// netd as --host-addr, so no DNS answer can open one.
+func TestHostAddrsReachNetd(t *testing.T) {
+	addrs, err := HostAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ia := range ifaddrs {
+		p, err := netip.ParsePrefix(ia.String())
+		if err == nil && !slices.Contains(addrs, p.Addr().Unmap()) {
+			t.Errorf("host address %s missing from %v", p.Addr(), addrs)
+		}
+	}
+	c := New(Options{Anchor: testAnchor(t), Podman: &podman.Client{}})
+	c.hostAddrs = []netip.Addr{netip.MustParseAddr("140.82.112.50"), netip.MustParseAddr("2a00:1450::1")}
+	spec, err := c.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Join(spec.Command, " ")
+	if !strings.Contains(line, "--host-addr 140.82.112.50 --host-addr 2a00:1450::1") {
+		t.Errorf("netd command lacks the host addresses: %s", line)
+	}
+}

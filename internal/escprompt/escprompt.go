@@ -1,0 +1,164 @@
+// Package escprompt is the escalation prompt protocol between the
+// coordinator's escalation server and the CLI's session link: the control
+// socket messages (register a session, ask its human, withdraw a prompt),
+// the prompt and its answer, and how both sides resolve an executable, so
+// an edited command resolves on the human's screen as it will run. Both
+// processes import it; it imports nothing of either.
+package escprompt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// SandboxBinDir is where lazaret's binaries are mounted in the sandbox;
+// SandboxGoClient is the Go escalation client there, which also runs each
+// session's holder.
+const (
+	SandboxBinDir   = "/run/lazaret/bin"
+	SandboxGoClient = SandboxBinDir + "/lazaret-escalate-go"
+)
+
+// Action is a human's answer to a prompt.
+type Action int
+
+// Actions.
+const (
+	Deny Action = iota
+	Approve
+	Abort // deny and stop lazaret (the CLI asks the coordinator to stop)
+)
+
+func (a Action) String() string {
+	switch a {
+	case Approve:
+		return "approve"
+	case Abort:
+		return "abort"
+	}
+	return "deny"
+}
+
+// PromptRequest is what the human is shown.
+type PromptRequest struct {
+	RequestID     string   `json:"request_id"`
+	Profile       string   `json:"profile"`
+	Justification string   `json:"justification"`
+	Cwd           string   `json:"cwd"`      // in the sandbox
+	HostDir       string   `json:"host_dir"` // where it would run
+	Command       string   `json:"command,omitempty"`
+	Argv          []string `json:"argv,omitempty"` // nil when Command is not a simple command
+	Executable    string   `json:"executable,omitempty"`
+	Reason        string   `json:"reason"` // why it was not auto-approved
+	// Path is the PATH the coordinator resolves and runs commands with, so
+	// an edited command resolves on the human's screen as it will run.
+	Path string `json:"path,omitempty"`
+	// The session that asked, as its CLI announced it (command) and as the
+	// coordinator saw it (pid from SO_PEERCRED, attach time).
+	SessionCommand []string  `json:"session_command,omitempty"`
+	SessionPID     int       `json:"session_pid,omitempty"`
+	SessionStarted time.Time `json:"session_started,omitzero"`
+}
+
+// Answer is the human's decision. For an edited command Argv is the new
+// argument vector and Executable what it resolved to on the screen the
+// human approved; the server resolves again and refuses a difference.
+type Answer struct {
+	Action Action `json:"action"`
+	// Reason explains a denial that no human made (no terminal).
+	Reason     string   `json:"reason,omitempty"`
+	Argv       []string `json:"argv,omitempty"`
+	Executable string   `json:"executable,omitempty"`
+}
+
+// Prompter asks the human of one session. It must return when ctx ends
+// (the requester went away).
+type Prompter interface {
+	Prompt(ctx context.Context, r PromptRequest) (Answer, error)
+}
+
+// Control-socket messages of escalation.
+const (
+	// TypeRegister registers the Session Anchor's public key of the
+	// attached session that sends it (CLI → coordinator): RegisterRequest,
+	// answered by RegisterReply. Unknown to a coordinator whose escalation
+	// is disabled.
+	TypeRegister = "escalation.register"
+	// TypePrompt asks the session's human (coordinator → CLI):
+	// PromptRequest, answered by Answer.
+	TypePrompt = "escalation.prompt"
+	// TypePromptCancel withdraws a prompt whose requester went away
+	// (coordinator → CLI notification): PromptCancel.
+	TypePromptCancel = "escalation.prompt_cancel"
+)
+
+// RegisterRequest carries the session public key.
+type RegisterRequest struct {
+	PublicKey []byte `json:"public_key"`
+}
+
+// RegisterReply tells the CLI which sandbox its delegations must name.
+type RegisterReply struct {
+	SandboxID string `json:"sandbox_id"`
+}
+
+// PromptCancel withdraws the prompt of RequestID.
+type PromptCancel struct {
+	RequestID string `json:"request_id"`
+}
+
+// ErrNotExecutable is wrapped when argv[0] does not name an executable.
+var ErrNotExecutable = errors.New("no such executable")
+
+// Resolve returns the real absolute path of the executable argv0 names: a
+// name with a slash is taken relative to dir, a bare name is looked up in
+// the absolute entries of path; symlinks are resolved so the banned-name
+// check and the prompt see the real binary.
+func Resolve(argv0, dir, path string) (string, error) {
+	var candidates []string
+	if strings.Contains(argv0, "/") {
+		p := argv0
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		candidates = []string{p}
+	} else {
+		for _, d := range filepath.SplitList(path) {
+			if filepath.IsAbs(d) {
+				candidates = append(candidates, filepath.Join(d, argv0))
+			}
+		}
+	}
+	for _, c := range candidates {
+		real, err := filepath.EvalSymlinks(c)
+		if err != nil {
+			continue
+		}
+		fi, err := os.Stat(real)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			continue
+		}
+		return real, nil
+	}
+	return "", fmt.Errorf("%w: %q", ErrNotExecutable, argv0)
+}
+
+// SafePath returns path without empty or relative entries: those would
+// resolve commands inside the agent-writable workspace.
+func SafePath(path string) string {
+	var keep []string
+	for _, d := range filepath.SplitList(path) {
+		if filepath.IsAbs(d) {
+			keep = append(keep, d)
+		}
+	}
+	if len(keep) == 0 {
+		return "/usr/local/bin:/usr/bin:/bin"
+	}
+	return strings.Join(keep, string(filepath.ListSeparator))
+}

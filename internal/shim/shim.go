@@ -1,0 +1,180 @@
+// Package shim is the lazaret-runsc runtime shim, a process of its own:
+// podman runs the lazaret binary through a link of that name as the OCI
+// runtime, and the shim execs the pinned runsc with lazaret's flags.
+package shim
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"github.com/lazaret-dev/lazaret/internal/locate"
+)
+
+// ShimName is the name under which the lazaret binary acts as the runsc
+// runtime shim (podman's --runtime points at a link of that name).
+const ShimName = locate.Shim
+
+// Platforms runsc can use here. kvm is not offered: it hangs under nested
+// virtualisation (ENVIRONMENT.md).
+const (
+	PlatformSystrap = "systrap"
+	PlatformPtrace  = "ptrace"
+)
+
+// seccompActions lists the seccomp return actions the kernel supports.
+const seccompActions = "/proc/sys/kernel/seccomp/actions_avail"
+
+// ShimFlags are the global runsc flags lazaret always adds:
+//   - --ignore-cgroups: rootless podman cannot delegate cgroups to runsc
+//     (ENVIRONMENT.md; --rootless is refused with create).
+//   - --host-uds=open: the escalation socket is a bind-mounted UNIX socket.
+//   - --network=host: the sandbox's sockets are host-kernel sockets in the
+//     sidecar's network namespace, so its nftables policy applies (DESIGN §8).
+func ShimFlags(platform string) []string {
+	return []string{"--ignore-cgroups", "--host-uds=open", "--network=host", "--platform=" + platform}
+}
+
+// DetectPlatform chooses systrap when the kernel offers what it needs and
+// ptrace otherwise. systrap stops the sandboxed threads with seccomp's
+// SECCOMP_RET_TRAP, so it needs seccomp filtering with the "trap" action;
+// it is implemented for amd64 and arm64. The check is one read of a procfs
+// file, cheap enough to run on every shim invocation, so nothing is cached
+// (a cache would be one more file to trust and keep fresh).
+func DetectPlatform() string {
+	data, err := os.ReadFile(seccompActions)
+	if err != nil {
+		return PlatformPtrace
+	}
+	return platformFor(string(data), runtime.GOARCH)
+}
+
+func platformFor(actionsAvail, goarch string) string {
+	if goarch != "amd64" && goarch != "arm64" {
+		return PlatformPtrace
+	}
+	for _, a := range strings.Fields(actionsAvail) {
+		if a == "trap" {
+			return PlatformSystrap
+		}
+	}
+	return PlatformPtrace
+}
+
+// ShimArgs rewrites the argv podman (or conmon) gave the runtime into the
+// argv for the real runsc at path real. Lazaret's global flags come first:
+// runsc parses global flags before the subcommand, and Go's flag package
+// lets a later occurrence win, so a flag podman passes on purpose still
+// overrides ours. The --tty flag conmon 2.1.6 passes to `exec` (which runsc
+// does not define) is dropped.
+func ShimArgs(real string, args []string, platform string) []string {
+	out := []string{real}
+	out = append(out, ShimFlags(platform)...)
+	if len(args) <= 1 {
+		return out
+	}
+	rest := args[1:]
+	sub := subcommandIndex(rest)
+	if sub < 0 || rest[sub] != "exec" {
+		return append(out, rest...)
+	}
+	out = append(out, rest[:sub+1]...)
+	i := sub + 1
+	for ; i < len(rest); i++ {
+		a := rest[i]
+		if a == "--" || isContainerID(a) {
+			break
+		}
+		if isTTYFlag(a) {
+			continue
+		}
+		out = append(out, a)
+	}
+	return append(out, rest[i:]...)
+}
+
+// runscGlobalValueFlags are the global runsc flags podman passes with a
+// separate value argument; every other global flag is a boolean or uses
+// the --flag=value form.
+var runscGlobalValueFlags = map[string]bool{
+	"root": true, "log": true, "log-format": true, "debug-log": true,
+	"platform": true, "network": true, "host-uds": true, "panic-log": true,
+	"debug-log-format": true, "overlay2": true, "file-access": true,
+	"file-access-mounts": true, "strace-syscalls": true,
+}
+
+// subcommandIndex returns the index in args of runsc's subcommand: the
+// first argument that is neither a flag nor the value of a global flag.
+func subcommandIndex(args []string) int {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") {
+			return i
+		}
+		if a == "--" {
+			return -1
+		}
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if runscGlobalValueFlags[name] {
+			i++ // skip its value
+		}
+	}
+	return -1
+}
+
+func isTTYFlag(a string) bool {
+	name := strings.TrimLeft(a, "-")
+	if !strings.HasPrefix(a, "-") || len(a)-len(name) > 2 {
+		return false
+	}
+	return name == "tty" || strings.HasPrefix(name, "tty=")
+}
+
+// isContainerID reports whether a is podman's 64-hex container ID, the
+// positional argument that ends runsc exec's flags.
+func isContainerID(a string) bool {
+	if len(a) != 64 {
+		return false
+	}
+	for _, c := range a {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// RunShim replaces the process with the real runsc. It returns only on
+// failure, with an error for the caller to print (podman shows the
+// runtime's stderr to the user).
+func RunShim(args []string) error {
+	real, err := locate.Find(locate.Runsc)
+	if err != nil {
+		return fmt.Errorf("lazaret-runsc: %w (run `lazaret doctor`)", err)
+	}
+	argv := ShimArgs(real, args, DetectPlatform())
+	if err := syscall.Exec(real, argv, os.Environ()); err != nil {
+		return fmt.Errorf("lazaret-runsc: exec %s: %w", real, err)
+	}
+	return nil
+}
+
+// ExitSetup is the shim's exit status when runsc could not be executed:
+// lazaret's "environment not ready" (internal/cli/exit.go).
+const ExitSetup = 3
+
+// Main runs the shim: it returns only when the real runsc could not be
+// executed. It has no flags of its own and writes its one error to
+// stderr, where podman shows it.
+func Main(args []string) int {
+	if err := RunShim(args); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return ExitSetup
+	}
+	return 0
+}

@@ -1,0 +1,767 @@
+// Package netd is lazaret-netd, the Network Sidecar: it installs the
+// egress ruleset in the sandbox's network namespace before anything else
+// runs there, answers DNS for allowed names (adding their addresses to the
+// allow sets), counts denials, and takes policy changes over its control
+// socket.
+package netd
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
+	"golang.org/x/sys/unix"
+
+	"github.com/lazaret-dev/lazaret/internal/netdapi"
+	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/unixsock"
+	"github.com/lazaret-dev/lazaret/internal/version"
+)
+
+// Config configures the daemon.
+type Config struct {
+	Policy    netpolicy.Policy
+	Upstreams []netip.AddrPort
+	// Listen are the resolver's addresses (127.0.0.1:53 and [::1]:53).
+	Listen []netip.AddrPort
+	// ControlPath is the control socket to create; ControlFD, when > 0, is
+	// an already listening socket handed over by the host instead.
+	ControlPath string
+	ControlFD   int
+	// MinTTL and MaxTTL clamp the TTLs of the answers returned.
+	MinTTL, MaxTTL time.Duration
+	// Grace is how long a resolved address stays allowed at least, from
+	// the last answer that named it: clients cache addresses well past
+	// the TTL (npm, long-lived HTTP clients); DefaultGrace when zero.
+	Grace time.Duration
+	// HostAddrs are the host's own addresses (every interface, as the
+	// host sees them); an answer naming one of them opens nothing.
+	HostAddrs []netip.Addr
+	// Now is the clock (tests); time.Now when nil.
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// DefaultGrace is Config.Grace when zero.
+const DefaultGrace = 10 * time.Minute
+
+// Daemon is one running netd.
+type Daemon struct {
+	cfg Config
+	log *slog.Logger
+
+	nftMu sync.Mutex // one netlink transaction at a time
+	nft   *netpolicy.Conn
+	// opMu serialises policy changes (control requests, expiry) from
+	// reading the policy to storing it after the kernel took it, so the
+	// reported policy is always the installed one.
+	opMu sync.Mutex
+
+	mu        sync.Mutex
+	policy    netpolicy.Policy // with expiries; Active() is what is installed
+	filter    *netpolicy.LearnFilter
+	applied   bool
+	resolved  map[netip.Addr]netdapi.Resolved
+	denials   map[string]*netdapi.Denial
+	changes   []netdapi.Change
+	denialLog string
+	wake      chan struct{} // re-arms the expiry timer
+	inflight  chan struct{} // bounds concurrent upstream queries
+	events    *eventRing    // denials for the coordinator's notices
+	holds     *holds        // denied names waiting for the user
+}
+
+const (
+	maxDenials = 512
+	maxChanges = 100
+)
+
+// New checks cfg and returns a daemon that has not touched the namespace.
+func New(cfg Config) (*Daemon, error) {
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MinTTL <= 0 {
+		cfg.MinTTL = 30 * time.Second
+	}
+	if cfg.MaxTTL < cfg.MinTTL {
+		cfg.MaxTTL = max(time.Hour, cfg.MinTTL)
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if len(cfg.Listen) == 0 {
+		cfg.Listen = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53"), netip.MustParseAddrPort("[::1]:53")}
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Daemon{
+		cfg:       cfg,
+		log:       log,
+		policy:    cfg.Policy,
+		filter:    netpolicy.NewLearnFilter(cfg.HostAddrs),
+		resolved:  map[netip.Addr]netdapi.Resolved{},
+		denials:   map[string]*netdapi.Denial{},
+		denialLog: "counters only",
+		wake:      make(chan struct{}, 1),
+		inflight:  make(chan struct{}, 64),
+		events:    newEventRing(),
+		holds:     newHolds(),
+	}, nil
+}
+
+// Run installs the ruleset and serves until ctx ends. The ruleset is
+// installed first and any failure returns at once, so the sidecar exits
+// non-zero and the sandbox never starts on an open namespace. On return
+// the ruleset stays in place: a namespace without netd denies everything.
+func (d *Daemon) Run(ctx context.Context) error {
+	nft, err := netpolicy.Dial()
+	if err != nil {
+		return err
+	}
+	d.nft = nft
+	now := time.Now()
+	if err := netpolicy.Install(nft, netpolicy.Build(d.policy.Active(now))); err != nil {
+		return err
+	}
+	d.logChange("installed ruleset: " + describe(d.policy.Active(now)))
+
+	var closers []func() error
+	defer func() {
+		for _, c := range slices.Backward(closers) {
+			c()
+		}
+	}()
+	if nl, err := openNflog(netpolicy.DenyLogGroup, netpolicy.DenyLogSnaplen); err != nil {
+		d.log.Warn("denials counted per rule only", "err", err)
+	} else {
+		d.mu.Lock()
+		d.denialLog = "nflog"
+		d.mu.Unlock()
+		closers = append(closers, nl.close)
+		go nl.run(d.packetDenied)
+	}
+
+	for _, addr := range d.cfg.Listen {
+		uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
+		if err != nil {
+			if addr.Addr().Is6() && errors.Is(err, unix.EADDRNOTAVAIL) {
+				d.log.Warn("no IPv6 loopback; resolver on IPv4 only", "err", err)
+				continue
+			}
+			return fmt.Errorf("resolver %s: %w", addr, err)
+		}
+		closers = append(closers, uc.Close)
+		go d.serveUDP(ctx, uc)
+		tl, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
+		if err != nil {
+			return fmt.Errorf("resolver %s/tcp: %w", addr, err)
+		}
+		closers = append(closers, tl.Close)
+		go d.serveTCP(ctx, tl)
+	}
+
+	ctl, err := d.controlListener()
+	if err != nil {
+		return err
+	}
+	closers = append(closers, ctl.Close)
+	go d.serveControl(ctx, ctl)
+
+	d.mu.Lock()
+	d.applied = true
+	d.mu.Unlock()
+	d.log.Info("ready", "upstreams", d.cfg.Upstreams, "control", d.cfg.ControlPath)
+	return d.expiryLoop(ctx)
+}
+
+func (d *Daemon) controlListener() (net.Listener, error) {
+	if d.cfg.ControlFD > 0 {
+		f := os.NewFile(uintptr(d.cfg.ControlFD), "control")
+		l, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("control socket fd %d: %w", d.cfg.ControlFD, err)
+		}
+		return l, nil
+	}
+	if d.cfg.ControlPath == "" {
+		return nil, fmt.Errorf("no control socket configured")
+	}
+	os.Remove(d.cfg.ControlPath) // a leftover of an earlier run
+	// Not through the umask: it is process-wide (internal/unixsock).
+	l, err := unixsock.Listen(d.cfg.ControlPath)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	return l, nil
+}
+
+// expiryLoop removes expired entries from the installed sets.
+func (d *Daemon) expiryLoop(ctx context.Context) error {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	retry := time.Time{} // after a failed update, not before this
+	for {
+		d.mu.Lock()
+		next := d.policy.NextExpiry()
+		d.mu.Unlock()
+		t.Stop()
+		var timer <-chan time.Time
+		if !next.IsZero() {
+			t.Reset(max(time.Until(next), time.Until(retry), 0) + 10*time.Millisecond)
+			timer = t.C
+		}
+		select {
+		case <-ctx.Done():
+			d.log.Info("stopping; the ruleset stays installed")
+			return nil
+		case <-d.wake:
+		case <-timer:
+			d.opMu.Lock()
+			d.mu.Lock()
+			before := d.policy
+			p := d.policy.Active(time.Now())
+			d.mu.Unlock()
+			if !before.Equal(p) {
+				if err := d.commit(p, "expired entries removed: "+describe(p)); err != nil {
+					d.log.Error("expiry update failed; retrying in a second", "err", err)
+					retry = time.Now().Add(time.Second)
+				}
+			}
+			d.opMu.Unlock()
+		}
+	}
+}
+
+func (d *Daemon) applyAllow(p netpolicy.Policy) error {
+	v4, v6 := netpolicy.AllowSets(p.Active(time.Now()))
+	d.nftMu.Lock()
+	defer d.nftMu.Unlock()
+	return netpolicy.ReplaceAllow(d.nft, v4, v6)
+}
+
+func (d *Daemon) logChange(what string) {
+	d.log.Info("policy change", "what", what)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.changes = append(d.changes, netdapi.Change{Time: time.Now().UTC(), What: what})
+	if len(d.changes) > maxChanges {
+		d.changes = d.changes[len(d.changes)-maxChanges:]
+	}
+}
+
+func describe(p netpolicy.Policy) string {
+	var cs, ds []string
+	for _, c := range p.AllowEgress {
+		cs = append(cs, c.Prefix.String())
+	}
+	for _, dm := range p.AllowDomains {
+		ds = append(ds, dm.Pattern)
+	}
+	return fmt.Sprintf("allow_egress=%v allow_domains=%v", cs, ds)
+}
+
+func (d *Daemon) countDenial(dest string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if den, ok := d.denials[dest]; ok {
+		den.Count++
+		den.Last = time.Now().UTC()
+		return
+	}
+	if len(d.denials) >= maxDenials {
+		// Forget the oldest so a scan of many addresses cannot grow memory.
+		var oldest string
+		for k, v := range d.denials {
+			if oldest == "" || v.Last.Before(d.denials[oldest].Last) {
+				oldest = k
+			}
+		}
+		delete(d.denials, oldest)
+	}
+	d.denials[dest] = &netdapi.Denial{Dest: dest, Count: 1, Last: time.Now().UTC()}
+}
+
+func (d *Daemon) packetDenied(pkt []byte) {
+	// Multicast (IPv6 MLD reports the kernel sends on its own) is denied
+	// too but is nothing the agent asked for; it would only hide the
+	// denials a user is looking for.
+	if dest, ok := netpolicy.ParsePacketDest(pkt); ok && !dest.Addr.IsMulticast() {
+		d.report(netdapi.DenialEvent{Dest: dest.String()})
+	}
+}
+
+// serveControl answers control requests. The socket is reachable only by
+// the host user (the sandbox never has the socket's directory mounted);
+// the peer's uid is checked anyway.
+func (d *Daemon) serveControl(ctx context.Context, l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Error("control accept", "err", err)
+			}
+			return
+		}
+		go d.handleControl(ctx, c)
+	}
+}
+
+func peerUID(c net.Conn) (int, error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return -1, fmt.Errorf("not a UNIX connection")
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return -1, err
+	}
+	if cerr != nil {
+		return -1, cerr
+	}
+	return int(cred.Uid), nil
+}
+
+func (d *Daemon) handleControl(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	enc := json.NewEncoder(c)
+	if uid, err := peerUID(c); err != nil || uid != os.Getuid() {
+		d.log.Warn("control connection refused", "peer_uid", uid, "err", err)
+		enc.Encode(netdapi.Response{Error: "permission denied"})
+		return
+	}
+	sc := bufio.NewScanner(c)
+	sc.Buffer(make([]byte, 64*1024), netdapi.MaxMessage)
+	if !sc.Scan() {
+		return
+	}
+	var req netdapi.Request
+	if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+		enc.Encode(netdapi.Response{Error: "bad request: " + err.Error()})
+		return
+	}
+	resp := d.handle(ctx, req)
+	enc.Encode(resp)
+}
+
+func (d *Daemon) handle(ctx context.Context, req netdapi.Request) netdapi.Response {
+	if req.Version != netdapi.Version {
+		return netdapi.Response{Error: fmt.Sprintf("protocol version %d, netd speaks %d", req.Version, netdapi.Version)}
+	}
+	if req.Reason == "" {
+		req.Reason = "control socket"
+	}
+	if resp, ok := d.handleDenialOps(ctx, req); ok {
+		return resp
+	}
+	reason := req.Reason
+	if req.Op != netdapi.OpStatus {
+		d.opMu.Lock()
+		defer d.opMu.Unlock()
+	}
+	switch req.Op {
+	case netdapi.OpStatus:
+	case netdapi.OpSetPolicy:
+		if err := d.setPolicy(req.Policy, reason); err != nil {
+			return netdapi.Response{Error: err.Error()}
+		}
+	case netdapi.OpAllow:
+		if err := d.allow(req, reason); err != nil {
+			return netdapi.Response{Error: err.Error()}
+		}
+	case netdapi.OpHostAddrs:
+		if err := d.setHostAddrs(req.Addrs, reason); err != nil {
+			return netdapi.Response{Error: err.Error()}
+		}
+	default:
+		return netdapi.Response{Error: fmt.Sprintf("unknown op %q", req.Op)}
+	}
+	st := d.status()
+	return netdapi.Response{OK: true, Status: &st}
+}
+
+// setPolicy replaces the policy: the permanent entries by policy's, the
+// temporary ones kept until they expire.
+func (d *Daemon) setPolicy(policy *netpolicy.Policy, reason string) error {
+	if policy == nil {
+		return errors.New("set_policy without a policy")
+	}
+	if err := policy.Validate(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	// Temporary entries added with `net allow` survive a reload until
+	// they expire; the permanent ones are replaced.
+	p := *policy
+	for _, c := range d.policy.AllowEgress {
+		if !c.Expires.IsZero() {
+			p.AllowEgress = append(p.AllowEgress, c)
+		}
+	}
+	for _, dm := range d.policy.AllowDomains {
+		if !dm.Expires.IsZero() {
+			p.AllowDomains = append(p.AllowDomains, dm)
+		}
+	}
+	p = p.Active(time.Now())
+	d.mu.Unlock()
+	return d.commit(p, reason+": set policy "+describe(p))
+}
+
+// allow adds req.Target to the policy, for req.ForSeconds when set.
+func (d *Daemon) allow(req netdapi.Request, reason string) error {
+	if req.ForSeconds < 0 {
+		return errors.New("negative duration")
+	}
+	cidr, domain, err := netpolicy.ParseTarget(req.Target)
+	if err != nil {
+		return err
+	}
+	var exp time.Time
+	if req.ForSeconds > 0 {
+		exp = time.Now().Add(time.Duration(req.ForSeconds) * time.Second).UTC()
+	}
+	d.mu.Lock()
+	p := d.policy
+	p.AllowEgress = slices.Clone(p.AllowEgress)
+	p.AllowDomains = slices.Clone(p.AllowDomains)
+	what := reason + ": allow " + req.Target
+	if domain != "" {
+		p.AllowDomains = append(p.AllowDomains, netpolicy.Domain{Pattern: domain, Expires: exp})
+	} else {
+		p.AllowEgress = append(p.AllowEgress, netpolicy.CIDR{Prefix: cidr, Expires: exp})
+	}
+	p = p.Active(time.Now())
+	d.mu.Unlock()
+	if !exp.IsZero() {
+		what += " until " + exp.Format(time.RFC3339)
+	}
+	return d.commit(p, what)
+}
+
+// commit installs p's allow sets (one transaction) and then makes p the
+// daemon's policy.
+func (d *Daemon) commit(p netpolicy.Policy, what string) error {
+	if err := d.applyAllow(p); err != nil {
+		return err
+	}
+	// Addresses learned from names the new policy no longer allows are
+	// closed now rather than at the end of their TTL (established flows
+	// stay up).
+	active := p.Active(time.Now())
+	var stale []netip.Addr
+	d.mu.Lock()
+	d.policy = p
+	for a, r := range d.resolved {
+		if !active.AllowsName(r.Name) {
+			stale = append(stale, a)
+			delete(d.resolved, a)
+		}
+	}
+	d.mu.Unlock()
+	if len(stale) > 0 {
+		d.nftMu.Lock()
+		err := netpolicy.RemoveResolved(d.nft, stale)
+		d.nftMu.Unlock()
+		if err != nil {
+			d.log.Error("closing addresses of names no longer allowed", "err", err)
+		} else {
+			what += fmt.Sprintf("; closed %d resolved address(es)", len(stale))
+		}
+	}
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+	d.logChange(what)
+	return nil
+}
+
+func (d *Daemon) status() netdapi.Status {
+	var counters map[string]uint64
+	if d.nft != nil { // nil before Run
+		var err error
+		d.nftMu.Lock()
+		counters, err = netpolicy.Counters(d.nft)
+		d.nftMu.Unlock()
+		if err != nil {
+			d.log.Warn("read counters", "err", err)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := netdapi.Status{
+		Applied: d.applied,
+		Version: version.Version,
+		// The installed policy: an entry past its expiry stays listed until
+		// the expiry timer has removed it from the kernel.
+		Policy:    d.policy,
+		Counters:  counters,
+		DenialLog: d.denialLog,
+		Changes:   slices.Clone(d.changes),
+		HostAddrs: d.filter.Host(),
+		Grace:     int64(d.cfg.Grace / time.Second),
+		Hold:      int64(d.holds.duration() / time.Second),
+	}
+	for _, u := range d.cfg.Upstreams {
+		st.Upstreams = append(st.Upstreams, u.String())
+	}
+	now := d.cfg.Now()
+	for a, r := range d.resolved {
+		if r.Expires.Before(now) {
+			delete(d.resolved, a)
+			continue
+		}
+		st.Resolved = append(st.Resolved, r)
+	}
+	sort.Slice(st.Resolved, func(i, j int) bool { return st.Resolved[i].Addr < st.Resolved[j].Addr })
+	for _, den := range d.denials {
+		st.Denials = append(st.Denials, *den)
+	}
+	sort.Slice(st.Denials, func(i, j int) bool {
+		if st.Denials[i].Count != st.Denials[j].Count {
+			return st.Denials[i].Count > st.Denials[j].Count
+		}
+		return st.Denials[i].Dest < st.Denials[j].Dest
+	})
+	return st
+}
+
+// resolve answers one query from the sandbox.
+func (d *Daemon) resolve(ctx context.Context, msg []byte) []byte {
+	q, err := parseQuery(msg)
+	if err != nil {
+		if q.id != 0 || len(msg) >= 12 {
+			return reply(query{id: q.id}, dnsmessage.RCodeFormatError)
+		}
+		return nil
+	}
+	d.mu.Lock()
+	p := d.policy.Active(time.Now())
+	d.mu.Unlock()
+	dec, why := decide(q, p)
+	reported := false
+	if dec == deny {
+		var allowed bool
+		if allowed, reported = d.held(ctx, q, why); allowed {
+			d.mu.Lock()
+			p = d.policy.Active(time.Now())
+			d.mu.Unlock()
+			dec, why = decide(q, p)
+		}
+	}
+	switch dec {
+	case deny:
+		d.log.Info("dns denied", "name", q.name, "type", q.question.Type, "reason", why)
+		if !reported {
+			d.report(netdapi.DenialEvent{Dest: "dns " + q.name, Name: q.name, Reason: why})
+		}
+		return reply(q, dnsmessage.RCodeNameError)
+	case noData:
+		return reply(q, dnsmessage.RCodeSuccess)
+	}
+	// A bounded number of upstream exchanges; a flood gets SERVFAIL
+	// rather than piling up goroutines.
+	select {
+	case d.inflight <- struct{}{}:
+		defer func() { <-d.inflight }()
+	case <-time.After(2 * time.Second):
+		return reply(q, dnsmessage.RCodeServerFailure)
+	case <-ctx.Done():
+		return reply(q, dnsmessage.RCodeServerFailure)
+	}
+	id, up, err := upstreamQuery(q)
+	if err != nil {
+		return reply(q, dnsmessage.RCodeServerFailure)
+	}
+	for _, u := range d.cfg.Upstreams {
+		resp, err := exchange(ctx, u, id, up)
+		if err != nil {
+			d.log.Warn("upstream failed", "upstream", u, "name", q.name, "err", err)
+			continue
+		}
+		out, ls, err := readAnswer(resp, id, q, d.cfg.MinTTL, d.cfg.MaxTTL)
+		if err != nil {
+			d.log.Warn("upstream answer refused", "upstream", u, "err", err)
+			continue
+		}
+		// The addresses are allowed before the answer leaves, so the
+		// agent's connect right after the lookup already passes.
+		if err := d.allowResolved(q.name, ls); err != nil {
+			d.log.Error("add resolved addresses", "name", q.name, "err", err)
+			return reply(q, dnsmessage.RCodeServerFailure)
+		}
+		return out
+	}
+	return reply(q, dnsmessage.RCodeServerFailure)
+}
+
+// allowResolved opens the addresses an answer for name carried, except
+// those the learn filter refuses (special-purpose ranges, slirp's and the
+// host's own addresses: a hostile or hijacked zone must not aim the
+// sandbox at the host or its LAN). Each stays open for its TTL or the
+// grace period, whichever is longer, renewed by every answer naming it.
+func (d *Daemon) allowResolved(name string, all []learned) error {
+	rs := d.admit(name, all)
+	if len(rs) == 0 {
+		return nil
+	}
+	d.nftMu.Lock()
+	err := netpolicy.AddResolved(d.nft, rs)
+	if err != nil {
+		// An entry may have expired in the kernel between the check and
+		// the batch; add without the refresh deletes.
+		for i := range rs {
+			rs[i].Refresh = false
+		}
+		err = netpolicy.AddResolved(d.nft, rs)
+	}
+	d.nftMu.Unlock()
+	if err != nil {
+		return err
+	}
+	d.remember(name, rs)
+	return nil
+}
+
+// admit returns the set elements for the addresses of an answer that may
+// be opened, with their timeouts; refused ones are logged and counted.
+func (d *Daemon) admit(name string, all []learned) []netpolicy.Resolved {
+	now := d.cfg.Now()
+	var rs []netpolicy.Resolved
+	var refused []string
+	d.mu.Lock()
+	for _, l := range all {
+		if why := d.filter.Denied(l.addr); why != "" {
+			d.log.Warn("not opening an address learned from DNS", "name", name, "addr", l.addr, "reason", why)
+			refused = append(refused, fmt.Sprintf("dns %s -> %s (%s)", name, l.addr, why))
+			continue
+		}
+		prev, ok := d.resolved[l.addr]
+		rs = append(rs, netpolicy.Resolved{Addr: l.addr, TTL: max(l.ttl, d.cfg.Grace), Refresh: ok && prev.Expires.After(now)})
+	}
+	d.mu.Unlock()
+	for _, r := range refused {
+		d.report(netdapi.DenialEvent{Dest: r, Name: name, Reason: "answer address refused"})
+	}
+	return rs
+}
+
+// remember records addresses the kernel took, until their timeout.
+func (d *Daemon) remember(name string, rs []netpolicy.Resolved) {
+	now := d.cfg.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.resolved) >= netpolicy.MaxResolved {
+		for a, r := range d.resolved {
+			if r.Expires.Before(now) {
+				delete(d.resolved, a)
+			}
+		}
+	}
+	for _, r := range rs {
+		d.resolved[r.Addr] = netdapi.Resolved{Name: name, Addr: r.Addr.String(), Expires: now.Add(r.TTL).UTC()}
+	}
+}
+
+// setHostAddrs replaces the host addresses the learn filter refuses and
+// closes resolved addresses that are now the host's.
+func (d *Daemon) setHostAddrs(addrs []netip.Addr, reason string) error {
+	f := netpolicy.NewLearnFilter(addrs)
+	var stale []netip.Addr
+	d.mu.Lock()
+	d.filter = f
+	for a := range d.resolved {
+		if f.Denied(a) != "" {
+			stale = append(stale, a)
+			delete(d.resolved, a)
+		}
+	}
+	d.mu.Unlock()
+	what := fmt.Sprintf("%s: host addresses %v", reason, f.Host())
+	if len(stale) > 0 {
+		d.nftMu.Lock()
+		err := netpolicy.RemoveResolved(d.nft, stale)
+		d.nftMu.Unlock()
+		if err != nil {
+			return fmt.Errorf("closing resolved addresses of the host: %w", err)
+		}
+		what += fmt.Sprintf("; closed %v", stale)
+	}
+	d.logChange(what)
+	return nil
+}
+
+func (d *Daemon) serveUDP(ctx context.Context, c *net.UDPConn) {
+	buf := make([]byte, 4096)
+	for {
+		n, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return
+		}
+		msg := slices.Clone(buf[:n])
+		go func() {
+			if out := d.resolve(ctx, msg); out != nil {
+				c.WriteToUDPAddrPort(out, from)
+			}
+		}()
+	}
+}
+
+func (d *Daemon) serveTCP(ctx context.Context, l *net.TCPListener) {
+	conns := make(chan struct{}, 32) // concurrent TCP clients
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		select {
+		case conns <- struct{}{}:
+		default:
+			c.Close()
+			continue
+		}
+		go func() {
+			defer func() { <-conns }()
+			defer c.Close()
+			for range 16 {
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				msg, err := readFramed(c)
+				if err != nil {
+					return
+				}
+				out := d.resolve(ctx, msg)
+				if out == nil {
+					return
+				}
+				framed := append([]byte{byte(len(out) >> 8), byte(len(out))}, out...)
+				if _, err := c.Write(framed); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}

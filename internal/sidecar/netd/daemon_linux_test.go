@@ -1,0 +1,398 @@
+package netd
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/net/dns/dnsmessage"
+	"golang.org/x/sys/unix"
+
+	"github.com/lazaret-dev/lazaret/internal/netdapi"
+	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+)
+
+// TestDaemonInNamespace runs the real daemon in a fresh network namespace
+// (unshare -rn, so unprivileged users can run it too): ruleset, resolver,
+// nflog denials, control socket and expiry. A TUN device shows which
+// packets leave the namespace.
+
+const daemonChildEnv = "LAZARET_NETD_NETNS_CHILD"
+
+func TestDaemonInNamespace(t *testing.T) {
+	if os.Getenv(daemonChildEnv) == "1" {
+		daemonInNamespace(t)
+		return
+	}
+	for _, tool := range []string{"unshare", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skip("no /dev/net/tun")
+	}
+	cmd := exec.Command("unshare", "-rn", os.Args[0], "-test.run", "^TestDaemonInNamespace$", "-test.v")
+	cmd.Env = append(os.Environ(), daemonChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "=== RUN") {
+		t.Skipf("cannot make a network namespace here: %s", out)
+	}
+	if err != nil {
+		t.Fatalf("in namespace: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
+type tunSeen struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (s *tunSeen) has(k string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen[k]
+}
+
+func mustSh(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v %s", args, err, out)
+	}
+}
+
+func startTun(t *testing.T) *tunSeen {
+	f, err := os.OpenFile("/dev/net/tun", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	var req [unix.IFNAMSIZ + 64]byte
+	copy(req[:], "lzt0")
+	*(*uint16)(unsafe.Pointer(&req[unix.IFNAMSIZ])) = unix.IFF_TUN | unix.IFF_NO_PI
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.TUNSETIFF, uintptr(unsafe.Pointer(&req[0]))); e != 0 {
+		t.Fatalf("TUNSETIFF: %v", e)
+	}
+	mustSh(t, "ip", "link", "set", "lzt0", "up")
+	mustSh(t, "ip", "addr", "add", "192.0.2.1/24", "dev", "lzt0")
+	mustSh(t, "ip", "route", "add", "198.51.100.0/24", "dev", "lzt0")
+	mustSh(t, "ip", "route", "add", "192.0.3.0/24", "dev", "lzt0")
+	s := &tunSeen{seen: map[string]bool{}}
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, err := f.Read(buf)
+			if err != nil {
+				return
+			}
+			if d, ok := netpolicy.ParsePacketDest(buf[:n]); ok {
+				s.mu.Lock()
+				s.seen[d.String()] = true
+				s.mu.Unlock()
+			}
+		}
+	}()
+	return s
+}
+
+// leaves sends a TCP SYN to dst and reports whether it reached the TUN
+// device; a marker to an allowed address, sent after it, bounds the wait.
+func (s *tunSeen) leaves(t *testing.T, dst string, marker int) bool {
+	t.Helper()
+	d := net.Dialer{Timeout: 100 * time.Millisecond}
+	if c, err := d.Dial("tcp", dst); err == nil {
+		c.Close()
+	}
+	mk := fmt.Sprintf("192.0.2.10:%d", 1000+marker) // unique per call: a marker seen before would not bound the wait
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.has("tcp " + mk) {
+		if time.Now().After(deadline) {
+			out, _ := exec.Command("nft", "list", "chain", "inet", "lazaret", "output").CombinedOutput()
+			s.mu.Lock()
+			seen := fmt.Sprint(s.seen)
+			s.mu.Unlock()
+			t.Fatalf("marker %s never arrived; seen %s\n%s", mk, seen, out)
+		}
+		if c, err := d.Dial("tcp", mk); err == nil {
+			c.Close()
+		}
+	}
+	return s.has("tcp " + dst)
+}
+
+// fakeUpstream answers A queries with 192.0.3.7, a public address
+// (tcp.pkg.example: 192.0.3.8, and over UDP only truncated, so netd must
+// retry over TCP; host.pkg.example: 192.0.3.30, which the test calls a
+// host address).
+func fakeUpstream(t *testing.T) (netip.AddrPort, func() int) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	tl, err := net.Listen("tcp", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tl.Close() })
+	var mu sync.Mutex
+	count := new(int)
+	answer := func(b []byte, tcp bool) []byte {
+		var m dnsmessage.Message
+		if m.Unpack(b) != nil || len(m.Questions) != 1 {
+			return nil
+		}
+		mu.Lock()
+		*count++
+		mu.Unlock()
+		m.Header.Response = true
+		m.Additionals = nil
+		q := m.Questions[0]
+		if q.Name.String() == "tcp.pkg.example." && !tcp {
+			m.Header.Truncated = true
+		} else if q.Type == dnsmessage.TypeA {
+			a := [4]byte{192, 0, 3, 7}
+			if tcp {
+				a[3] = 8
+			}
+			if q.Name.String() == "host.pkg.example." {
+				a[3] = 30
+			}
+			m.Answers = []dnsmessage.Resource{{
+				Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 600},
+				Body:   &dnsmessage.AResource{A: a},
+			}}
+		}
+		out, _ := m.Pack()
+		return out
+	}
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if out := answer(buf[:n], false); out != nil {
+				pc.WriteTo(out, from)
+			}
+		}
+	}()
+	go func() {
+		for {
+			c, err := tl.Accept()
+			if err != nil {
+				return
+			}
+			msg, err := readFramed(c)
+			if err == nil {
+				if out := answer(msg, true); out != nil {
+					c.Write(append([]byte{byte(len(out) >> 8), byte(len(out))}, out...))
+				}
+			}
+			c.Close()
+		}
+	}()
+	return netip.MustParseAddrPort(pc.LocalAddr().String()), func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return *count
+	}
+}
+
+func daemonInNamespace(t *testing.T) {
+	mustSh(t, "ip", "link", "set", "lo", "up")
+	tun := startTun(t)
+	up, queries := fakeUpstream(t)
+	sock := filepath.Join(t.TempDir(), "netd.sock")
+	pol, err := netpolicy.FromConfig([]netip.Prefix{netip.MustParsePrefix("192.0.2.0/28")}, []string{"pkg.example", "tcp.pkg.example", "host.pkg.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(Config{Policy: pol, Upstreams: []netip.AddrPort{up}, ControlPath: sock,
+		Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")}, MinTTL: time.Second,
+		HostAddrs: []netip.Addr{netip.MustParseAddr("192.0.3.30")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	cl := &netdapi.Client{Socket: sock}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := cl.Status(ctx)
+		if err == nil && st.Applied {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never applied: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	res := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var dd net.Dialer
+		return dd.DialContext(ctx, network, "127.0.0.1:53")
+	}}
+	// Before the lookup the address is closed; the lookup opens it.
+	if tun.leaves(t, "192.0.3.7:443", 1) {
+		t.Fatal("192.0.3.7 open before any lookup")
+	}
+	addrs, err := res.LookupNetIP(ctx, "ip4", "pkg.example")
+	if err != nil || len(addrs) != 1 || addrs[0] != netip.MustParseAddr("192.0.3.7") {
+		t.Fatalf("lookup pkg.example: %v %v", addrs, err)
+	}
+	if !tun.leaves(t, "192.0.3.7:443", 2) {
+		t.Error("resolved address not allowed")
+	}
+	hostAddressAnswers(t, ctx, tun, res, cl)
+	// A truncated UDP answer is fetched again over TCP (from a marked
+	// socket, like every upstream exchange).
+	addrs, err = res.LookupNetIP(ctx, "ip4", "tcp.pkg.example")
+	if err != nil || len(addrs) != 1 || addrs[0] != netip.MustParseAddr("192.0.3.8") {
+		t.Errorf("lookup over TCP fallback: %v %v", addrs, err)
+	}
+	before := queries()
+	if _, err := res.LookupNetIP(ctx, "ip4", "evil.example"); err == nil {
+		t.Error("evil.example resolved")
+	}
+	if queries() != before {
+		t.Error("a denied name was forwarded upstream")
+	}
+
+	// Live allow with expiry.
+	if tun.leaves(t, "198.51.100.9:443", 3) {
+		t.Fatal("198.51.100.9 open")
+	}
+	if _, err := cl.Allow(ctx, "198.51.100.0/24", 3*time.Second, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if !tun.leaves(t, "198.51.100.9:443", 4) {
+		t.Error("allowed CIDR still closed")
+	}
+	// A reload keeps the temporary entry until it expires.
+	st, err := cl.SetPolicy(ctx, pol, "test reload")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Policy.AllowEgress) != 2 {
+		t.Errorf("reload dropped the temporary entry: %+v", st.Policy.AllowEgress)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		st, err = cl.Status(ctx)
+		if err == nil && len(st.Policy.AllowEgress) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("temporary entry never expired: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if tun.leaves(t, "198.51.100.10:443", 5) {
+		out, _ := exec.Command("nft", "list", "table", "inet", "lazaret").CombinedOutput()
+		t.Errorf("expired CIDR still open; status %+v\n%s", st.Policy, out)
+	}
+	if _, err := cl.Allow(ctx, "not a target", 0, "test"); err == nil {
+		t.Error("bad target accepted")
+	}
+	if _, err := cl.Do(ctx, netdapi.Request{Op: "flush"}); err == nil {
+		t.Error("unknown op accepted")
+	}
+
+	// nflog delivers asynchronously: poll.
+	counted := func(dest string) bool {
+		st, err := cl.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, den := range st.Denials {
+			if den.Dest == dest && den.Count > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for _, dest := range []string{"dns evil.example", "tcp 198.51.100.10:443"} {
+		deadline := time.Now().Add(5 * time.Second)
+		for !counted(dest) {
+			if time.Now().After(deadline) {
+				t.Errorf("denial %q not counted", dest)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	st, err = cl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Changes) < 3 {
+		t.Errorf("changes not logged: %+v", st.Changes)
+	}
+
+	// A policy without pkg.example closes the address it resolved to.
+	if !tun.leaves(t, "192.0.3.7:444", 7) {
+		t.Fatal("resolved address closed too early")
+	}
+	if _, err := cl.SetPolicy(ctx, netpolicy.Policy{AllowEgress: pol.AllowEgress}, "test: drop the domain"); err != nil {
+		t.Fatal(err)
+	}
+	if tun.leaves(t, "192.0.3.7:445", 8) {
+		t.Error("address of a name no longer allowed still open")
+	}
+
+	// Stopping netd leaves the ruleset in place: still closed.
+	cancel()
+	<-done
+	done <- nil
+	if tun.leaves(t, "198.51.100.11:443", 9) {
+		t.Error("namespace opened when netd stopped")
+	}
+}
+
+// hostAddressAnswers: an allowed name whose answer is one of the host's
+// addresses opens nothing. Positive control: once netd is told the host
+// no longer has that address, the same answer opens it; told again, it
+// is closed at once.
+func hostAddressAnswers(t *testing.T, ctx context.Context, tun *tunSeen, res *net.Resolver, cl *netdapi.Client) {
+	t.Helper()
+	lookup := func() {
+		addrs, err := res.LookupNetIP(ctx, "ip4", "host.pkg.example")
+		if err != nil || len(addrs) != 1 || addrs[0] != netip.MustParseAddr("192.0.3.30") {
+			t.Fatalf("lookup host.pkg.example: %v %v", addrs, err)
+		}
+	}
+	lookup()
+	if tun.leaves(t, "192.0.3.30:443", 11) {
+		t.Error("an answer naming a host address opened it")
+	}
+	if err := cl.SetHostAddrs(ctx, nil, "test"); err != nil {
+		t.Fatal(err)
+	}
+	lookup()
+	if !tun.leaves(t, "192.0.3.30:443", 12) {
+		t.Error("control: the same answer without the host address did not open it")
+	}
+	if err := cl.SetHostAddrs(ctx, []netip.Addr{netip.MustParseAddr("192.0.3.30")}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if tun.leaves(t, "192.0.3.30:444", 13) {
+		t.Error("a resolved address that became the host's stayed open")
+	}
+}
