@@ -92,7 +92,9 @@ func (f *fixture) client(h2 bool) *http.Client {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(f.ca.CertPEM)
 	tr := &http.Transport{
-		DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, "tcp", f.proxyAddr) },
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", f.proxyAddr)
+		},
 		TLSClientConfig:   &tls.Config{RootCAs: pool},
 		ForceAttemptHTTP2: h2,
 	}
