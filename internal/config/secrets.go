@@ -3,8 +3,8 @@ package config
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
