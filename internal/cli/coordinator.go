@@ -11,6 +11,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/coord"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/sidecar"
 )
 
 // coordinatorCmdName is the hidden command that runs the Session
@@ -71,8 +72,14 @@ func runCoordinator(cmd *cobra.Command, g *globalOptions, o *coordinatorOptions)
 	if err != nil {
 		return err
 	}
+	// The secrets' values, before anything starts (and before any podman
+	// could inherit a variable holding one).
+	secrets, err := sidecar.FetchSecrets(cmd.Context(), p)
+	if err != nil {
+		return err
+	}
 	return coord.Run(cmd.Context(), coord.Options{
 		Config: cfg, Profile: p, Anchor: a, Volumes: vols, Recover: o.recover,
-		Podman: &podman.Client{Log: log}, Log: log,
+		Podman: &podman.Client{Log: log}, Log: log, Secrets: secrets,
 	})
 }

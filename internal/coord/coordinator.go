@@ -19,6 +19,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/sandbox"
+	"github.com/lazaret-dev/lazaret/internal/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/version"
 )
 
@@ -63,6 +64,8 @@ type Options struct {
 	Log         *slog.Logger
 	IdleGrace   time.Duration
 	StopTimeout time.Duration
+	// Secrets are the profile's secrets, read before anything started.
+	Secrets *sidecar.Secrets
 }
 
 type coordinator struct {
@@ -151,7 +154,7 @@ func Run(ctx context.Context, o Options) error {
 	for typ, h := range ctl.AuditHandlers(auditStore{c}) {
 		c.srv.Handle(typ, h)
 	}
-	c.comps = components(&Deps{Config: o.Config, Profile: o.Profile, Anchor: a, Podman: o.Podman, Server: c.srv, Log: o.Log, Audit: c.appendAudit})
+	c.comps = components(&Deps{Config: o.Config, Profile: o.Profile, Anchor: a, Podman: o.Podman, Server: c.srv, Log: o.Log, Audit: c.appendAudit, Secrets: o.Secrets})
 	go func() {
 		if err := c.srv.Serve(ln); err != nil {
 			c.log.Error("control socket", "err", err)
