@@ -407,3 +407,56 @@ func fileTexts(t *testing.T, dirs ...string) string {
 	}
 	return b.String()
 }
+
+// TestSecretsBadInput: a secret whose source fails, or a configuration
+// that sends one outside the profile's domains, is one error naming the
+// file, line and key, and nothing is started: no container, no sockets.
+func TestSecretsBadInput(t *testing.T) {
+	env := NewEnv(t)
+	rt, err := domain.RuntimeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, _ := filepath.EvalSymlinks(env.Workspace)
+	a, err := domain.New("default", ws, env.DataRoot, rt, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base = `[network]
+allow_domains = ["api.secret.test"]
+[secrets.alpha]
+%s
+hosts = ["%s"]
+[profiles.default]
+secrets = { alpha = "ALPHA_KEY" }
+`
+	for _, c := range []struct{ source, host, want string }{
+		{`command = ["/bin/sh", "-c", "echo token expired >&2; exit 3"]`, "api.secret.test", `config.toml:5: secrets.alpha.command: command "/bin/sh": exit status 3: token expired`},
+		{`value = "env:LZT_UNSET_SECRET"`, "api.secret.test", "config.toml:5: secrets.alpha.value: host variable LZT_UNSET_SECRET is not set"},
+		{`value = "file:/nonexistent/key"`, "api.secret.test", `config.toml:5: secrets.alpha.value: cannot read "/nonexistent/key"`},
+		{`value = "env:HOME"`, "other.secret.test", `config.toml:8: profiles.default.secrets.alpha: host "other.secret.test" of secret alpha is not in the profile's allow_domains`},
+	} {
+		env.WriteConfig(fmt.Sprintf(base, c.source, c.host))
+		r := env.Run("exec", "--", "true")
+		if r.Code == 0 || !strings.Contains(r.Stderr, c.want) {
+			t.Errorf("%s: exit %d\n%s\nwant %s", c.source, r.Code, r.Stderr, c.want)
+		}
+		if strings.Count(strings.TrimSpace(r.Stderr), "\n") > 2 {
+			t.Errorf("%s: more than one error:\n%s", c.source, r.Stderr)
+		}
+		out, _ := Podman(t, "ps", "-a", "--filter", "label="+domain.LabelKey+"="+a.Hash, "--format", "{{.Names}}")
+		if strings.TrimSpace(out) != "" {
+			t.Errorf("%s: containers left: %s", c.source, out)
+		}
+		for _, p := range []string{a.NetdSocket(), a.ControlSocket()} {
+			if _, err := os.Stat(p); err == nil {
+				t.Errorf("%s: %s left", c.source, p)
+			}
+		}
+	}
+	// Positive control: with a source that works the sandbox starts.
+	env.WriteConfig(fmt.Sprintf(base, `command = ["/bin/echo", "v"]`, "api.secret.test"))
+	if r := env.Run("exec", "--", "printenv", "ALPHA_KEY"); r.Code != 0 || !strings.HasPrefix(r.Stdout, "lzph-") {
+		t.Errorf("control: exit %d %q %q", r.Code, r.Stdout, r.Stderr)
+	}
+}
