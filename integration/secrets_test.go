@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -189,6 +190,14 @@ type secretSandbox struct {
 
 func startSecretSandbox(t *testing.T, config string, listen string) *secretSandbox {
 	t.Helper()
+	return startSecretSandboxWith(t, config, listen, nil)
+}
+
+// startSecretSandboxWith runs before, when set, while the sandbox still
+// resolves through the real upstream (an npm install), before netd's
+// upstream is pointed at the test host's DNS server.
+func startSecretSandboxWith(t *testing.T, config string, listen string, before func(*secretSandbox)) *secretSandbox {
+	t.Helper()
 	f := newNetFixture(t)
 	env := NewEnv(t)
 	s := &secretSandbox{env: env, f: f, alpha: randomSecret(t), beta: randomSecret(t)}
@@ -229,6 +238,9 @@ func startSecretSandbox(t *testing.T, config string, listen string) *secretSandb
 	s.server = "lzt-sec-srv-" + f.suffix
 	f.startServer(s.server)
 	f.wire(s.a.Sidecar(), s.server)
+	if before != nil {
+		before(s)
+	}
 	redirectUpstream(t, f, s.a.Sidecar(), s.server)
 	// The server container's own LAZARET_NETHELPER must not win.
 	if out, err := Podman(t, "exec", "-d", "--env", netHelperEnv+"=", "--env", secretHelperEnv+"=tlsecho", "--env", "LZT_TLS_CERT="+string(certPEM),
@@ -458,5 +470,81 @@ secrets = { alpha = "ALPHA_KEY" }
 	env.WriteConfig(fmt.Sprintf(base, `command = ["/bin/echo", "v"]`, "api.secret.test"))
 	if r := env.Run("exec", "--", "printenv", "ALPHA_KEY"); r.Code != 0 || !strings.HasPrefix(r.Stdout, "lzph-") {
 		t.Errorf("control: exit %d %q %q", r.Code, r.Stdout, r.Stderr)
+	}
+}
+
+// agentCLIConfig: Claude Code's key is a secret injected as x-api-key on
+// the way to the test double of its API.
+const agentCLIConfig = `ca_bundle = %q
+[network]
+allow_domains = ["api.secret.test", "registry.npmjs.org"]
+allow_egress = [EGRESS]
+
+[secrets.anthropic]
+value = "env:LZT_SECRET_ALPHA"
+hosts = ["api.secret.test"]
+header = "x-api-key"
+
+[profiles.default]
+image = "localhost/lazaret-agent:latest"
+secrets = { anthropic = "ANTHROPIC_API_KEY" }
+volumes = [{ host = %q, container = "/run/lzt", mode = "ro" }]
+`
+
+// TestSecretsAgentCLI: Claude Code, installed from npm in the sandbox,
+// answers a prompt through a test double of the Messages API; the double
+// receives the real key, the CLI's process only ever had the placeholder.
+// The npm install takes a minute or more: set LAZARET_TEST_AGENT_CLI=1.
+func TestSecretsAgentCLI(t *testing.T) {
+	if os.Getenv("LAZARET_TEST_AGENT_CLI") != "1" {
+		t.Skip("set LAZARET_TEST_AGENT_CLI=1 (installs Claude Code from npm in the sandbox)")
+	}
+	if _, err := Podman(t, "image", "exists", "localhost/lazaret-agent:latest"); err != nil {
+		t.Skip("agent image not built (lazaret image build agent)")
+	}
+	install := func(s *secretSandbox) {
+		start := time.Now()
+		r := s.env.Run("exec", "--", "bash", "-c", "npm install --no-audit --no-fund --prefix /tmp/cc @anthropic-ai/claude-code 2>&1 | tail -5")
+		t.Logf("npm install (%v): exit %d %s %s", time.Since(start).Round(time.Second), r.Code, r.Stdout, r.Stderr)
+		if r.Code != 0 {
+			t.Fatal("npm install failed")
+		}
+	}
+	// This workplace's registry answers from a documentation-range address,
+	// which netd never opens from DNS: allow it explicitly, as a user would.
+	addrs, err := net.LookupHost("registry.npmjs.org")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var egress []string
+	for _, a := range addrs {
+		if ip := net.ParseIP(a); ip.To4() != nil {
+			egress = append(egress, `"`+a+`/32"`)
+		}
+	}
+	config := strings.Replace(agentCLIConfig, "EGRESS", strings.Join(egress, ", "), 1)
+	s := startSecretSandboxWith(t, config, "192.0.3.20:443", install)
+	run := "cd /tmp && ANTHROPIC_BASE_URL=https://api.secret.test CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 " +
+		"timeout 180 /tmp/cc/node_modules/.bin/claude -p 'Say hello' 2>&1; echo; echo rc=$?; " +
+		`for p in /proc/[0-9]*; do cat $p/environ $p/cmdline 2>/dev/null; echo; done`
+	r := s.env.Run("exec", "--", "bash", "-c", run)
+	mask := strings.NewReplacer(s.alpha, "<key>")
+	head, _, _ := strings.Cut(r.Stdout, "rc=")
+	t.Logf("claude -p: %s %s", mask.Replace(head), mask.Replace(r.Stderr))
+	if !strings.Contains(r.Stdout, "LZT-DOUBLE-ANSWER") {
+		t.Errorf("claude did not print the test double's answer")
+	}
+	if strings.Contains(r.Stdout, s.alpha) || !strings.Contains(r.Stdout, "ANTHROPIC_API_KEY=lzph-") {
+		t.Error("the sandbox's processes held the key, or not the placeholder")
+	}
+	var msgs []string
+	for _, l := range s.requests() {
+		if strings.Contains(l, "path=/v1/messages") {
+			msgs = append(msgs, l)
+		}
+	}
+	t.Logf("test double received %d Messages requests: %s", len(msgs), mask.Replace(strings.Join(msgs, "\n")))
+	if len(msgs) == 0 || !strings.Contains(msgs[0], "x-api-key="+s.alpha) {
+		t.Error("the test double did not receive the key")
 	}
 }

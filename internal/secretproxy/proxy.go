@@ -34,6 +34,10 @@ type Options struct {
 	Refused func(secret, host string)
 	Log     *slog.Logger
 	Now     func() time.Time
+	// UpstreamServerName, when set, is the name every upstream is
+	// verified under instead of the host asked for: tests and benchmarks
+	// whose upstream has a fixed test certificate. netd never sets it.
+	UpstreamServerName string
 }
 
 // Stat counts one secret's use on one host.
@@ -89,7 +93,7 @@ func New(o Options) (*Proxy, error) {
 			}
 			return o.Dial(ctx, host)
 		},
-		TLSClientConfig:       &tls.Config{RootCAs: o.Roots, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:       &tls.Config{RootCAs: o.Roots, MinVersion: tls.VersionTLS12, ServerName: o.UpstreamServerName},
 		ForceAttemptHTTP2:     true,
 		MaxIdleConnsPerHost:   16,
 		IdleConnTimeout:       90 * time.Second,
