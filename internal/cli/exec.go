@@ -204,6 +204,9 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	}
 	announce()
 	defer client.Close()
+	// The coordinator has read the secrets; the podman exec below must not
+	// inherit a variable holding one.
+	p.UnsetSecretSources()
 	if err := link.Register(cctx, client); err != nil && !errors.Is(err, sessionlink.ErrDisabled) {
 		return err
 	}

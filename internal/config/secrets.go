@@ -372,3 +372,14 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// UnsetSecretSources removes the host variables the profile's secrets are
+// read from from this process's environment: its children (podman) must
+// not inherit a value.
+func (p *Profile) UnsetSecretSources() {
+	for _, ps := range p.Secrets {
+		if ps.Secret.Env != "" {
+			os.Unsetenv(ps.Secret.Env)
+		}
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -55,11 +54,7 @@ func FetchSecrets(ctx context.Context, p *config.Profile) (*Secrets, error) {
 		s.envVars = append(s.envVars, ps.EnvVar)
 		s.sources = append(s.sources, ps.Secret)
 	}
-	for _, src := range s.sources {
-		if src.Env != "" {
-			os.Unsetenv(src.Env)
-		}
-	}
+	p.UnsetSecretSources()
 	return s, nil
 }
 
