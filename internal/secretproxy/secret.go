@@ -81,7 +81,7 @@ func CheckHostPattern(p string) error {
 	}
 	labels := strings.Split(name, ".")
 	if strings.HasPrefix(p, "*.") && len(labels) < 2 {
-		return fmt.Errorf("host %q: a wildcard needs at least two labels after *.", p)
+		return fmt.Errorf("host %q: a wildcard needs at least two labels after the *", p)
 	}
 	for _, l := range labels {
 		if l == "" || len(l) > 63 {
