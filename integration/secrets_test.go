@@ -257,6 +257,21 @@ func startSecretSandboxWith(t *testing.T, config string, listen string, before f
 	return s
 }
 
+// netdRSS is lazaret-netd's resident and peak memory.
+func (s *secretSandbox) netdRSS() string {
+	st, err := os.ReadFile("/proc/" + s.f.pid(s.a.Sidecar()) + "/status")
+	if err != nil {
+		return "n/a"
+	}
+	var out []string
+	for _, l := range strings.Split(string(st), "\n") {
+		if strings.HasPrefix(l, "VmRSS") || strings.HasPrefix(l, "VmHWM") {
+			out = append(out, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 // requests are the lines the test host logged.
 func (s *secretSandbox) requests() []string {
 	var out []string
@@ -289,6 +304,7 @@ func TestSecretsInjected(t *testing.T) {
 		t.Fatalf("sandbox variables: %q", out)
 	}
 	phAlpha := strings.Fields(strings.TrimPrefix(strings.TrimSpace(out), "A="))[0]
+	rssBefore := s.netdRSS()
 
 	r := s.get(t, "https://api.secret.test/alpha", "Authorization: Bearer $ALPHA_KEY")
 	t.Logf("agent: %s %s", r.Stdout, r.Stderr)
@@ -340,6 +356,7 @@ func TestSecretsInjected(t *testing.T) {
 		t.Errorf("net status text:\n%s", text)
 	}
 
+	t.Logf("lazaret-netd memory: before the first request %s; after injecting %s", rssBefore, s.netdRSS())
 	s.searchLeaks(t)
 }
 
