@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/net/netutil"
 )
 
 // Options configures a Proxy.
@@ -51,6 +53,9 @@ type Stat struct {
 // maxStats bounds the (secret, host) pairs counted: the agent chooses the
 // names under a wildcard.
 const maxStats = 256
+
+// maxConns bounds the agent's concurrent connections to the injector.
+const maxConns = 256
 
 // Proxy serves the agent's TLS connections to the secrets' hosts.
 type Proxy struct {
@@ -181,7 +186,9 @@ func (p *Proxy) Serve(ln net.Listener) error {
 	p.mu.Lock()
 	p.srv = srv
 	p.mu.Unlock()
-	err := srv.ServeTLS(ln, "", "")
+	// The agent opens as many connections as it likes; netd's resolver
+	// shares the process.
+	err := srv.ServeTLS(netutil.LimitListener(ln, maxConns), "", "")
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -167,6 +167,11 @@ func TestPlaceholderToOtherHostRefused(t *testing.T) {
 	if got.Get("Authorization") != "Bearer ALPHA-REAL-VALUE" {
 		t.Errorf("control: %q", got.Get("Authorization"))
 	}
+	// In another case or percent-encoded in the query: still reported.
+	get(t, c, "https://z.beta.test/?k=%6C"+strings.ToUpper(ph[1:]), nil)
+	if len(f.refused) != 2 || f.refused[1] != "alpha@z.beta.test" {
+		t.Errorf("encoded placeholder not reported: %v", f.refused)
+	}
 	for _, s := range f.proxy.Stats() {
 		if s.Secret == "alpha" && s.Host == "y.beta.test" && s.Refused != 1 {
 			t.Errorf("refused count %+v", s)

@@ -172,17 +172,23 @@ func replaceInValues(h http.Header, old, repl string) bool {
 }
 
 // carries reports whether the placeholder appears anywhere in the request
-// head: a header name or value, or the URL.
+// head: a header name or value, or the URL (also percent-decoded), in any
+// letter case. Only reporting depends on it: a placeholder that escapes
+// detection (encoded some other way) is still only a placeholder.
 func carries(h http.Header, u *url.URL, ph string) bool {
-	if u != nil && (strings.Contains(u.String(), ph) || strings.Contains(u.Path, ph) || strings.Contains(u.RawQuery, ph)) {
-		return true
+	in := func(s string) bool { return strings.Contains(strings.ToLower(s), ph) }
+	if u != nil {
+		q, _ := url.QueryUnescape(u.RawQuery)
+		if in(u.String()) || in(u.Path) || in(q) {
+			return true
+		}
 	}
 	for k, vs := range h {
-		if strings.Contains(k, ph) {
+		if in(k) {
 			return true
 		}
 		for _, v := range vs {
-			if strings.Contains(v, ph) {
+			if in(v) {
 				return true
 			}
 		}
