@@ -60,7 +60,7 @@ func upstream(b *testing.B) *httptest.Server {
 }
 
 // clients returns the direct client and the one through the injector.
-func clients(b *testing.B, up *httptest.Server) (direct, injected *http.Client, injURL string) {
+func clients(b *testing.B, up *httptest.Server) (direct, injected, injectedH1 *http.Client, injURL string) {
 	upAddr := up.Listener.Addr().String()
 	ca, err := secretproxy.NewCA([]string{host}, time.Now())
 	if err != nil {
@@ -88,16 +88,21 @@ func clients(b *testing.B, up *httptest.Server) (direct, injected *http.Client, 
 	b.Cleanup(func() { p.Close() })
 	sandboxRoots := x509.NewCertPool()
 	sandboxRoots.AppendCertsFromPEM(ca.CertPEM)
-	mk := func(addr string, rootsFor *x509.CertPool, name string) *http.Client {
-		return &http.Client{Transport: &http.Transport{
+	mk := func(addr string, rootsFor *x509.CertPool, name string, h2 bool) *http.Client {
+		tr := &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 			},
 			TLSClientConfig:   &tls.Config{RootCAs: rootsFor, ServerName: name},
-			ForceAttemptHTTP2: true,
-		}}
+			ForceAttemptHTTP2: h2,
+		}
+		if !h2 {
+			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+		}
+		return &http.Client{Transport: tr}
 	}
-	return mk(upAddr, roots, "example.com"), mk(ln.Addr().String(), sandboxRoots, host), "https://" + host
+	return mk(upAddr, roots, "example.com", true), mk(ln.Addr().String(), sandboxRoots, host, true),
+		mk(ln.Addr().String(), sandboxRoots, host, false), "https://" + host
 }
 
 func get(b *testing.B, c *http.Client, url string) time.Duration {
@@ -124,34 +129,40 @@ func median(ds []time.Duration) time.Duration {
 
 func BenchmarkSecrets(b *testing.B) {
 	up := upstream(b)
-	direct, injected, injURL := clients(b, up)
+	direct, injected, injectedH1, injURL := clients(b, up)
 	directURL := "https://example.com"
 	// Warm both (connections, the minted certificate).
 	get(b, direct, directURL+"/")
 	get(b, injected, injURL+"/")
-	var dLat, iLat []time.Duration
+	get(b, injectedH1, injURL+"/")
+	var dLat, iLat, hLat []time.Duration
 	for range rounds {
 		for range perRound {
 			dLat = append(dLat, get(b, direct, directURL+"/"))
 			iLat = append(iLat, get(b, injected, injURL+"/"))
+			hLat = append(hLat, get(b, injectedH1, injURL+"/"))
 		}
 	}
-	var dTP, iTP []float64
+	var dTP, iTP, hTP []float64
 	for range streamRuns {
 		dTP = append(dTP, float64(streamMB)/get(b, direct, directURL+"/stream").Seconds())
 		iTP = append(iTP, float64(streamMB)/get(b, injected, injURL+"/stream").Seconds())
+		hTP = append(hTP, float64(streamMB)/get(b, injectedH1, injURL+"/stream").Seconds())
 	}
 	slices.Sort(dTP)
 	slices.Sort(iTP)
-	dm, im := median(dLat), median(iLat)
-	dt, it := dTP[len(dTP)/2], iTP[len(iTP)/2]
+	slices.Sort(hTP)
+	dm, im, hm := median(dLat), median(iLat), median(hLat)
+	dt, it, ht := dTP[len(dTP)/2], iTP[len(iTP)/2], hTP[len(hTP)/2]
 	size := netdSize(b)
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	fmt.Printf("\n| secrets: injector vs direct (loopback, HTTP/2, same run) | direct | through the injector | ratio / added |\n|---|---|---|---|\n")
 	fmt.Printf("| small GET, median of %d | %v | %v | +%v |\n", rounds*perRound, dm.Round(time.Microsecond), im.Round(time.Microsecond), (im - dm).Round(time.Microsecond))
+	fmt.Printf("| small GET, agent side HTTP/1.1, median of %d | %v | %v | +%v |\n", rounds*perRound, dm.Round(time.Microsecond), hm.Round(time.Microsecond), (hm - dm).Round(time.Microsecond))
 	fmt.Printf("| %d MiB streamed (flushed every %d KiB), median of %d | %.0f MiB/s | %.0f MiB/s | %.2f× |\n", streamMB, chunk>>10, streamRuns, dt, it, it/dt)
+	fmt.Printf("| the same, agent side HTTP/1.1 | %.0f MiB/s | %.0f MiB/s | %.2f× |\n", dt, ht, ht/dt)
 	fmt.Printf("| lazaret-netd stripped binary | | %s | |\n", size)
 	fmt.Printf("| Go heap in use after the run (client, upstream and injector in one process) | | %.1f MiB | |\n\n", float64(ms.HeapInuse)/(1<<20))
 	if im-dm > time.Millisecond {
