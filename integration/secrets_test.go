@@ -39,6 +39,8 @@ func init() {
 		os.Exit(tlsEcho())
 	case "get":
 		os.Exit(httpsGet(os.Args[1:]))
+	case "bench":
+		os.Exit(httpsBench(os.Args[1:]))
 	}
 }
 
@@ -66,6 +68,18 @@ func tlsEcho() int {
 		}
 		sort.Strings(hs)
 		io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/bench/stream" {
+			buf := make([]byte, 32<<10)
+			for range 32 << 20 / len(buf) {
+				w.Write(buf)
+				w.(http.Flusher).Flush()
+			}
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, "/bench") {
+			fmt.Fprintln(w, "ok")
+			return
+		}
 		fmt.Fprintf(out, "request sni=%s proto=%s path=%s %s\n", r.TLS.ServerName, r.Proto, r.URL.Path, strings.Join(hs, " "))
 		if r.URL.Path == "/v1/messages" {
 			anthropicStream(w)
@@ -126,6 +140,34 @@ func httpsGet(args []string) int {
 	return 0
 }
 
+// httpsBench times 300 small GETs of URL/bench (one keep-alive client,
+// after a warm-up) and one 32 MiB streamed GET of URL/bench/stream, and
+// prints the median latency and the throughput.
+func httpsBench(args []string) int {
+	c := &http.Client{Timeout: 60 * time.Second}
+	get := func(path string) (time.Duration, int64) {
+		start := time.Now()
+		resp, err := c.Get(args[0] + path)
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return time.Since(start), n
+	}
+	get("/bench")
+	var ds []time.Duration
+	for range 300 {
+		d, _ := get("/bench")
+		ds = append(ds, d)
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	d, n := get("/bench/stream")
+	fmt.Printf("median_us=%d mibps=%.0f\n", ds[len(ds)/2].Microseconds(), float64(n)/(1<<20)/d.Seconds())
+	return 0
+}
+
 // testTLS makes a test CA and a server certificate for names.
 func testTLS(t *testing.T, names ...string) (caPEM, certPEM, keyPEM []byte) {
 	t.Helper()
@@ -156,7 +198,7 @@ func testTLS(t *testing.T, names ...string) (caPEM, certPEM, keyPEM []byte) {
 // two test hosts; the profile ctl passes alpha the old way, in env.
 const secretsConfig = `ca_bundle = %q
 [network]
-allow_domains = ["api.secret.test", "other.secret.test"]
+allow_domains = ["api.secret.test", "other.secret.test", "direct.secret.test"]
 
 [secrets.alpha]
 value = "env:LZT_SECRET_ALPHA"
@@ -202,7 +244,7 @@ func startSecretSandboxWith(t *testing.T, config string, listen string, before f
 	env := NewEnv(t)
 	s := &secretSandbox{env: env, f: f, alpha: randomSecret(t), beta: randomSecret(t)}
 	env.ExtraEnv = []string{"LZT_SECRET_ALPHA=" + s.alpha, "LZT_SECRET_BETA=" + s.beta}
-	caPEM, certPEM, keyPEM := testTLS(t, "api.secret.test", "other.secret.test")
+	caPEM, certPEM, keyPEM := testTLS(t, "api.secret.test", "other.secret.test", "direct.secret.test")
 	caFile := filepath.Join(env.Root, "testca.pem")
 	if err := os.WriteFile(caFile, caPEM, 0o644); err != nil {
 		t.Fatal(err)
@@ -357,6 +399,15 @@ func TestSecretsInjected(t *testing.T) {
 	}
 
 	t.Logf("lazaret-netd memory: before the first request %s; after injecting %s", rssBefore, s.netdRSS())
+	// The real path, measured (logged, not asserted): the agent's client
+	// through netd's injector against the same test host reached directly
+	// (direct.secret.test is no secret's host), alternated.
+	for range 2 {
+		for _, u := range []string{"https://direct.secret.test", "https://api.secret.test"} {
+			r := env.Run("exec", "--", "bash", "-c", secretHelperEnv+"=bench /run/lzt/lzt-helper "+u)
+			t.Logf("%s: %s", u, strings.TrimSpace(r.Stdout+r.Stderr))
+		}
+	}
 	s.searchLeaks(t)
 }
 
