@@ -142,6 +142,9 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	if err := p.CheckEnv(); err != nil {
 		return err
 	}
+	// Only a coordinator this CLI spawns gets the secrets' source
+	// variables; no podman this CLI runs inherits them.
+	secretEnv := p.TakeSecretSources()
 	if err := g.gitPreflight(ctx, p, a); err != nil {
 		return err
 	}
@@ -198,15 +201,12 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 		// A fresh timeout for each attempt: a pull may come between.
 		cancel()
 		cctx, cancel = context.WithTimeout(ctx, connectTimeout)
-		return coord.Connect(cctx, a, client, hello, coord.Spawn{Args: args}, g.log)
+		return coord.Connect(cctx, a, client, hello, coord.Spawn{Args: args, Env: secretEnv}, g.log)
 	}); err != nil {
 		return sessionError(err, p.Name)
 	}
 	announce()
 	defer client.Close()
-	// The coordinator has read the secrets; the podman exec below must not
-	// inherit a variable holding one.
-	p.UnsetSecretSources()
 	if err := link.Register(cctx, client); err != nil && !errors.Is(err, sessionlink.ErrDisabled) {
 		return err
 	}

@@ -376,10 +376,19 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 // UnsetSecretSources removes the host variables the profile's secrets are
 // read from from this process's environment: its children (podman) must
 // not inherit a value.
-func (p *Profile) UnsetSecretSources() {
+func (p *Profile) UnsetSecretSources() { p.TakeSecretSources() }
+
+// TakeSecretSources is UnsetSecretSources returning what it removed, as
+// NAME=value, for the one child that needs them (the coordinator).
+func (p *Profile) TakeSecretSources() []string {
+	var out []string
 	for _, ps := range p.Secrets {
-		if ps.Secret.Env != "" {
-			os.Unsetenv(ps.Secret.Env)
+		if n := ps.Secret.Env; n != "" {
+			if v, ok := os.LookupEnv(n); ok {
+				out = append(out, n+"="+v)
+				os.Unsetenv(n)
+			}
 		}
 	}
+	return out
 }
