@@ -41,8 +41,10 @@ func TestDependencies(t *testing.T) {
 	}
 }
 
-// maxBinarySize is the budget of the stripped sidecar binary.
-const maxBinarySize = 6 << 20
+// maxBinarySize is the budget of the stripped sidecar binary. The secret
+// injector (crypto/tls, net/http with HTTP/2) took it from 3.7 to 8.0 MB
+// (docs/SECRETS.md).
+const maxBinarySize = 9 << 20
 
 // TestBinarySizeAndStatic builds lazaret-netd as the release does and checks
 // it fits the budget and has no dynamic loader (it runs FROM scratch).

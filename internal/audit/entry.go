@@ -33,6 +33,9 @@ const (
 	// holds control, bidi or invisible characters.
 	KindGitRefSkipped    Kind = "git.ref_skipped"
 	KindGitCommitFlagged Kind = "git.commit_flagged"
+	// A secret's placeholder on its way to a host the secret is not for
+	// (netd left it as it was).
+	KindSecretRefused Kind = "secret.placeholder_refused"
 )
 
 // Kinds lists every known kind in a stable order.
@@ -43,7 +46,7 @@ var Kinds = []Kind{
 
 // GitKinds are the Git Sentry's kinds (kept apart from Kinds, whose order
 // the store's tests pin).
-var GitKinds = []Kind{KindGitRefSkipped, KindGitCommitFlagged}
+var GitKinds = []Kind{KindGitRefSkipped, KindGitCommitFlagged, KindSecretRefused}
 
 // Known reports whether k is one of Kinds.
 func (k Kind) Known() bool {

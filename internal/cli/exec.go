@@ -169,6 +169,9 @@ type session struct {
 	gate   *attach.Gate
 	link   *sessionlink.Link
 	client *ctl.Client
+	// secretEnv: the secrets' source variables, taken out of this
+	// process's environment; only the coordinator it spawns gets them.
+	secretEnv []string
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -199,10 +202,13 @@ func prepareSession(ctx context.Context, g *globalOptions, r sessionRequest) (*s
 	if err := p.CheckEnv(); err != nil {
 		return nil, err
 	}
+	// Only a coordinator this CLI spawns gets the secrets' source
+	// variables; no podman this CLI runs inherits them.
+	secretEnv := p.TakeSecretSources()
 	if err := g.gitPreflight(ctx, p, a); err != nil {
 		return nil, err
 	}
-	s := &session{g: g, r: r, cfg: cfg, p: p, a: a, gate: attach.NewGate(), stop: make(chan struct{})}
+	s := &session{g: g, r: r, cfg: cfg, p: p, a: a, secretEnv: secretEnv, gate: attach.NewGate(), stop: make(chan struct{})}
 	s.stdin, s.stdout, s.stderr = g.files()
 	var promptTTY *os.File
 	if r.tty && isTerminal(s.stdin) {
@@ -250,7 +256,7 @@ func (s *session) connect(ctx context.Context) (context.Context, context.CancelF
 		// A fresh timeout for each attempt: a pull may come between.
 		cancel()
 		cctx, cancel = context.WithTimeout(ctx, connectTimeout)
-		return d.connect(cctx, s.client, hello, connect.Spawn{Args: args})
+		return d.connect(cctx, s.client, hello, connect.Spawn{Args: args, Env: s.secretEnv})
 	}); err != nil {
 		return cctx, cancelLast, sessionError(err, s.p.Name)
 	}

@@ -237,6 +237,23 @@ func printNetStatus(w io.Writer, st *netdapi.Status) {
 	for _, d := range st.Denials {
 		fmt.Fprintf(tw, "  %s\t%d\tlast %s\n", field(d.Dest), d.Count, d.Last.Local().Format(time.TimeOnly))
 	}
+	printSecretStats(tw, st)
+}
+
+// printSecretStats shows, per secret and host, the requests netd injected
+// and the placeholders it refused (sent to a host the secret is not for).
+func printSecretStats(w io.Writer, st *netdapi.Status) {
+	if len(st.Injecting) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nsecrets (injected for %s):\n", field(strings.Join(st.Injecting, ", ")))
+	if len(st.Secrets) == 0 {
+		fmt.Fprintf(w, "  (no requests yet)\n")
+	}
+	fmt.Fprintf(w, "  secret\thost\tinjected\tplaceholder refused\n")
+	for _, s := range st.Secrets {
+		fmt.Fprintf(w, "  %s\t%s\t%d\t%d\n", field(s.Secret), field(s.Host), s.Injected, s.Refused)
+	}
 }
 
 func expiry(t time.Time) string {

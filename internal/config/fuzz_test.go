@@ -21,6 +21,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add(Starter)
 	f.Add([]byte("[escalation]\nauto_approve = [\"make lint {args}\", \"npm {args} x\", \"go run .\"]\n"))
 	f.Add([]byte("[profiles.claude]\nimage = \"node:22\"\nvolumes = [{host = \"{profile_dir}/home\", container = \"/root\", mode = \"ro,z\"}]\n"))
+	f.Add([]byte(secretsDoc))
+	f.Add([]byte("[secrets.a]\nvalue = \"file:~/k\"\ncommand = [1]\nrefresh = \"1s\"\nhosts = [\"*.com\", \"A.b\"]\nformat = \"x\"\n[profiles.p1]\nimage = \"x:1\"\nsecrets = { a = \"LAZARET_X\", b = 1 }\n"))
 	f.Add([]byte("data_rot = 1\n[network]\nallow_egress = [\"x\", 5, {a = 1}]\n[profiles.\"a b\"]\nimage = 1\n[profiles.c]\nenv = {A = [1]}\nvolumes = [{hots = 1}, 2]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.toml", data)

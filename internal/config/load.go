@@ -23,6 +23,7 @@ type fileConfig struct {
 	Network    fileNetwork             `toml:"network"`
 	Escalation fileEscalation          `toml:"escalation"`
 	Profiles   map[string]*fileProfile `toml:"profiles"`
+	Secrets    map[string]*fileSecret  `toml:"secrets"`
 }
 
 type fileNetwork struct {
@@ -46,6 +47,7 @@ type fileProfile struct {
 	GitMode        *string           `toml:"git_mode"`
 	Persist        *string           `toml:"persist"`
 	CABundle       *string           `toml:"ca_bundle"`
+	Secrets        map[string]string `toml:"secrets"`
 }
 
 type fileVolume struct {
@@ -247,18 +249,23 @@ func expectedType(key keyPath) string {
 		}
 		return "a string"
 	}
-	if len(key) == 4 && key[0] == "profiles" && key[2] == "env" {
+	if len(key) == 4 && key[0] == "profiles" && (key[2] == "env" || key[2] == "secrets") {
 		return "a string"
 	}
 	switch last {
-	case "data_root", "socket_dir", "image", "git_mode", "host", "container", "mode", "persist", "ca_bundle":
+	case "data_root", "socket_dir", "image", "git_mode", "host", "container", "mode", "persist", "ca_bundle",
+		"value", "refresh", "header", "format":
 		return "a string"
 	case "enabled":
 		return "a boolean"
-	case "allow_egress", "allow_domains", "auto_approve", "persistent_dirs":
+	case "allow_egress", "allow_domains", "auto_approve", "persistent_dirs", "hosts", "command":
 		return "an array of strings"
 	case "env":
 		return "a table of strings"
+	case "secrets":
+		if len(key) == 3 {
+			return "a table of strings (secret name = \"ENV_VAR\")"
+		}
 	case "volumes":
 		return "an array of tables {host, container, mode}"
 	}
@@ -301,6 +308,7 @@ func (v *validator) build(fc *fileConfig) *Config {
 		}
 	}
 
+	v.secretsTable(fc, cfg)
 	guard := newHostGuard(cfg.DataRoot, v.file)
 	names := make([]string, 0, len(fc.Profiles))
 	for name := range fc.Profiles {
@@ -409,6 +417,7 @@ func (v *validator) profile(cfg *Config, guard *hostGuard, name string, fp *file
 	p.AllowDomains = v.domains(key.child("allow_domains"), fp.AllowDomains, cfg.Network.AllowDomains)
 
 	v.profileEnv(p, key, fp)
+	v.profileSecrets(cfg, p, key, fp.Secrets)
 
 	if fp.GitMode != nil {
 		switch *fp.GitMode {

@@ -424,7 +424,7 @@ func TestStarterPasses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("uncommented starter fails: %v\n%s", err, b.String())
 	}
-	if p := c.Profiles["claude"]; p == nil || p.Env["ANTHROPIC_API_KEY"] != "k" || len(p.Volumes) != 1 {
+	if p := c.Profiles["claude"]; p == nil || len(p.Secrets) != 1 || p.Secrets[0].EnvVar != "ANTHROPIC_API_KEY" || len(p.Volumes) != 1 || p.CheckEnv() != nil {
 		t.Errorf("example profile = %+v", p)
 	}
 }

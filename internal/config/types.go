@@ -2,7 +2,10 @@
 // decoding, ~ and {token} expansion, and host path safety.
 package config
 
-import "net/netip"
+import (
+	"net/netip"
+	"slices"
+)
 
 // DefaultProfileName is the built-in profile that exists without any
 // configuration file.
@@ -26,6 +29,8 @@ type Config struct {
 	// CABundle is the global ca_bundle (the host's default trust store
 	// when unset); a profile's own ca_bundle replaces it.
 	CABundle CABundle
+	// Secrets are the [secrets.NAME] tables.
+	Secrets map[string]*Secret
 	// Warnings are non-fatal findings (for example an unpinned image).
 	Warnings []string
 }
@@ -69,6 +74,8 @@ type Profile struct {
 	Persist string
 	// CABundle is the host trust store mounted into the sandbox.
 	CABundle CABundle
+	// Secrets are the secrets netd injects for this profile.
+	Secrets []ProfileSecret
 
 	// guard refuses dangerous volume host paths; set by Load.
 	guard *hostGuard
@@ -85,14 +92,16 @@ type Profile struct {
 // CheckEnv reports the env entries whose env:VAR host variable was unset
 // when the configuration was loaded (an *Error, or an ErrorList for more
 // than one); commands that start a sandbox call it.
+// Secrets whose source cannot give a value are reported the same way.
 func (p *Profile) CheckEnv() error {
-	switch len(p.envErrs) {
+	errs := append(slices.Clone(p.envErrs), p.CheckSecrets()...)
+	switch len(errs) {
 	case 0:
 		return nil
 	case 1:
-		return p.envErrs[0]
+		return errs[0]
 	}
-	return p.envErrs
+	return errs
 }
 
 // Volume is a custom bind mount as written in the file; Host may contain

@@ -29,6 +29,8 @@ type Deps struct {
 	Log    *slog.Logger
 	// Audit appends to the domain's audit trail (the state store).
 	Audit func(context.Context, audit.Entry) (uint64, error)
+	// Secrets are the profile's secrets with their values (netd's).
+	Secrets *sidecar.Secrets
 }
 
 // components returns the sandbox components of a domain in the order they
@@ -38,7 +40,7 @@ func components(d *Deps) []sandbox.Component {
 	return []sandbox.Component{
 		// In this order: each Prepare sees the spec its predecessors
 		// changed (network sidecar, State Anchor, Git Sentry, escalation).
-		withDenials(d, sidecar.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log)),
+		withDenials(d, sidecar.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log).WithSecrets(d.Secrets)),
 		stateanchor.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 		gitsentry.New(d.Anchor, d.Profile.GitMode, d.Podman, d.Log).WithAudit(d.Audit),
 		escalation.FromConfig(d.Config, d.Anchor, d.Server, escalation.EntryAuditor(d.Audit), d.Log),

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/locate"
@@ -68,6 +69,8 @@ type Options struct {
 	Log         *slog.Logger
 	IdleGrace   time.Duration
 	StopTimeout time.Duration
+	// Secrets are the profile's secrets, read before anything started.
+	Secrets *sidecar.Secrets
 }
 
 type coordinator struct {
@@ -156,7 +159,7 @@ func Run(ctx context.Context, o Options) error {
 	for typ, h := range ctl.AuditHandlers(auditStore{c}) {
 		c.srv.Handle(typ, h)
 	}
-	c.comps = components(&Deps{Config: o.Config, Profile: o.Profile, Anchor: a, Podman: o.Podman, Server: c.srv, Log: o.Log, Audit: c.appendAudit})
+	c.comps = components(&Deps{Config: o.Config, Profile: o.Profile, Anchor: a, Podman: o.Podman, Server: c.srv, Log: o.Log, Audit: c.appendAudit, Secrets: o.Secrets})
 	go func() {
 		if err := c.srv.Serve(ln); err != nil {
 			c.log.Error("control socket", "err", err)

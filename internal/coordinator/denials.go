@@ -88,6 +88,10 @@ func (r *denialRouter) run(ctx context.Context, cl *netdapi.Client) {
 // prompts lately) is denied for this run at once rather than left waiting,
 // and gets the notice with its allow command.
 func (r *denialRouter) event(ctx context.Context, ev netdapi.DenialEvent) {
+	if ev.Secret != "" {
+		r.secretRefused(ctx, ev)
+		return
+	}
 	r.mu.Lock()
 	ignored := ev.Name != "" && r.ignored[ev.Name]
 	queued, refused := false, false
@@ -225,6 +229,20 @@ func (r *denialRouter) ask(ctx context.Context, cl *netdapi.Client, name string)
 		r.mu.Unlock()
 	}
 	r.audit(ctx, sess, name, ans.Choice)
+}
+
+// secretRefused audits a placeholder netd saw headed for a host its
+// secret is not for, and tells the sessions.
+func (r *denialRouter) secretRefused(ctx context.Context, ev netdapi.DenialEvent) {
+	r.notice(ev)
+	if r.d.Audit == nil {
+		return
+	}
+	e := audit.Entry{Kind: audit.KindSecretRefused, Profile: r.d.Profile.Name,
+		Fields: map[string]string{"secret": ev.Secret, "host": ev.Name}}
+	if _, err := r.d.Audit(ctx, e); err != nil {
+		r.d.Log.Error("audit of a refused placeholder", "err", err)
+	}
 }
 
 // decisions name each answer in the audit trail.

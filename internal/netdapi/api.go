@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/secret"
 )
 
 // Version is the protocol version; a request with another version is
@@ -40,6 +41,13 @@ const (
 	// and waiting queries are answered from upstream; denied, they get
 	// NXDOMAIN and the name is not held again.
 	OpDecide = "decide"
+	// OpSecrets hands netd the sandbox's secrets, its interception CA
+	// (certificate and key) and the roots that verify upstream servers;
+	// netd then answers the secrets' hosts itself and injects. Once.
+	OpSecrets = "secrets"
+	// OpSecretValue replaces one secret's value (Target, Value): a token
+	// its command refreshed.
+	OpSecretValue = "secret_value"
 )
 
 // MaxMessage bounds one request or response line.
@@ -64,6 +72,14 @@ type Request struct {
 	// HoldSeconds is OpHold's bound; Allow is OpDecide's answer.
 	HoldSeconds int64 `json:"hold_seconds,omitempty"`
 	Allow       bool  `json:"allow,omitempty"`
+	// Secrets, CACert (PEM), CAKey (PKCS #8) and Roots (PEM) are
+	// OpSecrets'; Value is OpSecretValue's. They carry credentials: a
+	// Request is never logged.
+	Secrets []secret.Secret `json:"secrets,omitempty"`
+	CACert  []byte          `json:"ca_cert,omitempty"`
+	CAKey   []byte          `json:"ca_key,omitempty"`
+	Roots   []byte          `json:"roots,omitempty"`
+	Value   string          `json:"value,omitempty"`
 }
 
 // Response answers a Request.
@@ -90,6 +106,9 @@ type DenialEvent struct {
 	Reason string `json:"reason,omitempty"`
 	// Held means the query waits for OpDecide (up to the hold time).
 	Held bool `json:"held,omitempty"`
+	// Secret names the secret whose placeholder went to Name, a host it
+	// is not for (it was not replaced).
+	Secret string `json:"secret,omitempty"`
 }
 
 // Status is netd's state.
@@ -115,6 +134,11 @@ type Status struct {
 	// Hold is how long (seconds) a denied name waits for the user's
 	// decision; 0 when no session can be asked.
 	Hold int64 `json:"hold_seconds,omitempty"`
+	// Secrets counts, per secret and host, the requests injected and the
+	// placeholders refused (sent to a host the secret is not for).
+	Secrets []secret.Stat `json:"secrets,omitempty"`
+	// Injecting lists the hosts netd intercepts (those of the secrets).
+	Injecting []string `json:"injecting,omitempty"`
 }
 
 // Resolved is an address added to the allow sets by an allowed name.
@@ -246,4 +270,16 @@ func (c *Client) Allow(ctx context.Context, target string, d time.Duration, reas
 		return nil, err
 	}
 	return resp.Status, nil
+}
+
+// SetSecrets hands netd the secrets, the CA and the upstream roots.
+func (c *Client) SetSecrets(ctx context.Context, secrets []secret.Secret, caCert, caKey, roots []byte) error {
+	_, err := c.Do(ctx, Request{Op: OpSecrets, Secrets: secrets, CACert: caCert, CAKey: caKey, Roots: roots})
+	return err
+}
+
+// SetSecretValue replaces one secret's value.
+func (c *Client) SetSecretValue(ctx context.Context, name, value string) error {
+	_, err := c.Do(ctx, Request{Op: OpSecretValue, Target: name, Value: value})
+	return err
 }

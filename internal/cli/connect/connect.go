@@ -36,6 +36,10 @@ type Spawn struct {
 	// with its flags). Connect appends RecoverFlag when it removed a stale
 	// socket.
 	Args []string
+	// Env is added to the coordinator's environment (NAME=value): the
+	// secrets' source variables, which the CLI removed from its own so
+	// that no podman it runs inherits them.
+	Env []string
 }
 
 // RecoverFlag tells a new coordinator that its predecessor died without
@@ -195,6 +199,9 @@ func startCoordinator(a *domain.Anchor, spawn Spawn, recoverFlag bool) (<-chan e
 		args = append(args, RecoverFlag)
 	}
 	cmd := exec.Command(exe, args...)
+	if len(spawn.Env) > 0 {
+		cmd.Env = append(os.Environ(), spawn.Env...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

@@ -153,7 +153,7 @@ func addCABundle(spec *podman.ContainerSpec, p *config.Profile, a *domain.Anchor
 		return fmt.Errorf("ca bundle: no runtime directory")
 	}
 	snap := filepath.Join(a.RuntimeDir, "ca-"+a.Hash+".crt")
-	if err := writeFileAtomic(snap, data, 0o644); err != nil {
+	if err := WriteFileAtomic(snap, data, 0o644); err != nil {
 		return fmt.Errorf("ca bundle: %w", err)
 	}
 	spec.Mounts = append(spec.Mounts, podman.Mount{Type: "bind", Source: snap, Target: CABundlePath, ReadOnly: true})
@@ -165,9 +165,9 @@ func addCABundle(spec *podman.ContainerSpec, p *config.Profile, a *domain.Anchor
 	return nil
 }
 
-// writeFileAtomic replaces name with data (temp file, rename): a planted
+// WriteFileAtomic replaces name with data (temp file, rename): a planted
 // symlink at name is replaced, never followed.
-func writeFileAtomic(name string, data []byte, mode os.FileMode) error {
+func WriteFileAtomic(name string, data []byte, mode os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
 	if err != nil {
 		return err

@@ -24,6 +24,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/netdimage"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/secret"
 	"github.com/lazaret-dev/lazaret/internal/unixsock"
 )
 
@@ -63,6 +64,9 @@ type Options struct {
 	// HostAddrs lists the host's own addresses, which no DNS answer
 	// opens; HostAddrs (this package's) when nil. Tests name others.
 	HostAddrs func() ([]netip.Addr, error)
+	// CABundle is the profile's trust store: with secrets, the upstream
+	// servers are verified against it and the host's.
+	CABundle config.CABundle
 }
 
 // Component runs the Network Sidecar of one sandbox. Prepare pins a new
@@ -91,13 +95,17 @@ type Component struct {
 
 	onDenials   func(context.Context, *netdapi.Client) // see OnDenials
 	denialsOnce sync.Once
+
+	secrets *Secrets   // see WithSecrets
+	ca      *secret.CA // the sandbox's interception CA
+	roots   []byte     // PEM roots netd verifies upstreams with
 }
 
 // NewComponent is the coordinator's constructor: the profile's merged
 // allow_egress and allow_domains become the initial policy.
 func NewComponent(p *config.Profile, a *domain.Anchor, pm *podman.Client, log *slog.Logger) *Component {
 	pol, err := PolicyOf(p)
-	c := New(Options{Anchor: a, Policy: pol, Podman: pm, Log: log})
+	c := New(Options{Anchor: a, Policy: pol, Podman: pm, Log: log, CABundle: p.CABundle})
 	if err != nil {
 		c.err = fmt.Errorf("profile %s: %w", p.Name, err)
 	}
@@ -179,6 +187,11 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	if c.err != nil {
 		return c.err
 	}
+	if c.secrets != nil {
+		if err := c.prepareSecrets(spec, &c.o.CABundle); err != nil {
+			return err
+		}
+	}
 	var netdBin string
 	var err error
 	if c.autoImage {
@@ -252,6 +265,9 @@ func (c *Component) start(ctx context.Context, name string, inv *podman.Invocati
 		return runErr
 	}
 	if err := c.waitReady(ctx); err != nil {
+		return err
+	}
+	if err := c.sendSecrets(ctx); err != nil {
 		return err
 	}
 	u, err := c.o.Podman.StartUplink(ctx, c.o.Anchor.Netns(), podman.UplinkOptions{IPv6: true})

@@ -154,6 +154,10 @@ func ConfigLine(profile, name string) string {
 // Notice is the one line a denial event gets in the user's terminal, or
 // "" for an event that is not worth one.
 func Notice(profile string, ev netdapi.DenialEvent) string {
+	if ev.Secret != "" {
+		return "lazaret: secrets: the placeholder of secret " + Shown(ev.Secret) + " was sent to " + Shown(ev.Name) +
+			", a host it is not for; it was not replaced (see `lazaret net status`)"
+	}
 	if ev.Name != "" {
 		if strings.Contains(ev.Dest, " -> ") {
 			// An allowed name answered an address netd never opens.

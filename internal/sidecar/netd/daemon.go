@@ -25,6 +25,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/netdapi"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/sidecar/secretproxy"
 	"github.com/lazaret-dev/lazaret/internal/unixsock"
 	"github.com/lazaret-dev/lazaret/internal/version"
 )
@@ -48,6 +49,10 @@ type Config struct {
 	// HostAddrs are the host's own addresses (every interface, as the
 	// host sees them); an answer naming one of them opens nothing.
 	HostAddrs []netip.Addr
+	// InjectListen is the secret injector's address in the namespace
+	// (DefaultInjectListen when zero); the resolver answers the secrets'
+	// hosts with it.
+	InjectListen netip.AddrPort
 	// Now is the clock (tests); time.Now when nil.
 	Now func() time.Time
 	Log *slog.Logger
@@ -80,6 +85,8 @@ type Daemon struct {
 	inflight  chan struct{} // bounds concurrent upstream queries
 	events    *eventRing    // denials for the coordinator's notices
 	holds     *holds        // denied names waiting for the user
+	proxy     *secretproxy.Proxy
+	injecting []string // the secrets' hosts
 }
 
 const (
@@ -103,6 +110,9 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if !cfg.InjectListen.IsValid() {
+		cfg.InjectListen = DefaultInjectListen
 	}
 	if len(cfg.Listen) == 0 {
 		cfg.Listen = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53"), netip.MustParseAddrPort("[::1]:53")}
@@ -377,6 +387,9 @@ func (d *Daemon) handle(ctx context.Context, req netdapi.Request) netdapi.Respon
 	if resp, ok := d.handleDenialOps(ctx, req); ok {
 		return resp
 	}
+	if resp, ok := d.handleSecretOps(ctx, req); ok {
+		return resp
+	}
 	reason := req.Reason
 	if req.Op != netdapi.OpStatus {
 		d.opMu.Lock()
@@ -525,6 +538,10 @@ func (d *Daemon) status() netdapi.Status {
 		HostAddrs: d.filter.Host(),
 		Grace:     int64(d.cfg.Grace / time.Second),
 		Hold:      int64(d.holds.duration() / time.Second),
+		Injecting: slices.Clone(d.injecting),
+	}
+	if d.proxy != nil {
+		st.Secrets = d.proxy.Stats()
 	}
 	for _, u := range d.cfg.Upstreams {
 		st.Upstreams = append(st.Upstreams, u.String())
@@ -562,6 +579,7 @@ func (d *Daemon) resolve(ctx context.Context, msg []byte) []byte {
 	d.mu.Lock()
 	p := d.policy.Active(time.Now())
 	d.mu.Unlock()
+	d.checkPlaceholderName(q.name)
 	dec, why := decide(q, p)
 	reported := false
 	if dec == deny {
@@ -582,6 +600,9 @@ func (d *Daemon) resolve(ctx context.Context, msg []byte) []byte {
 		return reply(q, dnsmessage.RCodeNameError)
 	case noData:
 		return reply(q, dnsmessage.RCodeSuccess)
+	}
+	if d.injectorFor(q.name) != nil {
+		return d.injectorAnswer(q)
 	}
 	// A bounded number of upstream exchanges; a flood gets SERVFAIL
 	// rather than piling up goroutines.
@@ -610,7 +631,7 @@ func (d *Daemon) resolve(ctx context.Context, msg []byte) []byte {
 		}
 		// The addresses are allowed before the answer leaves, so the
 		// agent's connect right after the lookup already passes.
-		if err := d.allowResolved(q.name, ls); err != nil {
+		if _, err := d.allowResolved(q.name, ls); err != nil {
 			d.log.Error("add resolved addresses", "name", q.name, "err", err)
 			return reply(q, dnsmessage.RCodeServerFailure)
 		}
@@ -624,10 +645,10 @@ func (d *Daemon) resolve(ctx context.Context, msg []byte) []byte {
 // host's own addresses: a hostile or hijacked zone must not aim the
 // sandbox at the host or its LAN). Each stays open for its TTL or the
 // grace period, whichever is longer, renewed by every answer naming it.
-func (d *Daemon) allowResolved(name string, all []learned) error {
+func (d *Daemon) allowResolved(name string, all []learned) ([]netpolicy.Resolved, error) {
 	rs := d.admit(name, all)
 	if len(rs) == 0 {
-		return nil
+		return nil, nil
 	}
 	d.nftMu.Lock()
 	err := netpolicy.AddResolved(d.nft, rs)
@@ -641,10 +662,10 @@ func (d *Daemon) allowResolved(name string, all []learned) error {
 	}
 	d.nftMu.Unlock()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	d.remember(name, rs)
-	return nil
+	return rs, nil
 }
 
 // admit returns the set elements for the addresses of an answer that may

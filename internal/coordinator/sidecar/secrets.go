@@ -1,0 +1,186 @@
+package sidecar
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/cabundle"
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
+	"github.com/lazaret-dev/lazaret/internal/netdapi"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/secret"
+)
+
+// Secrets are a profile's secrets with their values, read once at the
+// coordinator's start and kept only in its memory and netd's (sent over
+// the control socket). The agent gets a random placeholder per secret.
+type Secrets struct {
+	list    []secret.Secret
+	envVars []string         // the variable of list[i] in the sandbox
+	sources []*config.Secret // where list[i] comes from (refresh)
+}
+
+// PlaceholderPrefix starts every placeholder (lower-case hex follows, so
+// that a DNS name carrying one is recognised whatever its case).
+const PlaceholderPrefix = "lzph-"
+
+// FetchSecrets reads the value of every secret of p. A source that fails
+// is an error naming the file, line and key; nothing has started then.
+// A value read from a host variable is removed from this process's
+// environment, so that no child (podman) inherits it.
+func FetchSecrets(ctx context.Context, p *config.Profile) (*Secrets, error) {
+	if len(p.Secrets) == 0 {
+		return nil, nil
+	}
+	s := &Secrets{}
+	for _, ps := range p.Secrets {
+		v, err := ps.Secret.Fetch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		b := make([]byte, 16)
+		if _, err := rand.Read(b); err != nil {
+			return nil, err
+		}
+		s.list = append(s.list, secret.Secret{Name: ps.Secret.Name, Hosts: ps.Secret.Hosts,
+			Header: ps.Secret.Header, Format: ps.Secret.Format,
+			Placeholder: PlaceholderPrefix + hex.EncodeToString(b), Value: v})
+		s.envVars = append(s.envVars, ps.EnvVar)
+		s.sources = append(s.sources, ps.Secret)
+	}
+	p.UnsetSecretSources()
+	return s, nil
+}
+
+// WithSecrets makes the sidecar inject s (nil: none).
+func (c *Component) WithSecrets(s *Secrets) *Component {
+	c.secrets = s
+	return c
+}
+
+// InjectBundlePath is the sandbox's trust store while secrets are
+// injected: the profile's CA bundle plus the sandbox's interception CA.
+const InjectBundlePath = "/run/lazaret/ca-inject.crt"
+
+// prepareSecrets makes the sandbox's CA, the trust store the agent gets
+// (mounted read-only, the CA variables pointed at it) and the
+// placeholders' variables. The CA key stays in memory until netd has it.
+func (c *Component) prepareSecrets(spec *podman.ContainerSpec, ca *config.CABundle) error {
+	var hosts []string
+	for _, s := range c.secrets.list {
+		hosts = append(hosts, s.Hosts...)
+	}
+	authority, err := secret.NewCA(hosts, time.Now())
+	if err != nil {
+		return err
+	}
+	roots, err := upstreamRoots(ca)
+	if err != nil {
+		return err
+	}
+	c.ca, c.roots = authority, roots
+	// The agent's clients trust what they trusted (the profile's bundle)
+	// and the sandbox CA, which can vouch only for the secrets' hosts.
+	bundle := append(append(bytes.Clone(roots), '\n'), authority.CertPEM...)
+	file := filepath.Join(c.o.Anchor.RuntimeDir, "ca-inject-"+c.o.Anchor.Hash+".crt")
+	if err := sandbox.WriteFileAtomic(file, bundle, 0o644); err != nil {
+		return fmt.Errorf("secrets: trust store: %w", err)
+	}
+	spec.Mounts = append(spec.Mounts, podman.Mount{Type: "bind", Source: file, Target: InjectBundlePath, ReadOnly: true})
+	if spec.Env == nil {
+		spec.Env = map[string]string{}
+	}
+	for _, k := range sandbox.CAEnv {
+		if v, set := spec.Env[k]; !set || v == sandbox.CABundlePath {
+			spec.Env[k] = InjectBundlePath
+		}
+	}
+	for i, s := range c.secrets.list {
+		spec.Env[c.secrets.envVars[i]] = s.Placeholder
+	}
+	return nil
+}
+
+// upstreamRoots are the certificates netd verifies upstream servers with:
+// the host's trust store and the profile's CA bundle (a TLS-intercepting
+// proxy's CA is there).
+func upstreamRoots(ca *config.CABundle) ([]byte, error) {
+	var out []byte
+	for _, path := range []string{config.DefaultCABundle, ca.Path} {
+		if path == "" || (path == config.DefaultCABundle && len(out) > 0) {
+			continue
+		}
+		pemData, _, err := cabundle.Load(path)
+		if err != nil {
+			if path == config.DefaultCABundle {
+				continue
+			}
+			return nil, ca.Locate(err)
+		}
+		out = append(out, pemData...)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("secrets: no trust store to verify the secrets' hosts with (neither %s nor a ca_bundle)", config.DefaultCABundle)
+	}
+	return out, nil
+}
+
+// sendSecrets hands netd the secrets, the CA and the roots, then forgets
+// the CA key; the values stay for the refreshes.
+func (c *Component) sendSecrets(ctx context.Context) error {
+	if c.secrets == nil {
+		return nil
+	}
+	key, err := c.ca.KeyDER()
+	if err != nil {
+		return err
+	}
+	cl := &netdapi.Client{Socket: c.o.Anchor.NetdSocket(), Timeout: 10 * time.Second}
+	err = cl.SetSecrets(ctx, c.secrets.list, c.ca.CertPEM, key, c.roots)
+	clear(key)
+	c.ca.Key = nil
+	if err != nil {
+		return fmt.Errorf("%w: secrets: %w", ErrSidecarFailed, err)
+	}
+	go c.refreshLoop(cl)
+	return nil
+}
+
+// refreshLoop runs each command source again every refresh period and
+// sends netd the new value; a failure is logged (without the value) and
+// the old value kept until the next try.
+func (c *Component) refreshLoop(cl *netdapi.Client) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-c.closing; cancel() }()
+	for i, src := range c.secrets.sources {
+		if src.Refresh <= 0 {
+			continue
+		}
+		go func() {
+			t := time.NewTicker(src.Refresh)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				v, err := src.Fetch(ctx)
+				if err == nil {
+					err = cl.SetSecretValue(ctx, c.secrets.list[i].Name, v)
+				}
+				if err != nil {
+					c.o.Log.Error("refreshing a secret", "secret", src.Name, "err", err)
+				}
+			}
+		}()
+	}
+	<-ctx.Done()
+}
