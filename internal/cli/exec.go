@@ -214,8 +214,14 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	if spec.Env == nil {
 		spec.Env = map[string]string{}
 	}
-	if err := link.ExecEnv(spec.Env); err != nil {
+	delegation, err := link.ExecDelegation(spec.Env)
+	if err != nil {
 		return err
+	}
+	var extra []*os.File // the holder's descriptor 3
+	if delegation != nil {
+		defer delegation.Close()
+		extra = append(extra, delegation)
 	}
 	command := r.command
 	if r.shell {
@@ -235,6 +241,7 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	argv, err := podman.ExecArgs(podman.ExecOptions{
 		Container: spec.Container, Interactive: true, TTY: r.tty,
 		Env: spec.Env, Workdir: spec.Workdir, User: spec.User, Command: command,
+		PreserveFDs: len(extra),
 	})
 	if err != nil {
 		return err
@@ -246,7 +253,7 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	pm := &podman.Client{Log: g.log}
 	// Not tied to ctx: SIGINT is for the command (forwarded by attach),
 	// not for lazaret.
-	pc, err := pm.Cmd(context.Background(), argv)
+	pc, err := pm.Cmd(context.Background(), argv, extra...)
 	if err != nil {
 		return err
 	}

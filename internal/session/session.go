@@ -31,10 +31,11 @@ const (
 	EnvSessionSocket = "LAZARET_SESSION_SOCKET"
 )
 
-// HolderVerb is the hidden first argument of lazaret-escalate-go that
-// makes it a session holder: the first process of a session in the
-// sandbox, which takes the delegated key out of its environment, becomes
-// non-dumpable and signs for its own session's processes only.
+// HolderVerb is the hidden first argument of lazaret-escalate (the C
+// front end) that makes it a session holder: the first process of a
+// session in the sandbox, which becomes non-dumpable, reads the
+// delegation from descriptor 3 and has requests signed for its own
+// session's processes only.
 const HolderVerb = "__session"
 
 // DefaultDelegationTTL bounds a delegation. A shell may run for a working

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -155,38 +156,64 @@ func (l *Link) Register(ctx context.Context, c *ctl.Client) error {
 }
 
 // Command returns the command a `podman exec` of this session runs: with
-// a registration, command under the session holder (the in-sandbox Go
-// client in holder mode), which takes the delegated key out of the
-// environment ExecEnv filled and keeps it where other sessions' processes
+// a registration, command under the session holder (the in-sandbox C
+// front end in holder mode), which reads the delegation ExecDelegation
+// passes on descriptor 3 and keeps it where other sessions' processes
 // cannot read it; without one (escalation disabled), command itself.
 func (l *Link) Command(command []string) []string {
 	if l.sandboxID == "" {
 		return command
 	}
-	return append([]string{escalation.SandboxGoClient, session.HolderVerb, "--"}, command...)
+	return append([]string{escalation.SandboxClient, session.HolderVerb, "--"}, command...)
 }
 
-// ExecEnv adds a fresh delegation for one `podman exec` to env. Without a
-// registration (escalation disabled) it adds nothing.
+// ExecDelegation makes a fresh delegation for one `podman exec`: it adds
+// the (public) session id to env and returns the read end of a pipe
+// holding the delegation's NAME=VALUE lines, key included, for the
+// holder's descriptor 3 (`podman exec --preserve-fds 1`): the key is in
+// no argv, environment or file. Without a registration (escalation
+// disabled) it returns nil and adds nothing.
+func (l *Link) ExecDelegation(env map[string]string) (*os.File, error) {
+	d, err := l.delegate()
+	if d == nil || err != nil {
+		return nil, err
+	}
+	env[session.EnvSessionID] = d.SessionID
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("delegation pipe: %w", err)
+	}
+	defer w.Close()
+	// A few hundred bytes: the pipe holds them without a reader.
+	if _, err := w.WriteString(strings.Join(d.Env(), "\n") + "\n"); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("delegation pipe: %w", err)
+	}
+	return r, nil
+}
+
+// ExecEnv adds a fresh delegation, key included, to env: for a client
+// run with no holder (tests). Without a registration it adds nothing.
 func (l *Link) ExecEnv(env map[string]string) error {
+	d, err := l.delegate()
+	if d == nil || err != nil {
+		return err
+	}
+	for _, kv := range d.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return nil
+}
+
+// delegate makes a fresh delegation, nil without a registration.
+func (l *Link) delegate() (*session.Delegated, error) {
 	if l.sandboxID == "" {
-		return nil
+		return nil, nil
 	}
 	ttl := l.TTL
 	if ttl <= 0 {
 		ttl = session.DefaultDelegationTTL
 	}
-	d, err := l.anchor.Delegate(l.sandboxID, ttl, time.Now())
-	if err != nil {
-		return err
-	}
-	for _, kv := range d.Env() {
-		for i := 0; i < len(kv); i++ {
-			if kv[i] == '=' {
-				env[kv[:i]] = kv[i+1:]
-				break
-			}
-		}
-	}
-	return nil
+	return l.anchor.Delegate(l.sandboxID, ttl, time.Now())
 }
