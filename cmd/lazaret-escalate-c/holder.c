@@ -203,6 +203,8 @@ static pid_t start_signer(int ln, const char *go)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != self || null < 0 || dup2(null, 0) != 0 || !move_fd(ln, 3) || !move_fd(sv[1], 4))
 			_exit(EXIT_FAILURE_CODE);
+		if (null > 4)
+			close(null);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		execl(go, "lazaret-escalate-go", SIGNER_VERB, ppid, (char *)NULL);
 		say("cannot run the signer", go);
