@@ -1,6 +1,9 @@
 /*
- * The session holder: `lazaret-escalate __session -- CMD...`, the first
- * process of every `lazaret shell`/`exec` in the sandbox.
+ * The session holder: `lazaret-escalate __session [--pidfile PATH] --
+ * CMD...`, the first process of every `lazaret shell`/`exec` in the
+ * sandbox. With --pidfile it writes CMD's pid there (for the CLI's signal
+ * delivery without a terminal; before, a /bin/sh in front of CMD did,
+ * one more dynamic executable's start on every exec).
  *
  * It replaces a Go holder whose start cost every exec 25-50 ms under
  * gVisor (docs/PERFORMANCE.md); this one costs a fork. It keeps the
@@ -155,7 +158,22 @@ static void block_signals(sigset_t *old)
 
 /* start_command forks CMD; in the child the key is wiped and the
  * handlers' dispositions go back to their defaults with the exec. */
-static pid_t start_command(char **argv)
+/* write_pidfile records pid in path; a symlink there is not followed. */
+static void write_pidfile(const char *path, pid_t pid)
+{
+	char line[24];
+	int n = snprintf(line, sizeof line, "%d\n", (int)pid);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		say("cannot record the command's pid", strerror(errno));
+		return;
+	}
+	if (write(fd, line, (size_t)n) != n)
+		say("cannot record the command's pid", strerror(errno));
+	close(fd);
+}
+
+static pid_t start_command(char **argv, const char *pidfile)
 {
 	sigset_t old;
 	pid_t pid;
@@ -171,8 +189,11 @@ static pid_t start_command(char **argv)
 			_exit(e == ENOENT ? 127 : 126);
 		}
 	}
-	if (pid > 0)
+	if (pid > 0) {
 		child = pid;
+		if (pidfile != NULL)
+			write_pidfile(pidfile, pid);
+	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	return pid;
 }
@@ -294,9 +315,15 @@ int holder_main(int argc, char **argv, const char *go)
 {
 	char dir[256], path[300];
 	int ln = -1, code;
+	const char *pidfile = NULL;
 	/* First thing: nothing of this process is readable from outside
 	 * from here on. */
 	prctl(PR_SET_DUMPABLE, 0);
+	if (argc > 1 && strcmp(argv[0], "--pidfile") == 0) {
+		pidfile = argv[1];
+		argc -= 2;
+		argv += 2;
+	}
 	if (argc > 0 && strcmp(argv[0], "--") == 0) {
 		argc--;
 		argv++;
@@ -328,7 +355,7 @@ int holder_main(int argc, char **argv, const char *go)
 		return EXIT_FAILURE_CODE;
 	}
 	install_handlers();
-	if (start_command(argv) < 0) {
+	if (start_command(argv, pidfile) < 0) {
 		say("cannot run", strerror(errno));
 		code = EXIT_FAILURE_CODE;
 	} else {

@@ -130,3 +130,29 @@ func TestHolderWithoutKey(t *testing.T) {
 		t.Fatalf("missing command: exit %d", code)
 	}
 }
+
+// --pidfile records the command's own pid (the CLI signals it there), and
+// a symlink planted at that path is not followed.
+func TestHolderPidfile(t *testing.T) {
+	fe := buildFrontEnd(t)
+	dir := t.TempDir()
+	pidfile, self := filepath.Join(dir, "pid"), filepath.Join(dir, "self")
+	cmd := exec.Command(fe, "__session", "--pidfile", pidfile, "--", "sh", "-c", `echo $$ > "$0"`, self)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	got, _ := os.ReadFile(pidfile)
+	want, _ := os.ReadFile(self)
+	if len(want) == 0 || string(got) != string(want) {
+		t.Fatalf("pidfile %q, command's pid %q", got, want)
+	}
+	target := filepath.Join(dir, "target")
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.Command(fe, "__session", "--pidfile", link, "--", "true").CombinedOutput()
+	if _, err := os.Stat(target); err == nil || !strings.Contains(string(out), "cannot record the command's pid") {
+		t.Fatalf("the pidfile symlink was followed (or not reported): %s", out)
+	}
+}

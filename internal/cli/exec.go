@@ -233,11 +233,14 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 		// sandbox (podman exec does not proxy them): the command records
 		// its pid, then becomes the command (same pid, argv and stdio).
 		pidFile = "/tmp/.lazaret-" + sessionID + ".pid"
-		command = append([]string{"/bin/sh", "-c", `echo $$ > "$0" 2>/dev/null; exec "$@"`, pidFile}, command...)
+		if !link.Holds() {
+			command = append([]string{"/bin/sh", "-c", `echo $$ > "$0" 2>/dev/null; exec "$@"`, pidFile}, command...)
+		}
 	}
 	// The session holder goes first: it keeps the delegated key from
-	// every other session's processes and runs the command as its child.
-	command = link.Command(command)
+	// every other session's processes, runs the command as its child and
+	// records its pid.
+	command = link.Command(command, pidFile)
 	argv, err := podman.ExecArgs(podman.ExecOptions{
 		Container: spec.Container, Interactive: true, TTY: r.tty,
 		Env: spec.Env, Workdir: spec.Workdir, User: spec.User, Command: command,

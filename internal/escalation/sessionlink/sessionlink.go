@@ -155,16 +155,25 @@ func (l *Link) Register(ctx context.Context, c *ctl.Client) error {
 	return nil
 }
 
+// Holds reports whether this session's commands run under a session
+// holder (Command): escalation is enabled and the session registered.
+func (l *Link) Holds() bool { return l.sandboxID != "" }
+
 // Command returns the command a `podman exec` of this session runs: with
 // a registration, command under the session holder (the in-sandbox C
 // front end in holder mode), which reads the delegation ExecDelegation
 // passes on descriptor 3 and keeps it where other sessions' processes
-// cannot read it; without one (escalation disabled), command itself.
-func (l *Link) Command(command []string) []string {
-	if l.sandboxID == "" {
+// cannot read it, and, when pidFile is set, records the command's pid
+// there; without one (escalation disabled), command itself.
+func (l *Link) Command(command []string, pidFile string) []string {
+	if !l.Holds() {
 		return command
 	}
-	return append([]string{escalation.SandboxClient, session.HolderVerb, "--"}, command...)
+	argv := []string{escalation.SandboxClient, session.HolderVerb}
+	if pidFile != "" {
+		argv = append(argv, "--pidfile", pidFile)
+	}
+	return append(append(argv, "--"), command...)
 }
 
 // ExecDelegation makes a fresh delegation for one `podman exec`: it adds
