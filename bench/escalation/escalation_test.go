@@ -326,12 +326,8 @@ func innerLoop(ctx context.Context, name string, d *session.Delegated) (*exec.Cm
 		}
 		return exec.CommandContext(ctx, "podman", append(args, name, "/run/escbench")...), "shared broker (key in the environment)", nil
 	}
-	r, w, err := os.Pipe()
+	r, err := d.Channel()
 	if err != nil {
-		return nil, "", err
-	}
-	defer w.Close()
-	if _, err := w.WriteString(strings.Join(d.Env(), "\n") + "\n"); err != nil {
 		return nil, "", err
 	}
 	args = append(args, "-e", session.EnvSessionID+"="+d.SessionID, "--preserve-fds", "1", name, escalation.SandboxClient, session.HolderVerb, "--", "/run/escbench")

@@ -14,7 +14,9 @@
  *   - the delegation (the NAME=VALUE lines of LAZARET_SESSION_ID,
  *     LAZARET_DELEGATION and LAZARET_DELEGATED_KEY) arrives on descriptor
  *     3 (`podman exec --preserve-fds 1`), read only after that, never
- *     through the environment;
+ *     through the environment. Descriptor 3 must be a socket: before the
+ *     prctl another process could reopen a pipe through /proc/PID/fd/3,
+ *     never a socket (ENXIO, measured under runsc);
  *   - it runs CMD as its child, without descriptor 3 and with
  *     LAZARET_SESSION_SOCKET naming a socket in a new 0700 directory;
  *   - it does not sign: on the first connection to that socket it starts
@@ -88,14 +90,14 @@ static void on_signal(int sig)
 	errno = saved;
 }
 
-/* read_key takes the delegation from descriptor 3, which must be a pipe
+/* read_key takes the delegation from descriptor 3, which must be a socket
  * (anything else was not put there by lazaret), and closes it. */
 static int read_key(void)
 {
 	struct stat st;
 	if (fstat(KEY_FD, &st) != 0)
 		return 0;
-	if (!S_ISFIFO(st.st_mode)) {
+	if (!S_ISSOCK(st.st_mode)) {
 		close(KEY_FD);
 		return 0;
 	}

@@ -37,6 +37,20 @@ func TestHolderSignerChild(t *testing.T) {
 	os.Exit(client.SignerMain(flag.Args()[1:], os.Stderr))
 }
 
+// keySocket returns one end of a socket pair holding key, as the CLI
+// passes the delegation (session.Delegated.Channel).
+func keySocket(t *testing.T, key []byte) *os.File {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := os.NewFile(uintptr(fds[1]), "w")
+	_, _ = w.Write(key)
+	w.Close()
+	return os.NewFile(uintptr(fds[0]), "key")
+}
+
 // runHolder runs the C holder with script as its command; with key, the
 // delegation arrives on descriptor 3 as the CLI sends it.
 func runHolder(t *testing.T, fe, goClient string, key []byte, script string) (string, int) {
@@ -44,12 +58,7 @@ func runHolder(t *testing.T, fe, goClient string, key []byte, script string) (st
 	cmd := exec.Command(fe, "__session", "--", "sh", "-c", script)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LAZARET_ESCALATE_FALLBACK=" + goClient, "FE=" + fe, "TMPDIR=" + t.TempDir()}
 	if key != nil {
-		r, w, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = w.Write(key)
-		w.Close()
+		r := keySocket(t, key)
 		defer r.Close()
 		cmd.ExtraFiles = []*os.File{r}
 	}
@@ -125,6 +134,24 @@ func TestHolderWithoutKey(t *testing.T) {
 	out, code := runHolder(t, fe, signerScript(t), nil, `env | grep ^LAZARET_SESSION_SOCKET; exit 3`)
 	if code != 3 || strings.Contains(out, "LAZARET_SESSION_SOCKET=") || !strings.Contains(out, "no delegation on descriptor 3") {
 		t.Fatalf("exit %d\n%s", code, out)
+	}
+	// The delegation on a pipe is refused (another process could reopen
+	// a pipe through /proc/PID/fd before the prctl); TestHolder is the
+	// control, the same lines on a socket.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := session.New()
+	del, _ := a.Delegate("0123456789ab", time.Hour, time.Now())
+	_, _ = w.WriteString(strings.Join(del.Env(), "\n") + "\n")
+	w.Close()
+	cmd := exec.Command(fe, "__session", "--", "sh", "-c", `env | grep ^LAZARET_SESSION_SOCKET; exit 0`)
+	cmd.ExtraFiles = []*os.File{r}
+	out2, _ := cmd.CombinedOutput()
+	r.Close()
+	if strings.Contains(string(out2), "LAZARET_SESSION_SOCKET=") || !strings.Contains(string(out2), "no delegation on descriptor 3") {
+		t.Fatalf("a delegation on a pipe was taken:\n%s", out2)
 	}
 	if _, code := runHolder(t, fe, signerScript(t), nil, `exec /nonexistent-lz`); code != 127 {
 		t.Fatalf("missing command: exit %d", code)

@@ -18,6 +18,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
+	"syscall"
 	"time"
 )
 
@@ -176,6 +179,29 @@ func (d *Delegated) Env() []string {
 		EnvDelegation + "=" + base64.RawURLEncoding.EncodeToString(js),
 		EnvDelegatedKey + "=" + base64.RawURLEncoding.EncodeToString(scalar),
 	}
+}
+
+// Channel returns one end of a connected UNIX socket pair holding the
+// delegation as Env's NAME=VALUE lines, the other end closed: the session
+// holder's descriptor 3 (`podman exec --preserve-fds 1`). A socket, not a
+// pipe: under runsc (as in Linux) another process can reopen a pipe
+// through /proc/PID/fd of a process that is still dumpable, never a
+// socket (ENXIO, measured), so nothing can read the key before the holder
+// has made itself non-dumpable.
+func (d *Delegated) Channel() (*os.File, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("delegation channel: %w", err)
+	}
+	w := os.NewFile(uintptr(fds[1]), "delegation-w")
+	defer w.Close()
+	r := os.NewFile(uintptr(fds[0]), "delegation")
+	// A few hundred bytes: the socket buffer holds them without a reader.
+	if _, err := w.WriteString(strings.Join(d.Env(), "\n") + "\n"); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("delegation channel: %w", err)
+	}
+	return r, nil
 }
 
 // FromEnv reads a Delegated from the environment (lazaret-escalate).

@@ -177,10 +177,10 @@ func (l *Link) Command(command []string, pidFile string) []string {
 }
 
 // ExecDelegation makes a fresh delegation for one `podman exec`: it adds
-// the (public) session id to env and returns the read end of a pipe
-// holding the delegation's NAME=VALUE lines, key included, for the
-// holder's descriptor 3 (`podman exec --preserve-fds 1`): the key is in
-// no argv, environment or file. Without a registration (escalation
+// the (public) session id to env and returns the holder's descriptor 3
+// (`podman exec --preserve-fds 1`), a socket holding the delegation's
+// NAME=VALUE lines, key included (session.Delegated.Channel): the key is
+// in no argv, environment or file. Without a registration (escalation
 // disabled) it returns nil and adds nothing.
 func (l *Link) ExecDelegation(env map[string]string) (*os.File, error) {
 	d, err := l.delegate()
@@ -188,17 +188,7 @@ func (l *Link) ExecDelegation(env map[string]string) (*os.File, error) {
 		return nil, err
 	}
 	env[session.EnvSessionID] = d.SessionID
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("delegation pipe: %w", err)
-	}
-	defer w.Close()
-	// A few hundred bytes: the pipe holds them without a reader.
-	if _, err := w.WriteString(strings.Join(d.Env(), "\n") + "\n"); err != nil {
-		r.Close()
-		return nil, fmt.Errorf("delegation pipe: %w", err)
-	}
-	return r, nil
+	return d.Channel()
 }
 
 // ExecEnv adds a fresh delegation, key included, to env: for a client
