@@ -31,7 +31,7 @@ build:
 	@mkdir -p bin
 	$(GOBUILD) -o bin/ ./cmd/lazaret ./cmd/lazaret-netd ./cmd/lazaret-fsmonitor
 	$(GOBUILD) -o bin/lazaret-escalate-go ./cmd/lazaret-escalate
-	gcc -static -O2 -Wall -s -o bin/lazaret-escalate cmd/lazaret-escalate-c/main.c
+	gcc -static -O2 -Wall -s -o bin/lazaret-escalate cmd/lazaret-escalate-c/main.c cmd/lazaret-escalate-c/holder.c
 	@ln -sf lazaret bin/lazaret-runsc
 
 # install-bin installs only lazaret's own binaries; `install` also makes

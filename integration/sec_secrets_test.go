@@ -231,7 +231,7 @@ for p in /proc/[0-9]*; do
   [ "$pid" = "$PPID" ] || [ "$pid" = "$$" ] && continue
   cl=$(tr '\0' ' ' < $p/cmdline 2>/dev/null)
   case "$cl" in
-  "/run/lazaret/bin/lazaret-escalate-go __session "*|*" control-victim ") ;;
+  "/run/lazaret/bin/lazaret-escalate __session "*|"lazaret-escalate-go __signer "*|*" control-victim ") ;;
   *) continue ;;
   esac
   echo "target $pid $cl"
@@ -308,8 +308,8 @@ func TestSessionAnchorIsolation(t *testing.T) {
 			}
 		}
 	}
-	if holders == 0 || controls == 0 {
-		t.Fatalf("the attack found %d holders and %d controls", holders, controls)
+	if holders == 0 || controls == 0 || !strings.Contains(out, "lazaret-escalate-go __signer ") {
+		t.Fatalf("the attack found %d holders (session one's signer among them: %v) and %d controls", holders, strings.Contains(out, "lazaret-escalate-go __signer "), controls)
 	}
 	if strings.Count(out, "LAZARET_DELEGATED_KEY=") != 1 {
 		t.Errorf("a delegated key other than the control's was read")

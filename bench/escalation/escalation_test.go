@@ -82,6 +82,11 @@ func inner() int {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// Under a session holder the first request starts the session's
+	// signer: once, before the timed rounds.
+	if os.Getenv("LAZARET_SESSION_SOCKET") != "" {
+		_ = exec.Command("lazaret-escalate", "--", "true").Run()
+	}
 	clients := []string{"lazaret-escalate"}
 	if _, err := os.Stat(comparePath); err == nil {
 		clients = append(clients, comparePath)
@@ -180,6 +185,7 @@ func BenchmarkEscalationRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Setenv("LAZARET_ESCALATE", filepath.Join(bin, "lazaret-escalate"))
+	b.Setenv("LAZARET_ESCALATE_GO", filepath.Join(bin, "lazaret-escalate-go"))
 	root, err := os.MkdirTemp("", "lzb-esc-")
 	if err != nil {
 		b.Fatal(err)
@@ -264,16 +270,17 @@ func BenchmarkEscalationRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	d, _ := sess.Delegate(a.Hash, time.Hour, time.Now())
-	execArgs := []string{"exec", "-e", innerEnv + "=1"}
-	for _, kv := range d.Env() {
-		execArgs = append(execArgs, "-e", kv)
+	loop, path, err := innerLoop(ctx, name, d)
+	if err != nil {
+		b.Fatal(err)
 	}
-	execArgs = append(execArgs, name, "/run/escbench")
+	var loopErr bytes.Buffer
+	loop.Stderr = &loopErr
 	b.ResetTimer()
-	out, err := exec.CommandContext(ctx, "podman", execArgs...).Output()
+	out, err := loop.Output()
 	b.StopTimer()
 	if err != nil {
-		b.Fatalf("in-sandbox loop: %v", err)
+		b.Fatalf("in-sandbox loop: %v\n%s", err, loopErr.String())
 	}
 	var samples, compared []sample
 	dec := json.NewDecoder(bytes.NewReader(out))
@@ -297,12 +304,36 @@ func BenchmarkEscalationRoundTrip(b *testing.B) {
 		}
 	}
 	fmt.Printf("\n%d rounds, runsc sandbox, auto-approved `true` (%s), audit trail: %s\n", rounds, time.Now().UTC().Format("2006-01-02 15:04 MST"), auditMode)
-	fmt.Printf("lazaret-escalate (C front end): %d of %d rounds answered by the broker\n", viaBroker, rounds)
+	fmt.Printf("lazaret-escalate (C front end): %d of %d rounds answered by the %s\n", viaBroker, rounds, path)
 	report(samples)
 	if len(compared) > 0 {
 		fmt.Printf("\nComparison client %s, interleaved with the one above in the same rounds:\n", compare)
 		report(compared)
 	}
+}
+
+// innerLoop is the `podman exec` of the in-sandbox loop. By default it
+// runs as a real session does, under the session holder
+// (`lazaret-escalate __session`) with the delegation on descriptor 3, so
+// every request goes to that session's signer; ESCBENCH_PATH=env puts the
+// delegation in the loop's environment instead and the requests go to the
+// sandbox's shared broker (the path before the session holder).
+func innerLoop(ctx context.Context, name string, d *session.Delegated) (*exec.Cmd, string, error) {
+	args := []string{"exec", "-e", innerEnv + "=1"}
+	if os.Getenv("ESCBENCH_PATH") == "env" {
+		for _, kv := range d.Env() {
+			args = append(args, "-e", kv)
+		}
+		return exec.CommandContext(ctx, "podman", append(args, name, "/run/escbench")...), "shared broker (key in the environment)", nil
+	}
+	r, err := d.Channel()
+	if err != nil {
+		return nil, "", err
+	}
+	args = append(args, "-e", session.EnvSessionID+"="+d.SessionID, "--preserve-fds", "1", name, escalation.SandboxClient, session.HolderVerb, "--", "/run/escbench")
+	cmd := exec.CommandContext(ctx, "podman", args...)
+	cmd.ExtraFiles = []*os.File{r}
+	return cmd, "session holder's signer", nil
 }
 
 // report prints the markdown table of one client's samples.

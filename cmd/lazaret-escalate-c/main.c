@@ -12,9 +12,10 @@
  * command line.
  *
  * In a session started by the lazaret CLI the broker is that session's
- * holder (`lazaret-escalate-go __session`, LAZARET_SESSION_SOCKET), which
- * keeps the session's delegated key and signs only for its own session's
- * processes; otherwise it is the sandbox's shared broker.
+ * holder (`lazaret-escalate __session`, holder.c, LAZARET_SESSION_SOCKET),
+ * which keeps the session's delegated key and has it signed only for its
+ * own session's processes; otherwise it is the sandbox's shared broker.
+ * The holder is this same program: `lazaret-escalate __session -- CMD`.
  *
  * If the broker cannot take the request (no socket, connection refused, an
  * answer other than its acknowledgement), this program execs the Go client
@@ -47,6 +48,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "holder.h"
+
 #define DEFAULT_BROKER "/run/lazaret/escalate-broker/sock"
 #define DEFAULT_GO "/run/lazaret/bin/lazaret-escalate-go"
 #define ENV_BROKER "LAZARET_ESCALATE_BROKER"
@@ -62,7 +65,6 @@
 /* How long the broker may take to acknowledge (it does so as soon as it
  * has read the request). */
 #define ACK_TIMEOUT_MS 5000
-#define EXIT_FAILURE_CODE 125
 
 static unsigned char req[8 + MAX_REQ];
 static size_t reqlen;
@@ -77,14 +79,21 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* go_client is the Go client's path. */
+static const char *go_client(void)
+{
+	const char *go = getenv(ENV_GO);
+	if (go == NULL || go[0] == '\0')
+		go = DEFAULT_GO;
+	return go;
+}
+
 /* fallback runs the Go client with this program's argv. */
 static void fallback(int fd)
 {
-	const char *go = getenv(ENV_GO);
+	const char *go = go_client();
 	if (fd >= 0)
 		close(fd);
-	if (go == NULL || go[0] == '\0')
-		go = DEFAULT_GO;
 	execv(go, saved_argv);
 	{
 		const char *msg = "lazaret-escalate: cannot run the Go client ";
@@ -191,6 +200,8 @@ int main(int argc, char **argv, char **envp)
 	int fd, i, type;
 	uint32_t len;
 
+	if (argc > 1 && strcmp(argv[1], SESSION_VERB) == 0)
+		return holder_main(argc - 2, argv + 2, go_client());
 	saved_argv = argv;
 	if (argc < 1)
 		fallback(-1);

@@ -26,7 +26,7 @@ func buildFrontEnd(t *testing.T) string {
 		t.Skip("no gcc")
 	}
 	out := filepath.Join(t.TempDir(), "lazaret-escalate")
-	if b, err := exec.Command(gcc, "-static", "-O2", "-Wall", "-Werror", "-o", out, "../lazaret-escalate-c/main.c").CombinedOutput(); err != nil {
+	if b, err := exec.Command(gcc, "-static", "-O2", "-Wall", "-Werror", "-o", out, "../lazaret-escalate-c/main.c", "../lazaret-escalate-c/holder.c").CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, b)
 	}
 	return out

@@ -8,9 +8,10 @@
 // coordinator), which serves the small C front end that is the sandbox's
 // lazaret-escalate (cmd/lazaret-escalate-c); the front end execs it
 // directly when the broker cannot be reached. Every `lazaret shell`/`exec`
-// starts under it as the session holder (`lazaret-escalate-go __session --
-// CMD...`), which keeps that session's delegated key and serves the front
-// end of that session's processes only (client/holder.go).
+// starts under the C session holder, which starts this program as the
+// session's signer (`lazaret-escalate-go __signer PID`) on the session's
+// first request: it keeps that session's delegated key and serves the
+// front end of that session's processes only (client/holder.go).
 //
 // Its start-up is on the measured round trip (docs/PERFORMANCE.md, Host
 // Escalation), and under gVisor every system call of the Go runtime's own
@@ -29,18 +30,17 @@ import (
 	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
 )
 
-// init makes a session holder non-dumpable before anything else of the
-// program runs: its environment holds the session's delegated key until
-// SessionMain takes it out.
+// init makes a session's signer non-dumpable before anything else of the
+// program runs: it is about to read the session's delegated key.
 func init() {
-	if len(os.Args) > 1 && os.Args[1] == client.SessionVerb {
+	if len(os.Args) > 1 && os.Args[1] == client.SignerVerb {
 		_ = client.SetNonDumpable()
 	}
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == client.SessionVerb {
-		os.Exit(client.SessionMain(os.Args[2:], os.Stderr))
+	if len(os.Args) > 1 && os.Args[1] == client.SignerVerb {
+		os.Exit(client.SignerMain(os.Args[2:], os.Stderr))
 	}
 	if len(os.Args) == 3 && os.Args[1] == client.BrokerVerb {
 		os.Exit(client.BrokerMain(os.Args[2], os.Stderr))

@@ -141,6 +141,9 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	}
 	defer s.client.Close()
 	spec, argv, err := s.execSpec(cctx)
+	if s.delegation != nil {
+		defer s.delegation.Close()
+	}
 	if err != nil {
 		return err
 	}
@@ -172,6 +175,8 @@ type session struct {
 	// secretEnv: the secrets' source variables, taken out of this
 	// process's environment; only the coordinator it spawns gets them.
 	secretEnv []string
+	// delegation is the session holder's descriptor 3 for this exec.
+	delegation *os.File
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -283,27 +288,44 @@ func (s *session) execSpec(ctx context.Context) (ctl.ExecSpec, *podman.Invocatio
 	if spec.Env == nil {
 		spec.Env = map[string]string{}
 	}
-	if err := s.link.ExecEnv(spec.Env); err != nil {
+	delegation, err := s.link.ExecDelegation(spec.Env)
+	if err != nil {
 		return spec, nil, err
 	}
+	s.delegation = delegation // the holder's descriptor 3, nil without one
 	command := s.r.command
 	if s.r.shell {
 		command = interactiveShell
 	}
+	var pidFile string
 	if !s.r.tty {
 		// Without a terminal, signals have to be delivered inside the
 		// sandbox (podman exec does not proxy them): the command records
 		// its pid, then becomes the command (same pid, argv and stdio).
-		command = append([]string{"/bin/sh", "-c", `echo $$ > "$0" 2>/dev/null; exec "$@"`, s.pidFile()}, command...)
+		pidFile = s.pidFile()
+		if !s.link.Holds() {
+			command = append([]string{"/bin/sh", "-c", `echo $$ > "$0" 2>/dev/null; exec "$@"`, pidFile}, command...)
+		}
 	}
-	// The session holder keeps the delegated key from every other
-	// session's processes and runs the command as its child.
-	command = s.link.Command(command)
+	// The session holder goes first: it keeps the delegated key from
+	// every other session's processes, runs the command as its child and
+	// records its pid.
+	command = s.link.Command(command, pidFile)
 	argv, err := podman.ExecArgs(podman.ExecOptions{
 		Container: spec.Container, Interactive: true, TTY: s.r.tty,
 		Env: spec.Env, Workdir: spec.Workdir, User: spec.User, Command: command,
+		PreserveFDs: len(s.extraFiles()),
 	})
 	return spec, argv, err
+}
+
+// extraFiles are the descriptors the podman exec passes on from 3: the
+// holder's delegation socket, when there is one.
+func (s *session) extraFiles() []*os.File {
+	if s.delegation == nil {
+		return nil
+	}
+	return []*os.File{s.delegation}
 }
 
 // pidFile is where a command without a terminal records its pid.
@@ -315,7 +337,7 @@ func (s *session) attach(spec ctl.ExecSpec, argv *podman.Invocation) (int, error
 	pm := s.g.podmanClient()
 	// Not tied to ctx: SIGINT is for the command (forwarded by attach),
 	// not for lazaret.
-	pc, err := pm.Cmd(context.Background(), argv)
+	pc, err := pm.Cmd(context.Background(), argv, s.extraFiles()...)
 	if err != nil {
 		return 0, err
 	}

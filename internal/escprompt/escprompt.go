@@ -17,10 +17,11 @@ import (
 )
 
 // SandboxBinDir is where lazaret's binaries are mounted in the sandbox;
-// SandboxGoClient is the Go escalation client there, which also runs each
-// session's holder.
+// SandboxClient is the C escalation front end there, which also runs each
+// session's holder; SandboxGoClient is the Go escalation client.
 const (
 	SandboxBinDir   = "/run/lazaret/bin"
+	SandboxClient   = SandboxBinDir + "/lazaret-escalate"
 	SandboxGoClient = SandboxBinDir + "/lazaret-escalate-go"
 )
 

@@ -182,6 +182,9 @@ type ExecOptions struct {
 	Workdir     string
 	User        string
 	Command     []string
+	// PreserveFDs passes podman's descriptors 3..PreserveFDs+2 to the
+	// command (the extra files given to Client.Cmd).
+	PreserveFDs int
 }
 
 // ExecArgs returns the `podman exec` for o (run it with Client.Cmd; the
@@ -213,6 +216,9 @@ func ExecArgs(o ExecOptions) (*Invocation, error) {
 	}
 	if o.User != "" {
 		args = append(args, "--user", o.User)
+	}
+	if o.PreserveFDs > 0 {
+		args = append(args, "--preserve-fds", strconv.Itoa(o.PreserveFDs))
 	}
 	// The container name ends podman's options: the command's own
 	// arguments follow and are never read as podman flags.

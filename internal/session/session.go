@@ -18,6 +18,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
+	"syscall"
 	"time"
 )
 
@@ -31,10 +34,11 @@ const (
 	EnvSessionSocket = "LAZARET_SESSION_SOCKET"
 )
 
-// HolderVerb is the hidden first argument of lazaret-escalate-go that
-// makes it a session holder: the first process of a session in the
-// sandbox, which takes the delegated key out of its environment, becomes
-// non-dumpable and signs for its own session's processes only.
+// HolderVerb is the hidden first argument of lazaret-escalate (the C
+// front end) that makes it a session holder: the first process of a
+// session in the sandbox, which becomes non-dumpable, reads the
+// delegation from descriptor 3 and has requests signed for its own
+// session's processes only.
 const HolderVerb = "__session"
 
 // DefaultDelegationTTL bounds a delegation. A shell may run for a working
@@ -175,6 +179,29 @@ func (d *Delegated) Env() []string {
 		EnvDelegation + "=" + base64.RawURLEncoding.EncodeToString(js),
 		EnvDelegatedKey + "=" + base64.RawURLEncoding.EncodeToString(scalar),
 	}
+}
+
+// Channel returns one end of a connected UNIX socket pair holding the
+// delegation as Env's NAME=VALUE lines, the other end closed: the session
+// holder's descriptor 3 (`podman exec --preserve-fds 1`). A socket, not a
+// pipe: under runsc (as in Linux) another process can reopen a pipe
+// through /proc/PID/fd of a process that is still dumpable, never a
+// socket (ENXIO, measured), so nothing can read the key before the holder
+// has made itself non-dumpable.
+func (d *Delegated) Channel() (*os.File, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("delegation channel: %w", err)
+	}
+	w := os.NewFile(uintptr(fds[1]), "delegation-w")
+	defer w.Close()
+	r := os.NewFile(uintptr(fds[0]), "delegation")
+	// A few hundred bytes: the socket buffer holds them without a reader.
+	if _, err := w.WriteString(strings.Join(d.Env(), "\n") + "\n"); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("delegation channel: %w", err)
+	}
+	return r, nil
 }
 
 // FromEnv reads a Delegated from the environment (lazaret-escalate).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -68,7 +69,9 @@ func platformFor(actionsAvail, goarch string) string {
 // runsc parses global flags before the subcommand, and Go's flag package
 // lets a later occurrence win, so a flag podman passes on purpose still
 // overrides ours. The --tty flag conmon 2.1.6 passes to `exec` (which runsc
-// does not define) is dropped.
+// does not define) is dropped, and its --preserve-fds N (podman exec
+// --preserve-fds: descriptors 3..N+2 go to the process) becomes runsc's
+// --pass-fd 3:3 … (the session holder's key arrives on fd 3).
 func ShimArgs(real string, args []string, platform string) []string {
 	out := []string{real}
 	out = append(out, ShimFlags(platform)...)
@@ -90,9 +93,43 @@ func ShimArgs(real string, args []string, platform string) []string {
 		if isTTYFlag(a) {
 			continue
 		}
+		if n, skip, ok := preserveFDs(rest[i:]); ok {
+			for fd := 3; fd < 3+n; fd++ {
+				out = append(out, fmt.Sprintf("--pass-fd=%d:%d", fd, fd))
+			}
+			i += skip
+			continue
+		}
 		out = append(out, a)
 	}
 	return append(out, rest[i:]...)
+}
+
+// maxPreservedFDs bounds --preserve-fds (podman passes a handful at most).
+const maxPreservedFDs = 64
+
+// preserveFDs recognises --preserve-fds N or --preserve-fds=N at args[0]:
+// it returns N and how many more arguments the flag took. A malformed
+// value is left for runsc to refuse.
+func preserveFDs(args []string) (n, skip int, ok bool) {
+	name := strings.TrimLeft(args[0], "-")
+	if len(args[0])-len(name) == 0 || len(args[0])-len(name) > 2 {
+		return 0, 0, false
+	}
+	var val string
+	switch {
+	case name == "preserve-fds" && len(args) > 1:
+		val, skip = args[1], 1
+	case strings.HasPrefix(name, "preserve-fds="):
+		val = strings.TrimPrefix(name, "preserve-fds=")
+	default:
+		return 0, 0, false
+	}
+	n, err := strconv.Atoi(val)
+	if err != nil || n < 0 || n > maxPreservedFDs {
+		return 0, 0, false
+	}
+	return n, skip, true
 }
 
 // runscGlobalValueFlags are the global runsc flags podman passes with a

@@ -46,6 +46,21 @@ func TestShimArgs(t *testing.T) {
 			[]string{"--root", "exec", "start", "--tty", id},
 		},
 		{
+			"exec --preserve-fds becomes --pass-fd",
+			[]string{"lazaret-runsc", "exec", "--pid-file", "/p", "--detach", "--preserve-fds", "2", id},
+			[]string{"exec", "--pid-file", "/p", "--detach", "--pass-fd=3:3", "--pass-fd=4:4", id},
+		},
+		{
+			"exec --preserve-fds=1 and 0",
+			[]string{"lazaret-runsc", "exec", "--preserve-fds=1", "-preserve-fds=0", id},
+			[]string{"exec", "--pass-fd=3:3", id},
+		},
+		{
+			"exec keeps a malformed --preserve-fds for runsc to refuse",
+			[]string{"lazaret-runsc", "exec", "--preserve-fds=x", id},
+			[]string{"exec", "--preserve-fds=x", id},
+		},
+		{
 			"kill keeps its arguments",
 			[]string{"lazaret-runsc", "--root", "/r", "kill", id, "9"},
 			[]string{"--root", "/r", "kill", id, "9"},

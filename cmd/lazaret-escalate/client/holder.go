@@ -1,53 +1,59 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
-	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
-	"unsafe"
 
 	"github.com/lazaret-dev/lazaret/internal/session"
 )
 
-// The session holder: the first process of every `lazaret shell`/`exec`
-// in the sandbox (`lazaret-escalate-go __session -- CMD...`). It takes the
-// session's delegated key out of its own environment, makes itself
-// non-dumpable (measured under runsc: another process, even root without
-// CAP_SYS_PTRACE, then gets EACCES on its /proc/PID/environ, maps and
-// fd/*, and ptrace, /proc/PID/mem and process_vm_readv are refused), and
-// runs CMD as its child without the key, with LAZARET_SESSION_SOCKET
-// naming a socket on which it serves escalation requests like the broker,
-// signed with the key it holds, but only for processes descended from it
+// The session's signer. The first process of every `lazaret shell`/`exec`
+// in the sandbox is the session holder, the C front end in holder mode
+// (`lazaret-escalate __session -- CMD...`, cmd/lazaret-escalate-c/holder.c):
+// non-dumpable from its first instruction, it reads the session's
+// delegation from a descriptor and runs CMD with LAZARET_SESSION_SOCKET
+// naming its socket. On the first request on that socket it starts this
+// program as the session's signer (`lazaret-escalate-go __signer
+// HOLDERPID`), with the listening socket as descriptor 3 and the
+// delegation on descriptor 4. The signer makes itself non-dumpable before
+// anything else (main's init; measured under runsc: another process, even
+// root without CAP_SYS_PTRACE, then gets EACCES on its /proc/PID/environ,
+// maps and fd/*, and ptrace, /proc/PID/mem and process_vm_readv are
+// refused), and serves escalation requests like the broker, signed with
+// the delegated key, but only for processes descended from the holder
 // (SO_PEERCRED pid, then the /proc/PID/stat parent chain). Another
 // session's processes in the same sandbox can thus neither read the key
 // nor have requests signed as this session (docs/SECURITY.md, Session
 // Anchor).
 const (
-	// SessionVerb is the hidden first argument that selects holder mode.
-	SessionVerb = session.HolderVerb
+	// SignerVerb is the hidden first argument that selects signer mode.
+	SignerVerb = "__signer"
 	// EnvSessionSocket names the holder's socket in the session's
 	// processes.
 	EnvSessionSocket = session.EnvSessionSocket
 )
 
-// Linux prctl options (the client imports only the standard library).
+// The signer's descriptors, set up by the holder.
 const (
-	prSetDumpable       = 4
-	prSetChildSubreaper = 36
+	signerListenFD = 3
+	signerKeyFD    = 4
+	// maxDelegationBlob bounds what the holder sends (three short lines).
+	maxDelegationBlob = 16 << 10
 )
 
+// prSetDumpable is Linux's prctl option (the client imports only the
+// standard library).
+const prSetDumpable = 4
+
 // SetNonDumpable makes this process non-dumpable; main calls it first
-// thing in holder mode, before the Go program does anything else.
+// thing in signer mode, before the Go program does anything else.
 func SetNonDumpable() error {
 	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0); e != 0 {
 		return e
@@ -55,209 +61,80 @@ func SetNonDumpable() error {
 	return nil
 }
 
-// SessionMain runs the holder: args is what follows SessionVerb ("--",
-// then the command). It returns the command's exit code (128+N when a
-// signal N ended it), 126/127 when the command cannot be run or is not
-// found. A holder that cannot serve (no key, no socket) still runs the
-// command, without escalation, and says why: the session itself must not
-// depend on it.
-func SessionMain(args []string, stderr io.Writer) int {
+// SignerMain runs the signer: args is what follows SignerVerb (the
+// holder's pid). It serves until the holder dies (which kills it).
+func SignerMain(args []string, stderr io.Writer) int {
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "lazaret-escalate: session: "+format+"\n", a...) }
-	if len(args) > 0 && args[0] == "--" {
-		args = args[1:]
+	holder := 0
+	if len(args) == 1 {
+		holder, _ = strconv.Atoi(args[0])
 	}
-	if len(args) == 0 {
-		logf("no command")
+	if holder <= 1 {
+		logf("usage: lazaret-escalate-go %s HOLDERPID (started by the session holder)", SignerVerb)
 		return ExitUsage
 	}
-	dir, err := serveSession(logf)
+	del, err := readDelegation(os.NewFile(signerKeyFD, "delegation"))
 	if err != nil {
 		logf("host escalation is unavailable in this session: %v", err)
+		return ExitFailure
 	}
-	code := runChild(args, logf)
-	if dir != "" {
-		_ = os.RemoveAll(dir)
+	// The holder set PR_SET_PDEATHSIG before the exec; a holder gone
+	// before that left this process to another parent.
+	if os.Getppid() != holder {
+		logf("the session holder %d is gone", holder)
+		return ExitFailure
 	}
-	return code
-}
-
-// serveSession takes the key out of the environment and serves it on a
-// socket in a new private directory, which it returns; the key is dropped
-// from the environment whatever happens.
-func serveSession(logf func(string, ...any)) (string, error) {
-	del, err := takeDelegation()
+	lf := os.NewFile(signerListenFD, "session-socket")
+	ln, err := net.FileListener(lf)
+	_ = lf.Close()
 	if err != nil {
-		return "", err
-	}
-	if err := SetNonDumpable(); err != nil {
-		return "", fmt.Errorf("cannot make the session holder non-dumpable: %w", err)
-	}
-	// Orphans of the session stay its descendants (and are reaped here).
-	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
-	dir, err := os.MkdirTemp("", "lazaret-session-")
-	if err != nil {
-		return "", err
-	}
-	sock := filepath.Join(dir, "sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return "", err
-	}
-	if err := os.Setenv(EnvSessionSocket, sock); err != nil {
-		ln.Close()
-		_ = os.RemoveAll(dir)
-		return "", err
+		logf("host escalation is unavailable in this session: %v", err)
+		return ExitFailure
 	}
 	loadClientConfig = (&configCache{}).load
-	b := &Broker{Delegated: del, Peer: sessionPeer(os.Getpid()), Log: logf}
-	go func() { _ = b.Serve(context.Background(), ln) }()
-	return dir, nil
-}
-
-// takeDelegation reads the delegation from the environment, removes the
-// key and the delegation from it (the command must not inherit them) and
-// overwrites the key's bytes in the initial environment block, which is
-// what /proc/PID/environ shows.
-func takeDelegation() (*session.Delegated, error) {
-	del, err := session.FromEnv(os.Getenv)
-	defer func() {
-		_ = os.Unsetenv(session.EnvDelegatedKey)
-		_ = os.Unsetenv(session.EnvDelegation)
-	}()
-	if err != nil {
-		return nil, err
-	}
-	// Best effort: the process is non-dumpable already, so no other
-	// process reads its environ; the scrub keeps the key out of it should
-	// that ever change.
-	_ = ScrubEnv(session.EnvDelegatedKey)
-	return del, nil
-}
-
-// ScrubEnv overwrites every value of name in the process's initial
-// environment block, which is what /proc/PID/environ shows (the Go
-// runtime works on copies). The block lies at the top of the main
-// thread's stack; it is found in [stack] and rewritten through
-// /proc/self/mem, which a process may always use on itself.
-func ScrubEnv(name string) error {
-	lo, hi, err := stackRange()
-	if err != nil {
-		return err
-	}
-	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	defer mem.Close()
-	// The environment block is within the top of the stack.
-	if hi-lo > 1<<20 {
-		lo = hi - 1<<20
-	}
-	buf := make([]byte, hi-lo)
-	if _, err := mem.ReadAt(buf, int64(lo)); err != nil {
-		return err
-	}
-	needle := []byte("\x00" + name + "=")
-	for off := 0; ; {
-		i := bytes.Index(buf[off:], needle)
-		if i < 0 {
-			return nil
-		}
-		start := off + i + len(needle)
-		end := start + bytes.IndexByte(buf[start:], 0)
-		if end < start {
-			end = len(buf)
-		}
-		if _, err := mem.WriteAt(bytes.Repeat([]byte("x"), end-start), int64(lo)+int64(start)); err != nil {
-			return err
-		}
-		off = end
-	}
-}
-
-// stackRange returns the main thread's stack mapping from /proc/self/maps.
-func stackRange() (lo, hi uint64, err error) {
-	b, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasSuffix(line, "[stack]") {
-			continue
-		}
-		a, z, ok := strings.Cut(strings.Fields(line)[0], "-")
-		if !ok {
-			break
-		}
-		if lo, err = strconv.ParseUint(a, 16, 64); err == nil {
-			hi, err = strconv.ParseUint(z, 16, 64)
-		}
-		return lo, hi, err
-	}
-	return 0, 0, errors.New("no [stack] in /proc/self/maps")
-}
-
-// runChild runs the command with the holder's stdio and environment and
-// waits for it, reaping orphans meanwhile; it forwards the signals that
-// reach the holder and not the command (a terminal's SIGINT and SIGQUIT go
-// to the foreground process group, which holds the command already).
-func runChild(args []string, logf func(string, ...any)) int {
-	path, err := exec.LookPath(args[0])
-	if err != nil {
+	b := &Broker{Delegated: del, Peer: sessionPeer(holder), Log: logf}
+	if err := b.Serve(context.Background(), ln); err != nil {
 		logf("%v", err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return 127
-		}
-		return 126
+		return ExitFailure
 	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGUSR1, syscall.SIGUSR2)
-	p, err := os.StartProcess(path, args, &os.ProcAttr{Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}})
+	return 0
+}
+
+// readDelegation reads the holder's NAME=VALUE lines (ParseDelegation)
+// from f to its end and closes it.
+func readDelegation(f *os.File) (*session.Delegated, error) {
+	if f == nil {
+		return nil, errors.New("no delegation descriptor")
+	}
+	defer f.Close()
+	blob, err := io.ReadAll(io.LimitReader(f, maxDelegationBlob+1))
 	if err != nil {
-		logf("%v", err)
-		return 126
+		return nil, fmt.Errorf("reading the delegation: %w", err)
 	}
-	tty := isTTY(0)
-	go func() {
-		for s := range sigs {
-			if tty && (s == syscall.SIGINT || s == syscall.SIGQUIT || s == syscall.SIGTSTP) {
-				continue
-			}
-			_ = p.Signal(s)
-		}
-	}()
-	return reapUntil(p.Pid)
+	defer clear(blob)
+	return ParseDelegation(blob)
 }
 
-// reapUntil reaps children (the command, and orphans the holder adopted
-// as subreaper) until pid exits, and returns its shell-style exit code.
-func reapUntil(pid int) int {
-	for {
-		var ws syscall.WaitStatus
-		got, err := syscall.Wait4(-1, &ws, 0, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return ExitFailure
-		}
-		if got != pid {
-			continue
-		}
-		switch {
-		case ws.Exited():
-			return ws.ExitStatus()
-		case ws.Signaled():
-			return 128 + int(ws.Signal())
-		}
+// ParseDelegation reads the delegation the CLI passes to the holder:
+// lines of NAME=VALUE for LAZARET_SESSION_ID, LAZARET_DELEGATION and
+// LAZARET_DELEGATED_KEY (session.Delegated.Env), each at most once.
+func ParseDelegation(blob []byte) (*session.Delegated, error) {
+	if len(blob) > maxDelegationBlob {
+		return nil, errors.New("delegation too long")
 	}
-}
-
-func isTTY(fd int) bool {
-	var t syscall.Termios
-	_, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
-	return e == 0
+	vals := map[string]string{}
+	// A line is never quoted in an error: it may hold the key.
+	for i, line := range strings.Split(strings.TrimSuffix(string(blob), "\n"), "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || (k != session.EnvSessionID && k != session.EnvDelegation && k != session.EnvDelegatedKey) {
+			return nil, fmt.Errorf("delegation line %d: not one of %s, %s, %s", i+1, session.EnvSessionID, session.EnvDelegation, session.EnvDelegatedKey)
+		}
+		if _, dup := vals[k]; dup {
+			return nil, fmt.Errorf("delegation: %s given twice", k)
+		}
+		vals[k] = v
+	}
+	return session.FromEnv(func(k string) string { return vals[k] })
 }
 
 // errNotSession refuses a peer that is not a process of this session.

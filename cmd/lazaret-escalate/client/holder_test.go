@@ -138,30 +138,6 @@ func TestViaHolderRefused(t *testing.T) {
 	}
 }
 
-// ScrubEnv overwrites the value in the block /proc/self/environ shows
-// (checked in a child process that has the variable from its start).
-func TestScrubEnv(t *testing.T) {
-	if mode := os.Getenv("LZ_SCRUB_CHILD"); mode != "" {
-		if mode == "scrub" {
-			if err := ScrubEnv("LZ_SCRUB_SECRET"); err != nil {
-				fmt.Println(err)
-			}
-		}
-		b, _ := os.ReadFile("/proc/self/environ")
-		fmt.Printf("has-secret=%v\n", bytes.Contains(b, []byte("hunter2hunter2")))
-		return
-	}
-	// Control ("keep"): without the scrub, /proc/self/environ shows it.
-	for mode, want := range map[string]string{"keep": "has-secret=true", "scrub": "has-secret=false"} {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestScrubEnv$")
-		cmd.Env = append(os.Environ(), "LZ_SCRUB_SECRET=hunter2hunter2", "LZ_SCRUB_CHILD="+mode)
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), want) {
-			t.Fatalf("%s: %v\n%s", mode, err, out)
-		}
-	}
-}
-
 // The holder's key signs even though the forwarded variables name
 // another session: run takes the key from the context.
 func TestBrokerUsesHolderKey(t *testing.T) {
@@ -192,44 +168,44 @@ func TestBrokerUsesHolderKey(t *testing.T) {
 	}
 }
 
-// SessionMain end to end in a child process (the test binary in helper
-// mode): the command runs without the key and with the socket, its exit
-// code and a signal's 128+N come back, and its own processes get answers
-// from the holder.
-func TestSessionMain(t *testing.T) {
-	if os.Getenv("LZ_HOLDER_CHILD") == "1" {
-		os.Exit(SessionMain(strings.Split(os.Getenv("LZ_HOLDER_ARGS"), "\x1f"), os.Stderr))
-	}
+// ParseDelegation takes the CLI's lines and refuses anything else
+// without quoting it (a line may hold the key).
+func TestParseDelegation(t *testing.T) {
 	a, _ := session.New()
 	del, err := a.Delegate("0123456789ab", time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(script string) (string, int) {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestSessionMain$")
-		cmd.Env = append(append(os.Environ(), del.Env()...), "LZ_HOLDER_CHILD=1", "LZ_HOLDER_ARGS=--\x1fsh\x1f-c\x1f"+script)
-		out, err := cmd.CombinedOutput()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
+	good := strings.Join(del.Env(), "\n")
+	got, err := ParseDelegation([]byte(good + "\n"))
+	if err != nil || !got.Key.Equal(del.Key) || got.SessionID != del.SessionID {
+		t.Fatalf("good delegation: %v", err)
+	}
+	for name, blob := range map[string]string{
+		"empty":     "",
+		"twice":     good + "\n" + del.Env()[2],
+		"other var": good + "\nPATH=/x",
+		"no equals": good + "\nsecretsecret",
+		"key only":  del.Env()[2],
+		"too long":  good + "\n" + strings.Repeat("x", maxDelegationBlob),
+	} {
+		_, err := ParseDelegation([]byte(blob))
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if strings.Contains(err.Error(), "secretsecret") || strings.Contains(err.Error(), del.Env()[2]) {
+			t.Errorf("%s: the error quotes the input: %v", name, err)
 		}
-		return string(out), code
 	}
-	out, code := run(`env | grep ^LAZARET_; exit 7`)
-	if code != 7 || strings.Contains(out, session.EnvDelegatedKey) || strings.Contains(out, session.EnvDelegation) || !strings.Contains(out, EnvSessionSocket+"=") {
-		t.Fatalf("exit %d, environment:\n%s", code, out)
-	}
-	if _, code := run(`kill $$`); code != 128+int(syscall.SIGTERM) {
-		t.Fatalf("killed command: exit %d", code)
-	}
-	// A process of the session is served by the holder: acknowledged,
-	// then the request fails here for want of TLS material (125), where a
-	// refusal would say so.
-	out, _ = run(`LZ_HOLDER_CHILD= LZ_HELPER_SOCK=$LAZARET_SESSION_SOCKET ` + os.Args[0] + ` -test.run=^TestHelperConnect$`)
-	if !strings.Contains(out, "code 125 <nil>") {
-		t.Fatalf("a process of the session was not served:\n%s", out)
-	}
+}
+
+func FuzzParseDelegation(f *testing.F) {
+	a, _ := session.New()
+	del, _ := a.Delegate("0123456789ab", time.Hour, time.Now())
+	f.Add([]byte(strings.Join(del.Env(), "\n") + "\n"))
+	f.Add([]byte("LAZARET_SESSION_ID=x\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if d, err := ParseDelegation(b); err == nil && d.Key == nil {
+			t.Fatal("accepted without a key")
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -154,39 +155,64 @@ func (l *Link) Register(ctx context.Context, c *ctl.Client) error {
 	return nil
 }
 
+// Holds reports whether this session's commands run under a session
+// holder (Command): escalation is enabled and the session registered.
+func (l *Link) Holds() bool { return l.sandboxID != "" }
+
 // Command returns the command a `podman exec` of this session runs: with
-// a registration, command under the session holder (the in-sandbox Go
-// client in holder mode), which takes the delegated key out of the
-// environment ExecEnv filled and keeps it where other sessions' processes
-// cannot read it; without one (escalation disabled), command itself.
-func (l *Link) Command(command []string) []string {
-	if l.sandboxID == "" {
+// a registration, command under the session holder (the in-sandbox C
+// front end in holder mode), which reads the delegation ExecDelegation
+// passes on descriptor 3 and keeps it where other sessions' processes
+// cannot read it, and, when pidFile is set, records the command's pid
+// there; without one (escalation disabled), command itself.
+func (l *Link) Command(command []string, pidFile string) []string {
+	if !l.Holds() {
 		return command
 	}
-	return append([]string{escprompt.SandboxGoClient, session.HolderVerb, "--"}, command...)
+	argv := []string{escprompt.SandboxClient, session.HolderVerb}
+	if pidFile != "" {
+		argv = append(argv, "--pidfile", pidFile)
+	}
+	return append(append(argv, "--"), command...)
 }
 
-// ExecEnv adds a fresh delegation for one `podman exec` to env. Without a
-// registration (escalation disabled) it adds nothing.
+// ExecDelegation makes a fresh delegation for one `podman exec`: it adds
+// the (public) session id to env and returns the holder's descriptor 3
+// (`podman exec --preserve-fds 1`), a socket holding the delegation's
+// NAME=VALUE lines, key included (session.Delegated.Channel): the key is
+// in no argv, environment or file. Without a registration (escalation
+// disabled) it returns nil and adds nothing.
+func (l *Link) ExecDelegation(env map[string]string) (*os.File, error) {
+	d, err := l.delegate()
+	if d == nil || err != nil {
+		return nil, err
+	}
+	env[session.EnvSessionID] = d.SessionID
+	return d.Channel()
+}
+
+// ExecEnv adds a fresh delegation, key included, to env: for a client
+// run with no holder (tests). Without a registration it adds nothing.
 func (l *Link) ExecEnv(env map[string]string) error {
+	d, err := l.delegate()
+	if d == nil || err != nil {
+		return err
+	}
+	for _, kv := range d.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return nil
+}
+
+// delegate makes a fresh delegation, nil without a registration.
+func (l *Link) delegate() (*session.Delegated, error) {
 	if l.sandboxID == "" {
-		return nil
+		return nil, nil
 	}
 	ttl := l.TTL
 	if ttl <= 0 {
 		ttl = session.DefaultDelegationTTL
 	}
-	d, err := l.anchor.Delegate(l.sandboxID, ttl, time.Now())
-	if err != nil {
-		return err
-	}
-	for _, kv := range d.Env() {
-		for i := 0; i < len(kv); i++ {
-			if kv[i] == '=' {
-				env[kv[:i]] = kv[i+1:]
-				break
-			}
-		}
-	}
-	return nil
+	return l.anchor.Delegate(l.sandboxID, ttl, time.Now())
 }

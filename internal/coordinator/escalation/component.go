@@ -32,7 +32,7 @@ const (
 	// each request to the broker; SandboxGoClient is the Go client, which
 	// runs as the broker and which the front end execs when the broker
 	// cannot be reached.
-	SandboxClient   = SandboxBinDir + "/lazaret-escalate"
+	SandboxClient   = escprompt.SandboxClient
 	SandboxGoClient = escprompt.SandboxGoClient
 	// SandboxBrokerDir is a tmpfs, empty at every start, for the broker's
 	// socket SandboxBrokerSocket (cmd/lazaret-escalate/client's

@@ -1,0 +1,373 @@
+/*
+ * The session holder: `lazaret-escalate __session [--pidfile PATH] --
+ * CMD...`, the first process of every `lazaret shell`/`exec` in the
+ * sandbox. With --pidfile it writes CMD's pid there (for the CLI's signal
+ * delivery without a terminal; before, a /bin/sh in front of CMD did,
+ * one more dynamic executable's start on every exec).
+ *
+ * It replaces a Go holder whose start cost every exec 25-50 ms under
+ * gVisor (docs/PERFORMANCE.md); this one costs a fork. It keeps the
+ * session's delegation out of every other session's reach:
+ *   - it makes itself non-dumpable before anything else, so no other
+ *     process (root in the sandbox without CAP_SYS_PTRACE included) reads
+ *     its /proc/PID/environ, fd/, maps or mem, or attaches to it;
+ *   - the delegation (the NAME=VALUE lines of LAZARET_SESSION_ID,
+ *     LAZARET_DELEGATION and LAZARET_DELEGATED_KEY) arrives on descriptor
+ *     3 (`podman exec --preserve-fds 1`), read only after that, never
+ *     through the environment. Descriptor 3 must be a socket: before the
+ *     prctl another process could reopen a pipe through /proc/PID/fd/3,
+ *     never a socket (ENXIO, measured under runsc);
+ *   - it runs CMD as its child, without descriptor 3 and with
+ *     LAZARET_SESSION_SOCKET naming a socket in a new 0700 directory;
+ *   - it does not sign: on the first connection to that socket it starts
+ *     the Go signer (`lazaret-escalate-go __signer PID`, which makes itself
+ *     non-dumpable first thing), hands it the listening socket as
+ *     descriptor 3 and the delegation on a socket pair as descriptor 4
+ *     (a socket cannot be reopened through /proc/PID/fd). The signer
+ *     serves requests like the broker, only for descendants of this
+ *     process (SO_PEERCRED), and dies with it (PR_SET_PDEATHSIG). A session
+ *     that never escalates never starts it.
+ * It reaps orphans of the session (child subreaper), forwards the signals
+ * that reach it to CMD (not a terminal's SIGINT/SIGQUIT/SIGTSTP, which the
+ * foreground process group has already), and exits with CMD's exit code
+ * (128+N for a signal N; 127 not found, 126 not runnable).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "holder.h"
+
+#define KEY_FD 3
+#define MAX_KEY 16384
+#define SIGNER_VERB "__signer"
+/* A signer that keeps dying (a broken installation) is not restarted
+ * forever: after that many starts the socket closes, and front ends
+ * report that host escalation is unavailable. */
+#define MAX_SIGNER_STARTS 3
+#define EXIT_USAGE 2
+
+static char key[MAX_KEY];
+static size_t keylen;
+static volatile pid_t child;
+static int tty;
+static int wake[2] = {-1, -1};
+static const int forwarded[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGTSTP, SIGUSR1, SIGUSR2};
+
+static void say(const char *a, const char *b)
+{
+	const char *p = "lazaret-escalate: session: ";
+	ssize_t r = write(2, p, strlen(p));
+	r = write(2, a, strlen(a));
+	if (b != NULL) {
+		r = write(2, ": ", 2);
+		r = write(2, b, strlen(b));
+	}
+	r = write(2, "\n", 1);
+	(void)r;
+}
+
+static void on_signal(int sig)
+{
+	int saved = errno;
+	if (sig == SIGCHLD) {
+		ssize_t r = write(wake[1], "c", 1);
+		(void)r;
+	} else if (child > 0 && !(tty && (sig == SIGINT || sig == SIGQUIT || sig == SIGTSTP))) {
+		kill(child, sig);
+	}
+	errno = saved;
+}
+
+/* read_key takes the delegation from descriptor 3, which must be a socket
+ * (anything else was not put there by lazaret), and closes it. */
+static int read_key(void)
+{
+	struct stat st;
+	if (fstat(KEY_FD, &st) != 0)
+		return 0;
+	if (!S_ISSOCK(st.st_mode)) {
+		close(KEY_FD);
+		return 0;
+	}
+	for (;;) {
+		ssize_t r = read(KEY_FD, key + keylen, sizeof key - keylen);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		keylen += (size_t)r;
+		if (keylen == sizeof key)
+			break;
+	}
+	close(KEY_FD);
+	if (keylen == 0 || keylen == sizeof key) {
+		memset(key, 0, sizeof key);
+		keylen = 0;
+		return 0;
+	}
+	return 1;
+}
+
+/* listen_session makes the session socket in a new private directory. */
+static int listen_session(char *dir, size_t dirsz, char *path, size_t pathsz)
+{
+	const char *tmp = getenv("TMPDIR");
+	struct sockaddr_un sa;
+	int fd;
+	if (tmp == NULL || tmp[0] != '/')
+		tmp = "/tmp";
+	if ((size_t)snprintf(dir, dirsz, "%s/lazaret-session-XXXXXX", tmp) >= dirsz || mkdtemp(dir) == NULL)
+		return -1;
+	if ((size_t)snprintf(path, pathsz, "%s/sock", dir) >= pathsz || strlen(path) >= sizeof sa.sun_path) {
+		rmdir(dir);
+		return -1;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		rmdir(dir);
+		return -1;
+	}
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 64) != 0) {
+		close(fd);
+		unlink(path);
+		rmdir(dir);
+		return -1;
+	}
+	return fd;
+}
+
+static void block_signals(sigset_t *old)
+{
+	sigset_t all;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, old);
+}
+
+/* start_command forks CMD; in the child the key is wiped and the
+ * handlers' dispositions go back to their defaults with the exec. */
+/* write_pidfile records pid in path; a symlink there is not followed. */
+static void write_pidfile(const char *path, pid_t pid)
+{
+	char line[24];
+	int n = snprintf(line, sizeof line, "%d\n", (int)pid);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		say("cannot record the command's pid", strerror(errno));
+		return;
+	}
+	if (write(fd, line, (size_t)n) != n)
+		say("cannot record the command's pid", strerror(errno));
+	close(fd);
+}
+
+static pid_t start_command(char **argv, const char *pidfile)
+{
+	sigset_t old;
+	pid_t pid;
+	block_signals(&old);
+	pid = fork();
+	if (pid == 0) {
+		memset(key, 0, sizeof key);
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		execvp(argv[0], argv);
+		{
+			int e = errno;
+			say(argv[0], strerror(e));
+			_exit(e == ENOENT ? 127 : 126);
+		}
+	}
+	if (pid > 0) {
+		child = pid;
+		if (pidfile != NULL)
+			write_pidfile(pidfile, pid);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return pid;
+}
+
+/* move_fd puts fd at want in a child about to exec (without close-on-exec). */
+static int move_fd(int fd, int want)
+{
+	int tmp = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+	return tmp >= 0 && dup2(tmp, want) == want;
+}
+
+/* start_signer starts the Go signer with the listening socket ln as
+ * descriptor 3 and sends it the delegation on descriptor 4. */
+static pid_t start_signer(int ln, const char *go)
+{
+	int sv[2];
+	sigset_t old;
+	pid_t pid, self = getpid();
+	char ppid[24];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return -1;
+	snprintf(ppid, sizeof ppid, "%d", (int)self);
+	block_signals(&old);
+	pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDONLY);
+		memset(key, 0, sizeof key);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != self || null < 0 || dup2(null, 0) != 0 || !move_fd(ln, 3) || !move_fd(sv[1], 4))
+			_exit(EXIT_FAILURE_CODE);
+		if (null > 4)
+			close(null);
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		execl(go, "lazaret-escalate-go", SIGNER_VERB, ppid, (char *)NULL);
+		say("cannot run the signer", go);
+		_exit(EXIT_FAILURE_CODE);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(sv[1]);
+	if (pid > 0) {
+		const char *p = key;
+		size_t n = keylen;
+		while (n > 0) {
+			ssize_t w = send(sv[0], p, n, MSG_NOSIGNAL);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				break;
+			p += w;
+			n -= (size_t)w;
+		}
+	}
+	close(sv[0]);
+	return pid;
+}
+
+static void install_handlers(void)
+{
+	struct sigaction sa;
+	size_t i;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESTART;
+	sigfillset(&sa.sa_mask);
+	for (i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
+		sigaction(forwarded[i], &sa, NULL);
+	sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+	sigaction(SIGCHLD, &sa, NULL);
+}
+
+/* exit_code is the shell's exit code for a wait status. */
+static int exit_code(int st)
+{
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	return 128 + WTERMSIG(st);
+}
+
+/* serve waits for CMD, reaping every child, and starts the signer when a
+ * request arrives on ln (ln < 0: no escalation). */
+static int serve(int ln, const char *go)
+{
+	pid_t signer = 0;
+	int starts = 0;
+	for (;;) {
+		struct pollfd p[2] = {{.fd = wake[0], .events = POLLIN}, {.fd = ln, .events = POLLIN}};
+		nfds_t n = (ln >= 0 && signer == 0) ? 2 : 1;
+		int st;
+		pid_t w;
+		if (poll(p, n, -1) < 0 && errno != EINTR)
+			return EXIT_FAILURE_CODE;
+		if (p[0].revents & POLLIN) {
+			char buf[64];
+			ssize_t r = read(wake[0], buf, sizeof buf);
+			(void)r;
+		}
+		while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+			if (w == child)
+				return exit_code(st);
+			if (w == signer)
+				signer = 0;
+		}
+		if (n == 2 && (p[1].revents & (POLLIN | POLLERR | POLLHUP))) {
+			if (starts == MAX_SIGNER_STARTS) {
+				say("host escalation is unavailable in this session", "its signer keeps failing");
+				close(ln);
+				ln = -1;
+				continue;
+			}
+			starts++;
+			signer = start_signer(ln, go);
+			if (signer < 0)
+				signer = 0;
+		}
+	}
+}
+
+int holder_main(int argc, char **argv, const char *go)
+{
+	char dir[256], path[300];
+	int ln = -1, code;
+	const char *pidfile = NULL;
+	/* First thing: nothing of this process is readable from outside
+	 * from here on. */
+	prctl(PR_SET_DUMPABLE, 0);
+	if (argc > 1 && strcmp(argv[0], "--pidfile") == 0) {
+		pidfile = argv[1];
+		argc -= 2;
+		argv += 2;
+	}
+	if (argc > 0 && strcmp(argv[0], "--") == 0) {
+		argc--;
+		argv++;
+	}
+	if (argc == 0) {
+		say("no command", NULL);
+		return EXIT_USAGE;
+	}
+	tty = isatty(0);
+	unsetenv("LAZARET_DELEGATED_KEY");
+	unsetenv("LAZARET_DELEGATION");
+	if (!read_key()) {
+		say("host escalation is unavailable in this session", "no delegation on descriptor 3");
+	} else {
+		prctl(PR_SET_CHILD_SUBREAPER, 1);
+		ln = listen_session(dir, sizeof dir, path, sizeof path);
+		if (ln < 0 || setenv("LAZARET_SESSION_SOCKET", path, 1) != 0) {
+			say("host escalation is unavailable in this session", strerror(errno));
+			if (ln >= 0) {
+				close(ln);
+				unlink(path);
+				rmdir(dir);
+				ln = -1;
+			}
+		}
+	}
+	if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+		say("cannot run", strerror(errno));
+		return EXIT_FAILURE_CODE;
+	}
+	install_handlers();
+	if (start_command(argv, pidfile) < 0) {
+		say("cannot run", strerror(errno));
+		code = EXIT_FAILURE_CODE;
+	} else {
+		code = serve(ln, go);
+	}
+	memset(key, 0, sizeof key);
+	if (ln >= 0) {
+		close(ln);
+		unlink(path);
+		rmdir(dir);
+	}
+	return code;
+}
