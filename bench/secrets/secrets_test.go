@@ -175,16 +175,21 @@ func BenchmarkSecrets(b *testing.B) {
 }
 
 func netdSize(b *testing.B) string {
-	out := filepath.Join(b.TempDir(), "lazaret-netd")
-	root, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "n/a (no go toolchain)"
-	}
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./cmd/lazaret-netd")
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(root)))
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if o, err := cmd.CombinedOutput(); err != nil {
-		return "n/a: " + strings.TrimSpace(string(o))
+	// make bench stages the release build (make build: stripped) in
+	// LAZARET_BIN; from a source tree, build it the same way.
+	out := filepath.Join(os.Getenv("LAZARET_BIN"), "lazaret-netd")
+	if os.Getenv("LAZARET_BIN") == "" {
+		out = filepath.Join(b.TempDir(), "lazaret-netd")
+		root, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil {
+			return "n/a (no go toolchain)"
+		}
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./cmd/lazaret-netd")
+		cmd.Dir = filepath.Dir(strings.TrimSpace(string(root)))
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if o, err := cmd.CombinedOutput(); err != nil {
+			return "n/a: " + strings.TrimSpace(string(o))
+		}
 	}
 	fi, err := os.Stat(out)
 	if err != nil {
