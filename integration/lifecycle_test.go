@@ -639,21 +639,36 @@ func TestLifecycleNoDescriptorLeaks(t *testing.T) {
 			continue
 		}
 		args, _ := os.ReadFile(filepath.Join(recDir, r.Name()+".args"))
-		want := "0 1 2"
-		if strings.Contains(string(args), "--preserve-fds 1 ") {
-			// The network sidecar is handed its control socket on
-			// purpose (internal/coordinator/sidecar).
-			want = "0 1 2 3"
-		}
-		if strings.Contains(string(args), " --env-file /dev/fd/3 ") {
-			// The container's environment, on a pipe podman reads at
-			// start (podman.Invocation): never on the argv.
-			want = "0 1 2 3"
-		}
+		want := wantPodmanFDs(string(args))
 		if got := lowFDs(t, filepath.Join(recDir, r.Name())); got != want {
 			t.Errorf("podman %s (pid %s) started with descriptors %q, want %q", strings.TrimSpace(string(args)), r.Name(), got, want)
 		}
 	}
+}
+
+// wantPodmanFDs is the descriptors a podman started with args may hold:
+// 0-2, then the ones it passes on on purpose (--preserve-fds N: the network
+// sidecar's control socket, a session holder's delegation socket), then
+// the container's environment on a pipe podman reads at start
+// (--env-file /dev/fd/M, podman.Invocation: never on the argv), which
+// must come right after them.
+func wantPodmanFDs(args string) string {
+	fds := []string{"0", "1", "2"}
+	next := 3
+	if m := regexp.MustCompile(`--preserve-fds (\d+) `).FindStringSubmatch(args + " "); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		for range n {
+			fds = append(fds, strconv.Itoa(next))
+			next++
+		}
+	}
+	if strings.Contains(args, " --env-file /dev/fd/") {
+		if !strings.Contains(args, fmt.Sprintf(" --env-file /dev/fd/%d ", next)) {
+			return "env-file on an unexpected descriptor"
+		}
+		fds = append(fds, strconv.Itoa(next))
+	}
+	return strings.Join(fds, " ")
 }
 
 // TestLifecycleSandboxFDs: the sandboxed command and the container's init
