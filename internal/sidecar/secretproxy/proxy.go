@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/secret"
+	"github.com/lazaret-dev/lazaret/internal/trust"
 
 	"golang.org/x/net/netutil"
 )
@@ -92,7 +93,7 @@ func New(o Options) (*Proxy, error) {
 			}
 			return o.Dial(ctx, host)
 		},
-		TLSClientConfig:       &tls.Config{RootCAs: o.Roots, MinVersion: tls.VersionTLS12, ServerName: o.UpstreamServerName},
+		TLSClientConfig:       trust.UpstreamClientConfig(o.Roots, o.UpstreamServerName),
 		ForceAttemptHTTP2:     true,
 		MaxIdleConnsPerHost:   16,
 		IdleConnTimeout:       90 * time.Second,
@@ -167,12 +168,8 @@ func (p *Proxy) Stats() []secret.Stat {
 // Serve accepts the agent's connections on ln until Close.
 func (p *Proxy) Serve(ln net.Listener) error {
 	srv := &http.Server{
-		Handler: http.HandlerFunc(p.serveHTTP),
-		TLSConfig: &tls.Config{
-			GetCertificate: p.certificate,
-			NextProtos:     []string{"h2", "http/1.1"},
-			MinVersion:     tls.VersionTLS12,
-		},
+		Handler:           http.HandlerFunc(p.serveHTTP),
+		TLSConfig:         trust.InterceptServerConfig(p.certificate),
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          log.New(io.Discard, "", 0),
