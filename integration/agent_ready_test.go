@@ -3,18 +3,10 @@
 package integration
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -281,43 +273,6 @@ func TestAgentImage(t *testing.T) {
 	}
 }
 
-// arCA returns a test CA (PEM) and a server certificate and key for
-// 127.0.0.1 signed by it.
-func arCA(t *testing.T) (caPEM, certPEM, keyPEM []byte) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "lazaret test proxy CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		KeyUsage: x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
-
 // TestAgentCABundle: a CA added to a host bundle named by ca_bundle (the
 // way a TLS-intercepting proxy's CA is in the host's trust store) reaches
 // the sandbox read-only, with the TLS variables pointing at it, and git
@@ -326,7 +281,7 @@ func arCA(t *testing.T) (caPEM, certPEM, keyPEM []byte) {
 // server's certificate. A bundle holding a private key is refused at load.
 func TestAgentCABundle(t *testing.T) {
 	e := NewEnv(t)
-	caPEM, certPEM, keyPEM := arCA(t)
+	caPEM, certPEM, keyPEM := testTLS(t, "127.0.0.1")
 	bundle := filepath.Join(e.Root, "host-bundle.crt")
 	host, _ := os.ReadFile("/etc/ssl/certs/ca-certificates.crt")
 	if err := os.WriteFile(bundle, append(append([]byte{}, host...), caPEM...), 0o644); err != nil {

@@ -168,7 +168,8 @@ func httpsBench(args []string) int {
 	return 0
 }
 
-// testTLS makes a test CA and a server certificate for names.
+// testTLS makes a test CA and a server certificate for names (DNS names,
+// or IP addresses such as "127.0.0.1").
 func testTLS(t *testing.T, names ...string) (caPEM, certPEM, keyPEM []byte) {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -181,9 +182,16 @@ func testTLS(t *testing.T, names ...string) (caPEM, certPEM, keyPEM []byte) {
 	}
 	ca, _ := x509.ParseCertificate(caDER)
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	lt := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+	lt := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			lt.IPAddresses = append(lt.IPAddresses, ip)
+		} else {
+			lt.DNSNames = append(lt.DNSNames, n)
+		}
+	}
 	der, err := x509.CreateCertificate(rand.Reader, lt, ca, &key.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)

@@ -1,15 +1,10 @@
 package coordinator
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,47 +12,13 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/netdapi"
+	"github.com/lazaret-dev/lazaret/internal/netdapi/netdtest"
 )
 
-// fakeNetd answers every control request OK and records them.
-type fakeNetd struct {
-	mu   sync.Mutex
-	reqs []netdapi.Request
-}
-
-func (f *fakeNetd) serve(t *testing.T) *netdapi.Client {
-	sock := filepath.Join(t.TempDir(), "netd.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			sc := bufio.NewScanner(c)
-			if sc.Scan() {
-				var r netdapi.Request
-				json.Unmarshal(sc.Bytes(), &r)
-				f.mu.Lock()
-				f.reqs = append(f.reqs, r)
-				f.mu.Unlock()
-				json.NewEncoder(c).Encode(netdapi.Response{OK: true})
-			}
-			c.Close()
-		}
-	}()
-	return &netdapi.Client{Socket: sock}
-}
-
-func (f *fakeNetd) decided() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+// decided lists netd's decide requests as name=allow.
+func decided(f *netdtest.Server) []string {
 	var out []string
-	for _, r := range f.reqs {
+	for _, r := range f.Requests() {
 		if r.Op == netdapi.OpDecide {
 			out = append(out, fmt.Sprintf("%s=%v", r.Target, r.Allow))
 		}
@@ -69,9 +30,9 @@ func (f *fakeNetd) decided() []string {
 // once; the queue is bounded; past the prompt rate a held name is denied
 // at once (not left waiting) instead of being queued.
 func TestDenialRouterCoalescesAndBounds(t *testing.T) {
-	var f fakeNetd
+	f, cl := netdtest.Serve(t, "")
 	d := &Deps{Profile: &config.Profile{Name: "default"}, Server: ctl.NewServer(os.Getuid(), nil), Log: slog.New(slog.DiscardHandler)}
-	r := &denialRouter{d: d, ignored: map[string]bool{}, queued: map[string]bool{}, queue: make(chan string, maxQueued), cl: f.serve(t), lim: sidecar.NewLimiter()}
+	r := &denialRouter{d: d, ignored: map[string]bool{}, queued: map[string]bool{}, queue: make(chan string, maxQueued), cl: cl, lim: sidecar.NewLimiter()}
 	ctx := context.Background()
 	for range 3 {
 		r.event(ctx, netdapi.DenialEvent{Dest: "dns a.example", Name: "a.example", Held: true})
@@ -85,13 +46,13 @@ func TestDenialRouterCoalescesAndBounds(t *testing.T) {
 	if len(r.queue) != maxPrompts {
 		t.Fatalf("%d queued, want the prompt rate %d", len(r.queue), maxPrompts)
 	}
-	if got := f.decided(); len(got) != 4 || got[0] != fmt.Sprintf("n%d.example=false", maxPrompts-1) {
+	if got := decided(f); len(got) != 4 || got[0] != fmt.Sprintf("n%d.example=false", maxPrompts-1) {
 		t.Fatalf("names past the limit not denied at once: %v", got)
 	}
 	// An ignored name is neither queued nor decided again.
 	r.ignored["i.example"] = true
 	r.event(ctx, netdapi.DenialEvent{Dest: "dns i.example", Name: "i.example", Held: true})
-	if len(f.decided()) != 4 || len(r.queue) != maxPrompts {
+	if len(decided(f)) != 4 || len(r.queue) != maxPrompts {
 		t.Fatal("an ignored name was routed")
 	}
 	// The window moves on.

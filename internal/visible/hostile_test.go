@@ -89,9 +89,6 @@ func TestWriterMatchesText(t *testing.T) {
 				t.Errorf("%s cut %d: Writer gave %q, want %q", tc.name, cut, got, tc.text)
 			}
 		}
-		if got, want := streamed(tc.in, 2, NewLineWriter), Line(tc.in); got != want {
-			t.Errorf("%s: LineWriter gave %q, want %q", tc.name, got, want)
-		}
 	}
 }
 

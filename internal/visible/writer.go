@@ -22,12 +22,6 @@ func NewWriter(w io.Writer) *Writer {
 	return &Writer{w: w, e: escaper{form: AngleForm, keepNewline: true, keepTab: true}}
 }
 
-// NewLineWriter returns a Writer that shows text as Line does (newline and
-// tab escaped too).
-func NewLineWriter(w io.Writer) *Writer {
-	return &Writer{w: w, e: escaper{form: AngleForm}}
-}
-
 // Write implements io.Writer; it reports len(p) once the escaped text is
 // written.
 func (x *Writer) Write(p []byte) (int, error) {

@@ -1,71 +1,18 @@
 package prompt
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
+	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
 	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"golang.org/x/sys/unix"
-	"golang.org/x/term"
 )
-
-type ptyRig struct {
-	ptmx, tty *os.File
-	mu        sync.Mutex
-	out       bytes.Buffer
-}
-
-func newPTY(t *testing.T) *ptyRig {
-	t.Helper()
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 120})
-	// The attached shell has the terminal in raw mode, as attach does.
-	if _, err := term.MakeRaw(int(tty.Fd())); err != nil {
-		t.Fatal(err)
-	}
-	p := &ptyRig{ptmx: ptmx, tty: tty}
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(buf)
-			p.mu.Lock()
-			p.out.Write(buf[:n])
-			p.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() { tty.Close(); ptmx.Close() })
-	return p
-}
-
-// waitFor waits (bounded) until the terminal output contains s.
-func (p *ptyRig) waitFor(t *testing.T, s string) {
-	t.Helper()
-	for i := 0; i < 1000; i++ {
-		p.mu.Lock()
-		ok := strings.Contains(p.out.String(), s)
-		p.mu.Unlock()
-		if ok {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("terminal never showed %q", s)
-}
 
 func ask(r *Runner, rq escprompt.PromptRequest) chan escprompt.Answer {
 	ch := make(chan escprompt.Answer, 1)
@@ -77,13 +24,13 @@ func ask(r *Runner, rq escprompt.PromptRequest) chan escprompt.Answer {
 }
 
 func TestRunnerOnPTY(t *testing.T) {
-	p := newPTY(t)
+	p := ptytest.Open(t)
 	var paused, resumed atomic.Int32
-	r := &Runner{TTY: p.tty, Resolve: resolver, Pause: func(flush func() error) io.Reader { paused.Add(1); flush(); return nil }, Resume: func() { resumed.Add(1) }}
+	r := &Runner{TTY: p.TTY, Resolve: resolver, Pause: func(flush func() error) io.Reader { paused.Add(1); flush(); return nil }, Resume: func() { resumed.Add(1) }}
 	t.Cleanup(r.Wait)
 	ch := ask(r, req("r1", "make", "x"))
-	p.waitFor(t, "abort lazaret")
-	if _, err := p.ptmx.Write([]byte("a")); err != nil {
+	p.WaitFor(t, "abort lazaret")
+	if _, err := p.Ptmx.Write([]byte("a")); err != nil {
 		t.Fatal(err)
 	}
 	if a := <-ch; a.Action != escprompt.Approve {
@@ -101,13 +48,13 @@ func TestRunnerOnPTY(t *testing.T) {
 // appeared must not answer it. Control: without the flush it does.
 func TestRunnerFlushesPendingInput(t *testing.T) {
 	for _, flush := range []bool{true, false} {
-		p := newPTY(t)
-		if _, err := p.ptmx.Write([]byte("a")); err != nil {
+		p := ptytest.Open(t)
+		if _, err := p.Ptmx.Write([]byte("a")); err != nil {
 			t.Fatal(err)
 		}
 		// Wait until the byte is in the terminal's input queue.
 		for i := 0; ; i++ {
-			n, err := unix.IoctlGetInt(int(p.tty.Fd()), unix.TIOCINQ)
+			n, err := unix.IoctlGetInt(int(p.TTY.Fd()), unix.TIOCINQ)
 			if err != nil || i > 1000 {
 				t.Fatalf("input never queued: %v", err)
 			}
@@ -116,7 +63,7 @@ func TestRunnerFlushesPendingInput(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		r := &Runner{TTY: p.tty, Resolve: resolver, noFlush: !flush}
+		r := &Runner{TTY: p.TTY, Resolve: resolver, noFlush: !flush}
 		t.Cleanup(r.Wait)
 		ch := ask(r, req("r1", "make", "x"))
 		if !flush {
@@ -125,8 +72,8 @@ func TestRunnerFlushesPendingInput(t *testing.T) {
 			}
 			continue
 		}
-		p.waitFor(t, "abort lazaret")
-		p.ptmx.Write([]byte("d"))
+		p.WaitFor(t, "abort lazaret")
+		p.Ptmx.Write([]byte("d"))
 		if a := <-ch; a.Action != escprompt.Deny {
 			t.Fatalf("pending input answered the prompt: %v", a.Action)
 		}
@@ -145,15 +92,15 @@ func TestRunnerNoTTYDenies(t *testing.T) {
 }
 
 func TestRunnerQueuesAndAborts(t *testing.T) {
-	p := newPTY(t)
+	p := ptytest.Open(t)
 	aborted := make(chan struct{})
-	r := &Runner{TTY: p.tty, Resolve: resolver, OnAbort: func() { close(aborted) }}
+	r := &Runner{TTY: p.TTY, Resolve: resolver, OnAbort: func() { close(aborted) }}
 	t.Cleanup(r.Wait)
 	ch1 := ask(r, req("r1", "make", "one"))
-	p.waitFor(t, "abort lazaret")
+	p.WaitFor(t, "abort lazaret")
 	ch2 := ask(r, req("r2", "make", "two"))
-	p.waitFor(t, "1 more waiting")
-	p.ptmx.Write([]byte("q"))
+	p.WaitFor(t, "1 more waiting")
+	p.Ptmx.Write([]byte("q"))
 	if a := <-ch1; a.Action != escprompt.Abort {
 		t.Fatalf("r1 %v", a.Action)
 	}
@@ -166,13 +113,13 @@ func TestRunnerQueuesAndAborts(t *testing.T) {
 // TestRunnerCloseRestoresTerminal: closing with a prompt on screen denies
 // it and returns only after the program has left the terminal.
 func TestRunnerCloseRestoresTerminal(t *testing.T) {
-	p := newPTY(t)
-	r := &Runner{TTY: p.tty, Resolve: resolver}
+	p := ptytest.Open(t)
+	r := &Runner{TTY: p.TTY, Resolve: resolver}
 	ch := ask(r, req("r1", "make", "x"))
-	p.waitFor(t, "abort lazaret")
+	p.WaitFor(t, "abort lazaret")
 	r.Close()
 	if a := <-ch; a.Action != escprompt.Deny {
 		t.Fatalf("pending prompt answered %v on close", a.Action)
 	}
-	p.waitFor(t, "\x1b[?1049l") // the alternate screen was left
+	p.WaitFor(t, "\x1b[?1049l") // the alternate screen was left
 }

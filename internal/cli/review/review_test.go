@@ -23,13 +23,7 @@ func agentRepo(t testing.TB, agentLine string) (string, *Review) {
 	gittest.Git(t, ws, "checkout", "-q", "-b", "lazaret/agent-p")
 	gittest.Write(t, filepath.Join(ws, "a.txt"), agentLine+"\ntwo\nthree\n")
 	gittest.Git(t, ws, "commit", "-q", "-am", "agent change")
-	gittest.Git(t, ws, "checkout", "-q", "main")
-	g := &hostgit.Git{}
-	repo, err := gitrepo.OpenHostRepo(context.Background(), g, ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ws, &Review{Git: g, Repo: repo, Map: gitrepo.RefMap{Profile: "p"}}
+	return ws, reviewOnMain(t, ws)
 }
 
 func TestMerge(t *testing.T) {
@@ -208,4 +202,16 @@ func TestReviewRunsNoDriver(t *testing.T) {
 			t.Errorf("control: plain git ran no %s", m)
 		}
 	}
+}
+
+// reviewOnMain checks ws out on main and opens a Review of its agent
+// branch lazaret/agent-p.
+func reviewOnMain(t testing.TB, ws string) *Review {
+	gittest.Git(t, ws, "checkout", "-q", "main")
+	g := &hostgit.Git{}
+	repo, err := gitrepo.OpenHostRepo(context.Background(), g, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Review{Git: g, Repo: repo, Map: gitrepo.RefMap{Profile: "p"}}
 }

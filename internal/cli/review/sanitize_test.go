@@ -11,9 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
-	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
@@ -39,13 +37,7 @@ func hostileRepo(t testing.TB) (string, *Review) {
 	gittest.Write(t, filepath.Join(ws, "blob.bin"), "\x00\x01\x1b[8m\xff\xfe binary")
 	gittest.Git(t, ws, "add", ".")
 	gittest.Git(t, ws, "-c", "user.name="+hostileAuthor, "commit", "-q", "-m", hostileMessage)
-	gittest.Git(t, ws, "checkout", "-q", "main")
-	g := &hostgit.Git{}
-	repo, err := gitrepo.OpenHostRepo(context.Background(), g, ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ws, &Review{Git: g, Repo: repo, Map: gitrepo.RefMap{Profile: "p"}}
+	return ws, reviewOnMain(t, ws)
 }
 
 // palette are the only escape sequences review output may hold.

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -189,20 +188,6 @@ func (l *Link) ExecDelegation(env map[string]string) (*os.File, error) {
 	}
 	env[session.EnvSessionID] = d.SessionID
 	return d.Channel()
-}
-
-// ExecEnv adds a fresh delegation, key included, to env: for a client
-// run with no holder (tests). Without a registration it adds nothing.
-func (l *Link) ExecEnv(env map[string]string) error {
-	d, err := l.delegate()
-	if d == nil || err != nil {
-		return err
-	}
-	for _, kv := range d.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
-	return nil
 }
 
 // delegate makes a fresh delegation, nil without a registration.

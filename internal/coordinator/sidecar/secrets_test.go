@@ -1,20 +1,17 @@
 package sidecar
 
 import (
-	"bufio"
-	"encoding/json"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
 	"github.com/lazaret-dev/lazaret/internal/netdapi"
+	"github.com/lazaret-dev/lazaret/internal/netdapi/netdtest"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/secret"
 )
@@ -66,61 +63,25 @@ func TestPrepareSecrets(t *testing.T) {
 	}
 }
 
-// recordingNetd records the control requests it gets.
-type recordingNetd struct {
-	mu   sync.Mutex
-	reqs []netdapi.Request
-}
-
-func (f *recordingNetd) serve(t *testing.T) string {
-	path := filepath.Join(t.TempDir(), "netd.sock")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			sc := bufio.NewScanner(c)
-			if sc.Scan() {
-				var r netdapi.Request
-				json.Unmarshal(sc.Bytes(), &r)
-				f.mu.Lock()
-				f.reqs = append(f.reqs, r)
-				f.mu.Unlock()
-				c.Write([]byte(`{"ok":true}` + "\n"))
-			}
-			c.Close()
-		}
-	}()
-	return path
-}
-
 // TestRefreshLoop: a command source with refresh is run again and netd
 // gets each new value.
 func TestRefreshLoop(t *testing.T) {
-	f := &recordingNetd{}
-	sock := f.serve(t)
+	f, cl := netdtest.Serve(t, "")
 	src := &config.Secret{Name: "tok", Command: []string{"/bin/sh", "-c", "echo tok-$(date +%s%N)"}, Refresh: 20 * time.Millisecond}
 	c := &Component{o: Options{Log: slog.New(slog.DiscardHandler)}, closing: make(chan struct{}),
 		secrets: &Secrets{list: []secret.Secret{{Name: "tok"}}, sources: []*config.Secret{src}}}
-	go c.refreshLoop(&netdapi.Client{Socket: sock})
+	go c.refreshLoop(cl)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		f.mu.Lock()
-		n := len(f.reqs)
+		reqs := f.Requests()
+		n := len(reqs)
 		var vals []string
-		for _, r := range f.reqs {
+		for _, r := range reqs {
 			vals = append(vals, r.Value)
 			if r.Op != netdapi.OpSecretValue || r.Target != "tok" || !strings.HasPrefix(r.Value, "tok-") {
 				t.Errorf("request %+v", r)
 			}
 		}
-		f.mu.Unlock()
 		if n >= 2 && vals[0] != vals[1] {
 			break
 		}
