@@ -15,6 +15,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/refsync"
 )
 
 // Component is the Git Sentry as a sandbox component: Prepare creates or
@@ -35,13 +36,13 @@ type Component struct {
 	NoFSMonitor bool
 	// Audit receives the ref sync's audit entries (skipped branches,
 	// flagged commits); nil logs them only.
-	Audit AuditFunc
+	Audit refsync.AuditFunc
 
 	mode      string
 	fsmonitor bool // Prepare set it up
 	repo      *gitrepo.HostRepo
 	clone     *Clone // open from Prepare until finish
-	syncer    *Syncer
+	syncer    *refsync.Syncer
 	cancel    context.CancelFunc
 	done      chan struct{}
 	once      sync.Once
@@ -55,7 +56,7 @@ func New(a *domain.Anchor, gitMode string, pc *podman.Client, log *slog.Logger) 
 }
 
 // WithAudit sets the audit sink and returns c.
-func (c *Component) WithAudit(f AuditFunc) *Component {
+func (c *Component) WithAudit(f refsync.AuditFunc) *Component {
 	c.Audit = f
 	return c
 }
@@ -198,9 +199,11 @@ func (c *Component) Started(ctx context.Context, container string) error {
 	if c.mode != gitrepo.ModeBranch {
 		return nil
 	}
-	syncer := &Syncer{Git: c.Git, Repo: c.repo, Map: gitrepo.RefMap{Profile: c.Anchor.Profile},
-		Podman: c.Podman, Container: container, Log: c.Log, Audit: c.Audit,
-		StatusFile: gitrepo.SkippedRefsFile(c.Anchor.Root()), RefsDir: c.clone.Path() + "/.git"}
+	skipped := gitrepo.SkippedRefsFile(c.Anchor.Root())
+	syncer := &refsync.Syncer{Git: c.Git, Repo: c.repo, Map: gitrepo.RefMap{Profile: c.Anchor.Profile},
+		Sandbox: podmanSandbox{podman: c.Podman, container: container}, Log: c.Log, Audit: c.Audit,
+		WriteSkipped: func(list string) error { return writeMountedFile(skipped, list) },
+		RefsDir:      c.clone.Path() + "/.git"}
 	c.mu.Lock()
 	c.syncer = syncer
 	c.mu.Unlock()

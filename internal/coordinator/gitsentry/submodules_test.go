@@ -9,6 +9,7 @@ import (
 // agent's branch: whatever they return must pass safeRelPath before use,
 // and they must not panic.
 func FuzzSubmoduleParsers(f *testing.F) {
+	const oidA, oidB = "0123456789abcdef0123456789abcdef01234567", "89abcdef0123456789abcdef0123456789abcdef"
 	f.Add([]byte("160000 "+oidA+" 0\tdeps/sub\x00100644 "+oidB+" 0\tREADME\x00"), []byte("submodule.deps/sub.path\ndeps/sub\x00"))
 	f.Add([]byte("160000 "+oidA+" 1\tconflict\x00160000 x 0\t\x00"), []byte("submodule.../escape.path\nevil\x00submodule..path\nx\x00"))
 	f.Add([]byte("160000 "+oidA+" 0\tsub/.GIT/x\x00"), []byte("submodule.a.path\n../../etc\x00nonsense"))

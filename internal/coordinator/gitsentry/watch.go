@@ -148,3 +148,10 @@ func watchLoop(ctx context.Context, kick <-chan struct{}, interval time.Duration
 		sync(ctx)
 	}
 }
+
+// Retry policy of the watcher.
+const (
+	debounce             = 20 * time.Millisecond
+	pollInterval         = 10 * time.Second
+	fallbackPollInterval = 500 * time.Millisecond
+)

@@ -1,4 +1,4 @@
-package gitsentry
+package refsync
 
 import (
 	"bufio"
@@ -6,15 +6,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
-// A sync session is one long-lived `podman exec` running a small loop in
+// A sync session is one long-lived exec running a small loop in
 // the sandbox, so that a sync does not pay for starting an exec (most of
 // a sync's time otherwise). Per request the host writes the number of
 // exclude lines and the ^<oid> lines; the sandbox answers with two
@@ -46,40 +43,25 @@ const (
 )
 
 type syncSession struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
+	p      *Proc
 	out    *bufio.Reader
 	cancel context.CancelFunc
 }
 
 func (s *Syncer) openSession() (*syncSession, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd, err := s.Podman.ExecCmd(ctx, podman.ExecOptions{Container: s.Container, Interactive: true, Command: []string{"sh", "-c", sessionScript}})
+	p, err := s.Sandbox.Start(ctx, []string{"sh", "-c", sessionScript})
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		cancel()
-		return nil, fmt.Errorf("podman exec: %w", err)
-	}
-	return &syncSession{cmd: cmd, stdin: stdin, out: bufio.NewReaderSize(stdout, 64<<10), cancel: cancel}, nil
+	return &syncSession{p: p, out: bufio.NewReaderSize(p.Stdout, 64<<10), cancel: cancel}, nil
 }
 
 func (ss *syncSession) close() {
 	ss.cancel()
-	_ = ss.stdin.Close()
-	_ = ss.cmd.Wait()
+	_ = ss.p.Stdin.Close()
+	_ = ss.p.Wait()
 }
 
 // closeSession ends the session, if any.
@@ -132,7 +114,7 @@ func (s *Syncer) sessionRequest(ctx context.Context, ss *syncSession, known []st
 	for _, oid := range known {
 		req.WriteString("^" + oid + "\n")
 	}
-	if _, err := io.WriteString(ss.stdin, req.String()); err != nil {
+	if _, err := io.WriteString(ss.p.Stdin, req.String()); err != nil {
 		return nil, err
 	}
 	n, err := readSize(ss.out, maxRefSection)

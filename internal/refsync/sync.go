@@ -1,4 +1,4 @@
-package gitsentry
+package refsync
 
 import (
 	"bufio"
@@ -12,40 +12,38 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/execx"
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
-	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
 // DefaultMaxPack bounds the pack one sync may import (the agent could
 // otherwise fill the host disk through the host repository).
 const DefaultMaxPack = 2 << 30
 
-// exportScript runs in the sandbox: list the branch tips, an empty line,
+// ExportScript runs in the sandbox: list the branch tips, an empty line,
 // then a bundle of what the host does not have yet (the host's known tips
 // arrive on stdin as ^<oid> lines). When nothing is new, git refuses to
 // write an empty bundle and the stream simply ends after the ref list.
-const exportScript = `git -C /workspace for-each-ref --format='%(objectname) %(refname)' refs/heads/ || exit
+const ExportScript = `git -C /workspace for-each-ref --format='%(objectname) %(refname)' refs/heads/ || exit
 echo
 exec git -C /workspace bundle create --quiet - --branches --stdin`
 
 // Syncer brings the agent clone's branches into the host repository.
 type Syncer struct {
-	Git       *hostgit.Git
-	Repo      *gitrepo.HostRepo
-	Map       gitrepo.RefMap
-	Podman    *podman.Client
-	Container string
-	MaxPack   int64
-	Log       *slog.Logger
+	Git     *hostgit.Git
+	Repo    *gitrepo.HostRepo
+	Map     gitrepo.RefMap
+	Sandbox Sandbox
+	MaxPack int64
+	Log     *slog.Logger
 	// Audit records skipped branches and flagged commits (nil: only
 	// logged).
 	Audit AuditFunc
 
-	// StatusFile receives the names of the skipped branches (see
-	// SkippedRefsFile); empty: not written.
-	StatusFile string
+	// WriteSkipped receives the names of the skipped branches, one per
+	// line, escaped, whenever the list changes (see gitrepo.SkippedRefsFile);
+	// nil: not written.
+	WriteSkipped func(list string) error
 
 	skippedSeen  map[string]bool // skipped ref lines already audited
 	lastSkipped  string          // what StatusFile holds
@@ -165,7 +163,7 @@ func (s *Syncer) exportAny(ctx context.Context, known []string) (*exported, erro
 	if err == nil {
 		return res, nil
 	}
-	s.logger().Debug("gitsentry: sync session failed, one-shot export", "err", err)
+	s.logger().Debug("refsync: sync session failed, one-shot export", "err", err)
 	return s.export(ctx, known)
 }
 
@@ -190,27 +188,21 @@ func (s *Syncer) export(ctx context.Context, known []string) (*exported, error) 
 	// off instead of drained.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmd, err := s.Podman.ExecCmd(ctx, podman.ExecOptions{Container: s.Container, Interactive: true, Command: []string{"sh", "-c", exportScript}})
+	p, err := s.Sandbox.Start(ctx, []string{"sh", "-c", ExportScript})
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stdin = strings.NewReader(stdin.String())
-	stderr := execx.TailBuffer{Max: 64 << 10}
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("podman exec: %w", err)
-	}
-	res, perr := s.readExport(ctx, bufio.NewReaderSize(stdout, 64<<10))
+	go func() {
+		_, _ = io.WriteString(p.Stdin, stdin.String())
+		_ = p.Stdin.Close()
+	}()
+	res, perr := s.readExport(ctx, bufio.NewReaderSize(p.Stdout, 64<<10))
 	if perr != nil {
 		cancel()
 	}
-	// Drain whatever is left so podman exits, then reap it.
-	_, _ = io.Copy(io.Discard, stdout)
-	werr := cmd.Wait()
+	// Drain whatever is left so the exec ends, then reap it.
+	_, _ = io.Copy(io.Discard, p.Stdout)
+	werr := p.Wait()
 	if perr != nil {
 		return nil, perr
 	}
@@ -218,11 +210,11 @@ func (s *Syncer) export(ctx context.Context, known []string) (*exported, error) 
 		// The bundle step failing with refs present and nothing imported is
 		// the "empty bundle" case, or a bad exclude; tell them apart by
 		// whether the tips are already on the host (apply checks that).
-		if len(known) > 0 && strings.Contains(stderr.String(), "bad object") {
+		if len(known) > 0 && strings.Contains(p.Stderr.String(), "bad object") {
 			return nil, errMissingExclude
 		}
 		if len(res.refs) == 0 && res.listFailed {
-			return nil, fmt.Errorf("podman exec %s: %w: %s", s.Container, werr, strings.TrimSpace(stderr.String()))
+			return nil, fmt.Errorf("exec in %s: %w: %s", s.sandboxName(), werr, strings.TrimSpace(p.Stderr.String()))
 		}
 	}
 	return &res.exported, nil
@@ -334,7 +326,7 @@ func (s *Syncer) apply(ctx context.Context, host map[string]string, ex *exported
 	}
 	updates = slices.DeleteFunc(updates, func(hr string) bool {
 		if checkedOut[hr] {
-			s.logger().Warn("gitsentry: not moving a branch checked out on the host", "ref", hr)
+			s.logger().Warn("refsync: not moving a branch checked out on the host", "ref", hr)
 			return true
 		}
 		return false
@@ -366,11 +358,11 @@ func (s *Syncer) apply(ctx context.Context, host map[string]string, ex *exported
 	// refs/heads too, so a tip the agent rewrote stays reachable.
 	if _, err := s.Git.OutputStdin(ctx, s.Repo.CommonDir, strings.NewReader(tx.String()),
 		"--git-dir="+s.Repo.CommonDir, "-c", "core.logAllRefUpdates=always",
-		"update-ref", "-m", "lazaret: sync from sandbox "+s.Container, "--stdin"); err != nil {
+		"update-ref", "-m", "lazaret: sync from sandbox "+s.sandboxName(), "--stdin"); err != nil {
 		return nil, fmt.Errorf("updating host refs: %w", err)
 	}
 	if err := s.auditCommits(ctx, newCommits); err != nil {
-		s.logger().Error("gitsentry: inspecting the synced commits for the audit trail", "err", err)
+		s.logger().Error("refsync: inspecting the synced commits for the audit trail", "err", err)
 	}
 	return &SyncResult{Updated: updates, Deleted: deletes, Imported: ex.imported}, nil
 }
@@ -396,10 +388,3 @@ func (s *Syncer) checkCommits(ctx context.Context, tips []string) error {
 	}
 	return nil
 }
-
-// Retry policy of the watcher.
-const (
-	debounce             = 20 * time.Millisecond
-	pollInterval         = 10 * time.Second
-	fallbackPollInterval = 500 * time.Millisecond
-)

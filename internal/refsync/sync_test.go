@@ -1,4 +1,4 @@
-package gitsentry
+package refsync
 
 import (
 	"bufio"
@@ -218,7 +218,7 @@ func TestSessionAnswerParsing(t *testing.T) {
 		b.Write(refs)
 		fmt.Fprintf(&b, "%d\n", len(bundle))
 		b.Write(bundle)
-		return &syncSession{stdin: &nopWriteCloser{}, out: bufio.NewReader(&b)}
+		return &syncSession{p: &Proc{Stdin: &nopWriteCloser{}}, out: bufio.NewReader(&b)}
 	}
 	ex, err := s.sessionRequest(ctx, answer(refs, bundle), []string{base})
 	if err != nil || !ex.imported || ex.refs["refs/heads/lazaret/agent-p"] != tip || len(ex.skipped) != 2 {
@@ -228,10 +228,10 @@ func TestSessionAnswerParsing(t *testing.T) {
 		t.Errorf("answer without bundle: %+v, %v", ex, err)
 	}
 	for name, ss := range map[string]*syncSession{
-		"negative size": {stdin: &nopWriteCloser{}, out: bufio.NewReader(strings.NewReader("-1\n"))},
-		"huge size":     {stdin: &nopWriteCloser{}, out: bufio.NewReader(strings.NewReader("99999999999\n"))},
-		"not a number":  {stdin: &nopWriteCloser{}, out: bufio.NewReader(strings.NewReader("12x\n"))},
-		"short section": {stdin: &nopWriteCloser{}, out: bufio.NewReader(strings.NewReader("100\nabc"))},
+		"negative size": {p: &Proc{Stdin: &nopWriteCloser{}}, out: bufio.NewReader(strings.NewReader("-1\n"))},
+		"huge size":     {p: &Proc{Stdin: &nopWriteCloser{}}, out: bufio.NewReader(strings.NewReader("99999999999\n"))},
+		"not a number":  {p: &Proc{Stdin: &nopWriteCloser{}}, out: bufio.NewReader(strings.NewReader("12x\n"))},
+		"short section": {p: &Proc{Stdin: &nopWriteCloser{}}, out: bufio.NewReader(strings.NewReader("100\nabc"))},
 		"bad ref line":  answer([]byte("xyz refs/heads/a\n"), nil),
 		"bad bundle":    answer(refs, []byte("# v2 git bundle\n\nNOTAPACK")),
 	} {

@@ -1,4 +1,4 @@
-package gitsentry
+package refsync
 
 import (
 	"bytes"
@@ -122,7 +122,7 @@ func (s *Syncer) auditCommits(ctx context.Context, oids []string) error {
 		if len(flagged) == 0 {
 			continue
 		}
-		fields := map[string]string{"commit": oids[i], "container": s.Container}
+		fields := map[string]string{"commit": oids[i], "container": s.sandboxName()}
 		for k, v := range flagged {
 			fields[k] = truncateUTF8(v, maxAuditText)
 		}
@@ -143,10 +143,10 @@ func (s *Syncer) auditSkipped(ctx context.Context, lines []string) {
 			continue
 		}
 		s.skippedSeen[l] = true
-		s.logger().Warn("gitsentry: not syncing a branch whose name lazaret refuses",
+		s.logger().Warn("refsync: not syncing a branch whose name lazaret refuses",
 			"ref", visible.Escape(name, visible.GoForm), "oid", oid)
 		s.audit(ctx, audit.KindGitRefSkipped, map[string]string{
-			"ref": truncateUTF8(name, maxAuditText), "oid": oid, "container": s.Container,
+			"ref": truncateUTF8(name, maxAuditText), "oid": oid, "container": s.sandboxName(),
 			"reason": "name refused (printable ASCII, git's ref rules, no quotes)",
 		})
 	}
@@ -162,7 +162,7 @@ func (s *Syncer) audit(ctx context.Context, kind audit.Kind, fields map[string]s
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if _, err := s.Audit(actx, e); err != nil {
-		s.logger().Error("gitsentry: audit", "kind", kind, "err", err)
+		s.logger().Error("refsync: audit", "kind", kind, "err", err)
 	}
 }
 
@@ -179,7 +179,7 @@ func truncateUTF8(s string, n int) string {
 
 // writeSkipped keeps SkippedRefsFile in step with the last sync.
 func (s *Syncer) writeSkipped(lines []string) {
-	if s.StatusFile == "" {
+	if s.WriteSkipped == nil {
 		return
 	}
 	var b strings.Builder
@@ -190,8 +190,8 @@ func (s *Syncer) writeSkipped(lines []string) {
 	if s.wroteSkipped && b.String() == s.lastSkipped {
 		return
 	}
-	if err := writeMountedFile(s.StatusFile, b.String()); err != nil {
-		s.logger().Warn("gitsentry: writing the skipped branch list", "err", err)
+	if err := s.WriteSkipped(b.String()); err != nil {
+		s.logger().Warn("refsync: writing the skipped branch list", "err", err)
 		return
 	}
 	s.lastSkipped, s.wroteSkipped = b.String(), true

@@ -1,4 +1,4 @@
-package gitsentry
+package refsync
 
 import (
 	"context"
