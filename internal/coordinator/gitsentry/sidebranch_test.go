@@ -3,7 +3,6 @@ package gitsentry
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/refsync"
+	"github.com/lazaret-dev/lazaret/internal/refsync/refsynctest"
 )
 
 // TestRebuiltCloneKeepsSideBranches: a clone built while the host keeps
@@ -48,7 +48,7 @@ func TestRebuiltCloneKeepsSideBranches(t *testing.T) {
 		t.Fatalf("clone's feature branch = %q, %v; want %s", tip, err, feature)
 	}
 
-	s := &refsync.Syncer{Git: g, Repo: repo, Map: m, Sandbox: localSandbox{dir: ClonePath(a)}}
+	s := &refsync.Syncer{Git: g, Repo: repo, Map: m, Sandbox: refsynctest.Local{Dir: ClonePath(a)}}
 	res, err := s.Sync(ctx)
 	if err != nil || len(res.Deleted) != 0 {
 		t.Fatalf("sync with the rebuilt clone: %+v, %v", res, err)
@@ -59,16 +59,4 @@ func TestRebuiltCloneKeepsSideBranches(t *testing.T) {
 	if err != nil || !slices.Equal(res.Deleted, []string{m.SideRefPrefix() + "feature"}) {
 		t.Fatalf("control: sync without the branch = %+v, %v; want the host ref deleted", res, err)
 	}
-}
-
-// localSandbox runs the sync's scripts on the host against a clone
-// directory standing for the sandbox's /workspace.
-type localSandbox struct{ dir string }
-
-func (l localSandbox) Name() string { return "test" }
-
-func (l localSandbox) Start(ctx context.Context, argv []string) (*refsync.Proc, error) {
-	argv = slices.Clone(argv)
-	argv[len(argv)-1] = strings.ReplaceAll(argv[len(argv)-1], "/workspace", l.dir)
-	return refsync.StartCmd(exec.CommandContext(ctx, argv[0], argv[1:]...))
 }
