@@ -6,7 +6,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -70,6 +70,8 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("lazaret-netd", flag.ContinueOnError)
 	var (
 		policyJSON = fs.String("policy", "{}", "initial policy as JSON (allow_egress, allow_domains)")
+		policyFile = fs.String("policy-file", "", "read the initial policy (the JSON of --policy) from this file (pod mode: a ConfigMap)")
+		pod        = fs.Bool("pod", false, "pod mode (Kubernetes): DNS allowlist resolver only, no firewall; the policy from --policy-file")
 		control    = fs.String("control", "", "path of the control socket to create")
 		controlFD  = fs.Int("control-fd", 0, "inherited listening control socket descriptor")
 		minTTL     = fs.Duration("min-ttl", 30*time.Second, "shortest time a resolved address stays allowed")
@@ -87,11 +89,14 @@ func run(args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "netd")
-	var p netpolicy.Policy
-	dec := json.NewDecoder(strings.NewReader(*policyJSON))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		fmt.Fprintf(os.Stderr, "lazaret-netd: --policy: %v\n", err)
+	p, err := loadPolicy(*pod, *policyFile, *policyJSON, fs)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lazaret-netd: %v\n", err)
+		return 2
+	}
+	if *pod && len(upstreams) == 0 {
+		// The pod's resolv.conf names netd itself (dnsPolicy None).
+		fmt.Fprintln(os.Stderr, "lazaret-netd: --pod needs --upstream (the cluster DNS)")
 		return 2
 	}
 	if len(upstreams) == 0 {
@@ -101,7 +106,7 @@ func run(args []string) int {
 		log.Warn("no upstream nameserver: allowed names will fail to resolve")
 	}
 	d, err := netd.New(netd.Config{
-		Policy: p, Upstreams: upstreams, Listen: listen,
+		Policy: p, Upstreams: upstreams, Listen: listen, NoFirewall: *pod,
 		ControlPath: *control, ControlFD: *controlFD,
 		MinTTL: *minTTL, MaxTTL: *maxTTL, Grace: *grace, HostAddrs: hostAddrs, Log: log,
 	})
@@ -117,6 +122,26 @@ func run(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// loadPolicy returns the policy of --policy-file or else --policy. Pod
+// mode needs the file: its policy is the pod's ConfigMap.
+func loadPolicy(pod bool, file, inline string, fs *flag.FlagSet) (netpolicy.Policy, error) {
+	inlineSet := false
+	fs.Visit(func(f *flag.Flag) { inlineSet = inlineSet || f.Name == "policy" })
+	switch {
+	case file != "" && inlineSet:
+		return netpolicy.Policy{}, errors.New("--policy and --policy-file: give one")
+	case file != "":
+		return netd.LoadPolicyFile(file)
+	case pod:
+		return netpolicy.Policy{}, errors.New("--pod needs --policy-file")
+	}
+	p, err := netd.ParsePolicy([]byte(inline))
+	if err != nil {
+		return netpolicy.Policy{}, fmt.Errorf("--policy: %w", err)
+	}
+	return p, nil
 }
 
 // nameservers reads the non-loopback nameservers of a resolv.conf: the
