@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,5 +54,37 @@ func TestPodPolicyFileErrors(t *testing.T) {
 	code, out = runStderr(t, "--policy-file", good, "--policy", "{}")
 	if code == 0 || !strings.Contains(out, "give one") {
 		t.Errorf("both: exit %d, %q", code, out)
+	}
+}
+
+// The startup probe fails while nothing answers and passes once a
+// resolver does.
+func TestProbe(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := pc.LocalAddr().String()
+	pc.Close()
+	if probe([]string{addr}) == 0 {
+		t.Fatal("probe passed with no resolver")
+	}
+	pc, err = net.ListenPacket("udp", addr)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer pc.Close()
+	go func() {
+		buf := make([]byte, 512)
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		buf[2] |= 0x80
+		buf[3] = 3 // NXDOMAIN
+		pc.WriteTo(buf[:n], from)
+	}()
+	if code := probe([]string{addr}); code != 0 {
+		t.Fatalf("probe with a resolver: exit %d", code)
 	}
 }

@@ -61,6 +61,9 @@ type Config struct {
 	// the DNS allowlist resolver (and the secret injector) only, and
 	// IP-level egress is the NetworkPolicy's job.
 	NoFirewall bool
+	// Secrets, when set, starts the injector at start as an OpSecrets
+	// request would (pod mode: LoadPodSecrets).
+	Secrets *netdapi.Request
 	// Now is the clock (tests); time.Now when nil.
 	Now func() time.Time
 	Log *slog.Logger
@@ -200,6 +203,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		go d.serveControl(ctx, ctl)
 	}
 
+	if d.cfg.Secrets != nil {
+		if err := d.startInjector(ctx, *d.cfg.Secrets); err != nil {
+			return fmt.Errorf("secrets: %w", err)
+		}
+		d.cfg.Secrets = nil // netd keeps the values in the injector only
+	}
 	d.mu.Lock()
 	d.applied = true
 	d.mu.Unlock()
