@@ -200,11 +200,13 @@ func TestAgentFacingPartsHoldNoSecret(t *testing.T) {
 func TestSidecarRefuses(t *testing.T) {
 	base := secretOptions(t)
 	for name, mut := range map[string]func(*Options){
-		"no image":       func(o *Options) { o.Image = "" },
-		"no upstream":    func(o *Options) { o.Upstreams = nil },
-		"no env":         func(o *Options) { o.SecretEnv = nil },
-		"no CA key":      func(o *Options) { o.CAKey = nil },
-		"bad name":       func(o *Options) { o.Secrets = []secret.Secret{{Name: "a/b", Hosts: []string{"x.example"}, Placeholder: strings.Repeat("p", 20), Value: "v"}} },
+		"no image":    func(o *Options) { o.Image = "" },
+		"no upstream": func(o *Options) { o.Upstreams = nil },
+		"no env":      func(o *Options) { o.SecretEnv = nil },
+		"no CA key":   func(o *Options) { o.CAKey = nil },
+		"bad name": func(o *Options) {
+			o.Secrets = []secret.Secret{{Name: "a/b", Hosts: []string{"x.example"}, Placeholder: strings.Repeat("p", 20), Value: "v"}}
+		},
 		"invalid policy": func(o *Options) { o.Policy.AllowDomains = []netpolicy.Domain{{Pattern: "*"}} },
 	} {
 		o := base
