@@ -5,10 +5,13 @@ package integration
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -22,6 +25,9 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/netdapi"
 	"github.com/lazaret-dev/lazaret/internal/netdimage"
+	"github.com/lazaret-dev/lazaret/internal/netdpod"
+	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/secret"
 )
 
 // lazaret-netd in pod mode (Kubernetes' shape, as close as rootless
@@ -42,6 +48,10 @@ func init() {
 
 // podUpstreamAddr is the test upstream in the shared namespace.
 const podUpstreamAddr = "127.0.0.1:5353"
+
+// podTLSAddr is the secret's test host, an address on the namespace's
+// loopback interface.
+const podTLSAddr = "192.0.3.50"
 
 func podHelper(mode string, args []string) int {
 	switch mode {
@@ -69,6 +79,25 @@ func podHelper(mode string, args []string) int {
 		}
 		slices.Sort(out)
 		fmt.Println(strings.Join(out, " "))
+		return 0
+	case "direct": // direct URL ADDR HEADER: GET URL connecting to ADDR whatever the name resolves to
+		k, v, _ := strings.Cut(args[2], ": ")
+		req, err := http.NewRequest("GET", args[0], nil)
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		req.Header.Set(k, v)
+		tr := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, args[1])
+		}}
+		resp, err := (&http.Client{Transport: tr, Timeout: 20 * time.Second}).Do(req)
+		if err != nil {
+			fmt.Println("error:", err)
+			return 1
+		}
+		resp.Body.Close()
+		fmt.Printf("status %d\n", resp.StatusCode)
 		return 0
 	case "control": // control PATH: connects and asks netd's status
 		c, err := net.DialTimeout("unix", args[0], 5*time.Second)
@@ -107,8 +136,11 @@ func podUpstream() int {
 		m.Header.Response = true
 		q := m.Questions[0]
 		addrs := []string{"192.0.3.7"}
-		if q.Name.String() == "private.netdpod.test." {
+		switch q.Name.String() {
+		case "private.netdpod.test.":
 			addrs = []string{"10.1.2.3", "169.254.169.254", "192.0.3.9"}
+		case "api.netdpod.test.":
+			addrs = []string{podTLSAddr}
 		}
 		if q.Type == dnsmessage.TypeA {
 			for _, a := range addrs {
@@ -123,59 +155,116 @@ func podUpstream() int {
 	}
 }
 
-func TestNetdPod(t *testing.T) {
-	f := newNetFixture(t)
+// podNetd is netd started from a netdpod.Spec: its ConfigMap and Secret
+// written to the directories mounted where the pod would mount them.
+type podNetd struct {
+	f             *netFixture
+	name          string
+	cfg, sec, run string
+	runsc         []string
+	spec          netdpod.Spec
+}
+
+// startPodNetd writes spec's ConfigMap and Secret and starts netd with
+// the spec's own arguments under runsc: only NET_BIND_SERVICE, a
+// read-only root. host-uds=all lets netd create its socket in the
+// bind-mounted run directory, so a positive control can mount it too.
+func startPodNetd(t *testing.T, f *netFixture, o netdpod.Options) *podNetd {
 	image := netdimage.ImageName + ":netdpodtest"
 	if err := netdimage.BuildImage(context.Background(), f.pc, filepath.Join(binDir(t), "lazaret-netd"), image); err != nil {
 		t.Fatal(err)
 	}
+	o.Image, o.Name = image, "lazaret-net-test"
+	o.Upstreams = []netip.AddrPort{netip.MustParseAddrPort(podUpstreamAddr)}
+	spec, err := netdpod.Sidecar(o)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
-	cfg, run := filepath.Join(dir, "config"), filepath.Join(dir, "run")
-	for _, d := range []string{cfg, run} {
+	n := &podNetd{f: f, name: "lzi-netdpod-netd-" + f.suffix, spec: spec,
+		cfg: filepath.Join(dir, "config"), sec: filepath.Join(dir, "secret"), run: filepath.Join(dir, "run"),
+		runsc: []string{"--runtime", f.runsc, "--runtime-flag", "ignore-cgroups", "--runtime-flag", "network=host",
+			"--security-opt", "no-new-privileges"}}
+	for _, d := range []string{n.cfg, n.sec, n.run} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	policy := `{"allow_domains":[{"pattern":"ok.netdpod.test"},{"pattern":"private.netdpod.test"}]}`
-	if err := os.WriteFile(filepath.Join(cfg, netdapi.PodPolicyFile), []byte(policy), 0o644); err != nil {
-		t.Fatal(err)
+	for k, v := range spec.ConfigMapData {
+		if err := os.WriteFile(filepath.Join(n.cfg, k), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	runsc := []string{"--runtime", f.runsc, "--runtime-flag", "ignore-cgroups", "--runtime-flag", "network=host",
-		"--security-opt", "no-new-privileges"}
-	netd := "lzi-netdpod-netd-" + f.suffix
-	// host-uds=all lets netd create its socket in the bind-mounted run
-	// directory, so the positive control below can mount it too.
-	f.run(netd, append(slices.Clone(runsc), "--runtime-flag", "host-uds=all", "--network", "none",
+	for k, v := range spec.SecretData {
+		if err := os.WriteFile(filepath.Join(n.sec, k), v, 0o400); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := append(slices.Clone(n.runsc), "--runtime-flag", "host-uds=all", "--network", "none",
 		"--cap-drop", "ALL", "--cap-add", "NET_BIND_SERVICE", "--read-only",
-		"-v", cfg+":"+netdapi.PodConfigDir+":ro", "-v", run+":"+netdapi.PodRunDir,
-		image, "--pod", "--policy-file", netdapi.PodConfigDir+"/"+netdapi.PodPolicyFile,
-		"--upstream", podUpstreamAddr, "--control", netdapi.PodRunDir+"/"+netdapi.PodControlSocket)...)
-	Eventually(t, 30*time.Second, "netd ready", func() bool { return strings.Contains(f.logs(netd), "msg=ready") })
+		"-v", n.cfg+":"+netdapi.PodConfigDir+":ro", "-v", n.sec+":"+netdapi.PodSecretDir+":ro", "-v", n.run+":"+netdapi.PodRunDir,
+		image)
+	f.run(n.name, append(args, spec.Container.Args...)...)
+	Eventually(t, 30*time.Second, "netd ready", func() bool { return strings.Contains(f.logs(n.name), "msg=ready") })
 	// runsc with --network=host brings no interface up (runc would bring
 	// up loopback); in a pod, gVisor's netstack has its own loopback.
-	if out, err := exec.Command("podman", "unshare", "nsenter", "-t", f.pid(netd), "-n", "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Fatalf("loopback up: %v\n%s", err, out)
+	n.ns(t, "ip link set lo up")
+	upstream := "lzi-netdpod-upstream-" + f.suffix
+	f.run(upstream, append(slices.Clone(n.runsc), "--network", "container:"+n.name, "--env", podHelperEnv+"=upstream", agentImage, helperPath)...)
+	Eventually(t, 20*time.Second, "upstream ready", func() bool { return strings.Contains(f.logs(upstream), "upstream-ready") })
+	return n
+}
+
+// ns runs an ip command in netd's network namespace.
+func (n *podNetd) ns(t *testing.T, cmd string) {
+	t.Helper()
+	args := append([]string{"unshare", "nsenter", "-t", n.f.pid(n.name), "-n"}, strings.Fields(cmd)...)
+	if out, err := exec.Command("podman", args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, out)
 	}
-	logs := f.logs(netd)
-	if !strings.Contains(logs, "pod mode: no firewall") {
+}
+
+// agent starts an agent container in netd's namespace (as a pod's
+// containers share one), with the spec's environment and args.
+func (n *podNetd) agent(name string, args ...string) {
+	all := append(slices.Clone(n.runsc), "--runtime-flag", "host-uds=open", "--network", "container:"+n.name, "--cap-drop", "ALL")
+	for _, e := range n.spec.AgentEnv {
+		all = append(all, "--env", e.Name+"="+e.Value)
+	}
+	n.f.run(name, append(append(all, args...), agentImage, "sleep", "900")...)
+}
+
+func podExec(t *testing.T, container string, env []string, args ...string) string {
+	t.Helper()
+	all := []string{"exec"}
+	for _, e := range env {
+		all = append(all, "--env", e)
+	}
+	out, err := Podman(t, append(append(all, container, helperPath), args...)...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+func TestNetdPod(t *testing.T) {
+	f := newNetFixture(t)
+	policy, err := netpolicy.FromConfig(nil, []string{"ok.netdpod.test", "private.netdpod.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startPodNetd(t, f, netdpod.Options{Policy: policy})
+	netd := n.name
+	if logs := f.logs(netd); !strings.Contains(logs, "pod mode: no firewall") {
 		t.Errorf("netd does not say it runs without a firewall:\n%s", logs)
 	}
-
+	run := n.run
 	agent := "lzi-netdpod-agent-" + f.suffix
-	f.run(agent, append(slices.Clone(runsc), "--runtime-flag", "host-uds=open", "--network", "container:"+netd,
-		"--cap-drop", "ALL", agentImage, "sleep", "900")...)
-	execIn := func(container string, env string, args ...string) string {
+	n.agent(agent)
+	execIn := func(container, mode string, args ...string) string {
 		t.Helper()
-		all := append([]string{"exec", "--env", podHelperEnv + "=" + env, container, helperPath}, args...)
-		out, err := Podman(t, all...)
-		if err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
-		return strings.TrimSpace(out)
+		return podExec(t, container, []string{podHelperEnv + "=" + mode}, args...)
 	}
-	upstream := "lzi-netdpod-upstream-" + f.suffix
-	f.run(upstream, append(slices.Clone(runsc), "--network", "container:"+netd, "--env", podHelperEnv+"=upstream", agentImage, helperPath)...)
-	Eventually(t, 20*time.Second, "upstream ready", func() bool { return strings.Contains(f.logs(upstream), "upstream-ready") })
 
 	netdDNS := "127.0.0.1:53"
 	if got := execIn(agent, "lookup", netdDNS, "ok.netdpod.test"); got != "192.0.3.7" {
@@ -201,8 +290,7 @@ func TestNetdPod(t *testing.T) {
 	// Control: the same probe from an agent that mounts netd's run
 	// directory reaches the socket and gets netd's status.
 	ctl := "lzi-netdpod-ctl-" + f.suffix
-	f.run(ctl, append(slices.Clone(runsc), "--runtime-flag", "host-uds=open", "--network", "container:"+netd,
-		"-v", run+":"+netdapi.PodRunDir, agentImage, "sleep", "900")...)
+	n.agent(ctl, "-v", run+":"+netdapi.PodRunDir)
 	got := execIn(ctl, "control", sock)
 	if !strings.HasPrefix(got, "REACHED {") {
 		t.Fatalf("control: an agent that mounts the run directory does not reach the socket: %q", got)
@@ -215,5 +303,84 @@ func TestNetdPod(t *testing.T) {
 		}
 	} else {
 		t.Logf("control socket answered: %s", got)
+	}
+}
+
+// TestNetdPodSecrets: netd in pod mode takes a secret's value and the CA
+// key from the Secret directory (mounted into netd only) and injects the
+// value into the agent's request to the secret's host, while the agent's
+// environment and the ConfigMap hold only the placeholder. Control: the
+// agent's own request straight to the host's address carries only the
+// placeholder, so the value on the host comes from netd.
+func TestNetdPodSecrets(t *testing.T) {
+	f := newNetFixture(t)
+	policy, err := netpolicy.FromConfig(nil, []string{"api.netdpod.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, cert, key := testTLS(t, "api.netdpod.test")
+	ca, err := secret.NewCA([]string{"api.netdpod.test"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	caKey, err := ca.KeyDER()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rnd [16]byte
+	rand.Read(rnd[:])
+	value := "lzt-pod-value-" + hex.EncodeToString(rnd[:8])
+	placeholder := "lzph-" + hex.EncodeToString(rnd[:])
+	n := startPodNetd(t, f, netdpod.Options{Policy: policy,
+		Secrets:   []secret.Secret{{Name: "alpha", Hosts: []string{"api.netdpod.test"}, Header: "x-api-key", Placeholder: placeholder, Value: value}},
+		SecretEnv: map[string]string{"alpha": "ALPHA_KEY"}, CACert: ca.CertPEM, CAKey: caKey, Roots: roots})
+	n.ns(t, "ip addr add "+podTLSAddr+"/32 dev lo")
+	server := "lzi-netdpod-tls-" + f.suffix
+	f.run(server, append(slices.Clone(n.runsc), "--network", "container:"+n.name, "--env", secretHelperEnv+"=tlsecho",
+		"--env", "LZT_TLS_CERT="+string(cert), "--env", "LZT_TLS_KEY="+string(key), "--env", "LZT_TLS_LISTEN="+podTLSAddr+":443",
+		agentImage, helperPath)...)
+	Eventually(t, 20*time.Second, "tls host ready", func() bool { return strings.Contains(f.logs(server), "tls-ready") })
+
+	// The pod's resolv.conf (dnsConfig) and CA bundle mount.
+	resolv := filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(resolv, []byte("nameserver 127.0.0.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	agent := "lzi-netdpod-sagent-" + f.suffix
+	n.agent(agent, "-v", resolv+":/etc/resolv.conf:ro",
+		"-v", filepath.Join(n.cfg, netdapi.PodCABundleFile)+":"+netdpod.AgentCADir+"/"+netdapi.PodCABundleFile+":ro")
+	if got := podExec(t, agent, []string{secretHelperEnv + "=get"}, "https://api.netdpod.test/"); !strings.HasPrefix(got, "status 200") {
+		t.Fatalf("the agent's request through netd: %q", got)
+	}
+	if logs := f.logs(server); !strings.Contains(logs, "x-api-key="+value) {
+		t.Errorf("the host did not get the value:\n%s", logs)
+	}
+	// Control: straight to the host's address, the agent has only the
+	// placeholder to send.
+	got := podExec(t, agent, []string{podHelperEnv + "=direct"}, "https://api.netdpod.test/", podTLSAddr+":443", "x-api-key: "+placeholder)
+	if !strings.HasPrefix(got, "status 200") {
+		t.Fatalf("control request: %q", got)
+	}
+	if logs := f.logs(server); !strings.Contains(logs, "x-api-key="+placeholder) {
+		t.Errorf("control: the direct request did not arrive with the placeholder:\n%s", logs)
+	}
+	env, err := Podman(t, "exec", agent, "sh", "-c", "cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(env, value) || !strings.Contains(env, "ALPHA_KEY="+placeholder) {
+		t.Errorf("the agent's processes: value present %v, placeholder present %v", strings.Contains(env, value), strings.Contains(env, placeholder))
+	}
+	inspect, _ := Podman(t, "inspect", agent)
+	if strings.Contains(inspect, value) {
+		t.Error("podman inspect of the agent shows the value")
+	}
+	if strings.Contains(f.logs(n.name), value) {
+		t.Error("netd's log shows the value")
+	}
+	for k, v := range n.spec.ConfigMapData {
+		if strings.Contains(v, value) {
+			t.Errorf("ConfigMap key %s holds the value", k)
+		}
 	}
 }
