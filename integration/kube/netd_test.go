@@ -12,7 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,17 +69,26 @@ func (k *netdKube) apply(ctx context.Context, ns string, obj any) {
 }
 
 // netdImage is the netd image imported into the cluster's containerd:
-// LAZARET_KUBE_NETD_IMAGE, else the content tag of $LAZARET_BIN/lazaret-netd
-// (`scripts/kube-cluster import-image` it first).
-func netdImage(t *testing.T) string {
+// LAZARET_KUBE_NETD_IMAGE, else the only localhost/lazaret-netd image the
+// node lists (scripts/kube-test imports the newest one).
+func netdImage(ctx context.Context, k *netdKube) string {
 	if img := os.Getenv("LAZARET_KUBE_NETD_IMAGE"); img != "" {
 		return img
 	}
-	ref, err := netdimage.ImageRefFor(filepath.Join(os.Getenv("LAZARET_BIN"), "lazaret-netd"))
+	out, err := k.run(ctx, nil, "get", "nodes", "-o", "jsonpath={.items[*].status.images[*].names[*]}")
 	if err != nil {
-		t.Fatalf("netd image: set LAZARET_KUBE_NETD_IMAGE or LAZARET_BIN: %v", err)
+		k.t.Fatal(err)
 	}
-	return ref
+	var found []string
+	for _, n := range strings.Fields(out) {
+		if strings.HasPrefix(n, netdimage.ImageName+":") && !slices.Contains(found, n) {
+			found = append(found, n)
+		}
+	}
+	if len(found) != 1 {
+		k.t.Fatalf("netd images on the node: %v; import one (scripts/kube-cluster import-image) or set LAZARET_KUBE_NETD_IMAGE", found)
+	}
+	return found[0]
 }
 
 // fakeUpstream is a resolver on 127.0.0.1:5353 for the pod's netd:
@@ -139,7 +148,7 @@ func TestNetdPodDNSAllowlist(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec, err := netdpod.Sidecar(netdpod.Options{
-		Image: netdImage(t), PullPolicy: corev1.PullNever, Policy: policy,
+		Image: netdImage(ctx, k), PullPolicy: corev1.PullNever, Policy: policy,
 		Upstreams: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:5353")}, Name: "lazaret-net-test",
 	})
 	if err != nil {
