@@ -259,6 +259,14 @@ func TestNetdPod(t *testing.T) {
 		t.Errorf("netd does not say it runs without a firewall:\n%s", logs)
 	}
 	run := n.run
+	// The startup probe, as the kubelet runs it in netd's container.
+	probe := n.spec.Container.StartupProbe.Exec.Command
+	if out, err := Podman(t, append([]string{"exec", netd}, probe...)...); err != nil {
+		t.Errorf("startup probe %v: %v %s", probe, err, out)
+	}
+	if _, err := Podman(t, append([]string{"exec", netd}, append(slices.Clone(probe), "127.0.0.1:5354")...)...); err == nil {
+		t.Error("control: the probe passes against a port where nothing answers")
+	}
 	agent := "lzi-netdpod-agent-" + f.suffix
 	n.agent(agent)
 	execIn := func(container, mode string, args ...string) string {
