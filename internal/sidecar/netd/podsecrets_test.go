@@ -63,3 +63,33 @@ func TestLoadPodSecretsRefuses(t *testing.T) {
 		}
 	}
 }
+
+// FuzzLoadPodSecrets: any secrets file (a ConfigMap whoever may edit it
+// writes) gives valid secrets or an error that never shows the value.
+func FuzzLoadPodSecrets(f *testing.F) {
+	for _, s := range []string{
+		`[{"name":"alpha","hosts":["api.example.com"],"placeholder":"lzph-0123456789abcdef0123456789abcdef"}]`,
+		`[{"name":"alpha","hosts":["*.com"],"placeholder":"lzph-0123456789abcdef0123456789abcdef","header":"x-api-key"}]`,
+		`[]`, `{}`, `null`, `[{"name":"../x"}]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		file, dir := writePodSecrets(t, nil)
+		if err := os.WriteFile(file, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		req, err := LoadPodSecrets(file, dir)
+		if err != nil {
+			if strings.Contains(err.Error(), podValue) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error %q", err)
+			}
+			return
+		}
+		for _, s := range req.Secrets {
+			if err := s.Validate(); err != nil {
+				t.Fatalf("accepted an invalid secret: %v", err)
+			}
+		}
+	})
+}
