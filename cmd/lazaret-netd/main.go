@@ -6,10 +6,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -17,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/netdapi"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/sidecar/netd"
 	"github.com/lazaret-dev/lazaret/internal/version"
@@ -63,13 +65,52 @@ func main() {
 		fmt.Println("lazaret-netd", version.Version)
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "probe" {
+		os.Exit(probe(os.Args[2:]))
+	}
 	os.Exit(run(os.Args[1:]))
+}
+
+// probe is the pod's startup probe (an exec probe: the kubelet's TCP and
+// UDP probes dial the pod's address, and netd answers on loopback only):
+// it asks the resolver at the address given (127.0.0.1:53 by default) for
+// a name no policy allows and exits 0 on any answer to its query.
+func probe(args []string) int {
+	target := "127.0.0.1:53"
+	if len(args) > 0 {
+		target = args[0]
+	}
+	c, err := net.Dial("udp", target)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lazaret-netd probe: %v\n", err)
+		return 1
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	// ID 0x4c5a, one question "probe.lazaret.invalid." A IN.
+	q := []byte{0x4c, 0x5a, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0,
+		5, 'p', 'r', 'o', 'b', 'e', 7, 'l', 'a', 'z', 'a', 'r', 'e', 't', 7, 'i', 'n', 'v', 'a', 'l', 'i', 'd', 0, 0, 1, 0, 1}
+	if _, err := c.Write(q); err != nil {
+		fmt.Fprintf(os.Stderr, "lazaret-netd probe: %v\n", err)
+		return 1
+	}
+	buf := make([]byte, 512)
+	n, err := c.Read(buf)
+	if err != nil || n < 12 || buf[0] != 0x4c || buf[1] != 0x5a || buf[2]&0x80 == 0 {
+		fmt.Fprintf(os.Stderr, "lazaret-netd probe: no answer from %s: %v\n", target, err)
+		return 1
+	}
+	return 0
 }
 
 func run(args []string) int {
 	fs := flag.NewFlagSet("lazaret-netd", flag.ContinueOnError)
 	var (
 		policyJSON = fs.String("policy", "{}", "initial policy as JSON (allow_egress, allow_domains)")
+		policyFile = fs.String("policy-file", "", "read the initial policy (the JSON of --policy) from this file (pod mode: a ConfigMap)")
+		secretsF   = fs.String("secrets-file", "", "pod mode: the secrets' hosts and placeholders (JSON, no values); ca.crt and roots.pem beside it")
+		secretDir  = fs.String("secret-dir", "", "pod mode: directory of the secret values and the CA key (a Kubernetes Secret mounted into netd only)")
+		pod        = fs.Bool("pod", false, "pod mode (Kubernetes): DNS allowlist resolver only, no firewall; the policy from --policy-file")
 		control    = fs.String("control", "", "path of the control socket to create")
 		controlFD  = fs.Int("control-fd", 0, "inherited listening control socket descriptor")
 		minTTL     = fs.Duration("min-ttl", 30*time.Second, "shortest time a resolved address stays allowed")
@@ -87,11 +128,14 @@ func run(args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "netd")
-	var p netpolicy.Policy
-	dec := json.NewDecoder(strings.NewReader(*policyJSON))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		fmt.Fprintf(os.Stderr, "lazaret-netd: --policy: %v\n", err)
+	p, err := loadPolicy(*pod, *policyFile, *policyJSON, fs)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lazaret-netd: %v\n", err)
+		return 2
+	}
+	if *pod && len(upstreams) == 0 {
+		// The pod's resolv.conf names netd itself (dnsPolicy None).
+		fmt.Fprintln(os.Stderr, "lazaret-netd: --pod needs --upstream (the cluster DNS)")
 		return 2
 	}
 	if len(upstreams) == 0 {
@@ -100,8 +144,17 @@ func run(args []string) int {
 	if len(upstreams) == 0 {
 		log.Warn("no upstream nameserver: allowed names will fail to resolve")
 	}
+	var secrets *netdapi.Request
+	if *secretsF != "" {
+		req, err := netd.LoadPodSecrets(*secretsF, *secretDir)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "lazaret-netd: --secrets-file: %v\n", err)
+			return 2
+		}
+		secrets = &req
+	}
 	d, err := netd.New(netd.Config{
-		Policy: p, Upstreams: upstreams, Listen: listen,
+		Policy: p, Upstreams: upstreams, Listen: listen, NoFirewall: *pod, Secrets: secrets,
 		ControlPath: *control, ControlFD: *controlFD,
 		MinTTL: *minTTL, MaxTTL: *maxTTL, Grace: *grace, HostAddrs: hostAddrs, Log: log,
 	})
@@ -117,6 +170,26 @@ func run(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// loadPolicy returns the policy of --policy-file or else --policy. Pod
+// mode needs the file: its policy is the pod's ConfigMap.
+func loadPolicy(pod bool, file, inline string, fs *flag.FlagSet) (netpolicy.Policy, error) {
+	inlineSet := false
+	fs.Visit(func(f *flag.Flag) { inlineSet = inlineSet || f.Name == "policy" })
+	switch {
+	case file != "" && inlineSet:
+		return netpolicy.Policy{}, errors.New("--policy and --policy-file: give one")
+	case file != "":
+		return netd.LoadPolicyFile(file)
+	case pod:
+		return netpolicy.Policy{}, errors.New("--pod needs --policy-file")
+	}
+	p, err := netd.ParsePolicy([]byte(inline))
+	if err != nil {
+		return netpolicy.Policy{}, fmt.Errorf("--policy: %w", err)
+	}
+	return p, nil
 }
 
 // nameservers reads the non-loopback nameservers of a resolv.conf: the

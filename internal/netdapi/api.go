@@ -139,6 +139,10 @@ type Status struct {
 	Secrets []secret.Stat `json:"secrets,omitempty"`
 	// Injecting lists the hosts netd intercepts (those of the secrets).
 	Injecting []string `json:"injecting,omitempty"`
+	// Firewall is what enforces IP-level egress in the namespace:
+	// "nftables" (netd's ruleset) or, in pod mode, none (the pod's
+	// NetworkPolicy does).
+	Firewall string `json:"firewall,omitempty"`
 }
 
 // Resolved is an address added to the allow sets by an allowed name.

@@ -53,10 +53,24 @@ type Config struct {
 	// (DefaultInjectListen when zero); the resolver answers the secrets'
 	// hosts with it.
 	InjectListen netip.AddrPort
+	// NoFirewall is pod mode (Kubernetes, docs/NETWORK.md): every
+	// container of the pod runs in one gVisor sandbox whose netstack has
+	// no nftables (measured: the netlink socket is refused with "protocol
+	// not supported") and iptables only behind a node-wide runsc flag. netd
+	// then installs nothing, sets no socket mark and reads no nflog: it is
+	// the DNS allowlist resolver (and the secret injector) only, and
+	// IP-level egress is the NetworkPolicy's job.
+	NoFirewall bool
+	// Secrets, when set, starts the injector at start as an OpSecrets
+	// request would (pod mode: LoadPodSecrets).
+	Secrets *netdapi.Request
 	// Now is the clock (tests); time.Now when nil.
 	Now func() time.Time
 	Log *slog.Logger
 }
+
+// FirewallNone is Status.Firewall in pod mode.
+const FirewallNone = "none (pod mode: IP-level egress is enforced by the pod's NetworkPolicy, domains by DNS only)"
 
 // DefaultGrace is Config.Grace when zero.
 const DefaultGrace = 10 * time.Minute
@@ -141,31 +155,24 @@ func New(cfg Config) (*Daemon, error) {
 // non-zero and the sandbox never starts on an open namespace. On return
 // the ruleset stays in place: a namespace without netd denies everything.
 func (d *Daemon) Run(ctx context.Context) error {
-	nft, err := netpolicy.Dial()
-	if err != nil {
-		return err
-	}
-	d.nft = nft
-	now := time.Now()
-	if err := netpolicy.Install(nft, netpolicy.Build(d.policy.Active(now))); err != nil {
-		return err
-	}
-	d.logChange("installed ruleset: " + describe(d.policy.Active(now)))
-
 	var closers []func() error
 	defer func() {
 		for _, c := range slices.Backward(closers) {
 			c()
 		}
 	}()
-	if nl, err := openNflog(netpolicy.DenyLogGroup, netpolicy.DenyLogSnaplen); err != nil {
-		d.log.Warn("denials counted per rule only", "err", err)
-	} else {
+	if d.cfg.NoFirewall {
 		d.mu.Lock()
-		d.denialLog = "nflog"
+		d.denialLog = "dns only"
 		d.mu.Unlock()
-		closers = append(closers, nl.close)
-		go nl.run(d.packetDenied)
+		d.log.Warn("pod mode: no firewall in this sandbox; IP-level egress is the NetworkPolicy's job and domains are allowed by DNS only",
+			"policy", describe(d.policy.Active(time.Now())))
+	} else {
+		c, err := d.installFirewall()
+		if err != nil {
+			return err
+		}
+		closers = append(closers, c...)
 	}
 
 	for _, addr := range d.cfg.Listen {
@@ -187,18 +194,62 @@ func (d *Daemon) Run(ctx context.Context) error {
 		go d.serveTCP(ctx, tl)
 	}
 
-	ctl, err := d.controlListener()
-	if err != nil {
-		return err
+	if d.cfg.ControlFD > 0 || d.cfg.ControlPath != "" || !d.cfg.NoFirewall {
+		ctl, err := d.controlListener()
+		if err != nil {
+			return err
+		}
+		closers = append(closers, ctl.Close)
+		go d.serveControl(ctx, ctl)
 	}
-	closers = append(closers, ctl.Close)
-	go d.serveControl(ctx, ctl)
 
+	if d.cfg.Secrets != nil {
+		if err := d.startInjector(ctx, *d.cfg.Secrets); err != nil {
+			return fmt.Errorf("secrets: %w", err)
+		}
+		d.cfg.Secrets = nil // netd keeps the values in the injector only
+	}
 	d.mu.Lock()
 	d.applied = true
 	d.mu.Unlock()
 	d.log.Info("ready", "upstreams", d.cfg.Upstreams, "control", d.cfg.ControlPath)
 	return d.expiryLoop(ctx)
+}
+
+// installFirewall installs the ruleset (one transaction) and starts the
+// nflog reader; it returns what to close on exit.
+func (d *Daemon) installFirewall() ([]func() error, error) {
+	nft, err := netpolicy.Dial()
+	if err != nil {
+		return nil, err
+	}
+	d.nft = nft
+	now := time.Now()
+	if err := netpolicy.Install(nft, netpolicy.Build(d.policy.Active(now))); err != nil {
+		return nil, err
+	}
+	d.logChange("installed ruleset: " + describe(d.policy.Active(now)))
+	nl, err := openNflog(netpolicy.DenyLogGroup, netpolicy.DenyLogSnaplen)
+	if err != nil {
+		d.log.Warn("denials counted per rule only", "err", err)
+		return nil, nil
+	}
+	d.mu.Lock()
+	d.denialLog = "nflog"
+	d.mu.Unlock()
+	go nl.run(d.packetDenied)
+	return []func() error{nl.close}, nil
+}
+
+// withNft runs f on the netlink connection, one transaction at a time; in
+// pod mode (no firewall) it does nothing.
+func (d *Daemon) withNft(f func(*netpolicy.Conn) error) error {
+	if d.cfg.NoFirewall {
+		return nil
+	}
+	d.nftMu.Lock()
+	defer d.nftMu.Unlock()
+	return f(d.nft)
 }
 
 func (d *Daemon) controlListener() (net.Listener, error) {
@@ -262,9 +313,7 @@ func (d *Daemon) expiryLoop(ctx context.Context) error {
 
 func (d *Daemon) applyAllow(p netpolicy.Policy) error {
 	v4, v6 := netpolicy.AllowSets(p.Active(time.Now()))
-	d.nftMu.Lock()
-	defer d.nftMu.Unlock()
-	return netpolicy.ReplaceAllow(d.nft, v4, v6)
+	return d.withNft(func(c *netpolicy.Conn) error { return netpolicy.ReplaceAllow(c, v4, v6) })
 }
 
 func (d *Daemon) logChange(what string) {
@@ -496,9 +545,7 @@ func (d *Daemon) commit(p netpolicy.Policy, what string) error {
 	}
 	d.mu.Unlock()
 	if len(stale) > 0 {
-		d.nftMu.Lock()
-		err := netpolicy.RemoveResolved(d.nft, stale)
-		d.nftMu.Unlock()
+		err := d.withNft(func(c *netpolicy.Conn) error { return netpolicy.RemoveResolved(c, stale) })
 		if err != nil {
 			d.log.Error("closing addresses of names no longer allowed", "err", err)
 		} else {
@@ -515,7 +562,7 @@ func (d *Daemon) commit(p netpolicy.Policy, what string) error {
 
 func (d *Daemon) status() netdapi.Status {
 	var counters map[string]uint64
-	if d.nft != nil { // nil before Run
+	if d.nft != nil { // nil before Run, and in pod mode
 		var err error
 		d.nftMu.Lock()
 		counters, err = netpolicy.Counters(d.nft)
@@ -539,6 +586,10 @@ func (d *Daemon) status() netdapi.Status {
 		Grace:     int64(d.cfg.Grace / time.Second),
 		Hold:      int64(d.holds.duration() / time.Second),
 		Injecting: slices.Clone(d.injecting),
+		Firewall:  "nftables",
+	}
+	if d.cfg.NoFirewall {
+		st.Firewall = FirewallNone
 	}
 	if d.proxy != nil {
 		st.Secrets = d.proxy.Stats()
@@ -619,7 +670,7 @@ func (d *Daemon) resolve(ctx context.Context, msg []byte) []byte {
 		return reply(q, dnsmessage.RCodeServerFailure)
 	}
 	for _, u := range d.cfg.Upstreams {
-		resp, err := exchange(ctx, u, id, up)
+		resp, err := exchange(ctx, u, id, up, !d.cfg.NoFirewall)
 		if err != nil {
 			d.log.Warn("upstream failed", "upstream", u, "name", q.name, "err", err)
 			continue
@@ -634,6 +685,14 @@ func (d *Daemon) resolve(ctx context.Context, msg []byte) []byte {
 		if _, err := d.allowResolved(q.name, ls); err != nil {
 			d.log.Error("add resolved addresses", "name", q.name, "err", err)
 			return reply(q, dnsmessage.RCodeServerFailure)
+		}
+		if d.cfg.NoFirewall {
+			d.mu.Lock()
+			f := d.filter
+			d.mu.Unlock()
+			if out, err = dropAddrs(out, f.Denied); err != nil {
+				return reply(q, dnsmessage.RCodeServerFailure)
+			}
 		}
 		return out
 	}
@@ -650,17 +709,18 @@ func (d *Daemon) allowResolved(name string, all []learned) ([]netpolicy.Resolved
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	d.nftMu.Lock()
-	err := netpolicy.AddResolved(d.nft, rs)
-	if err != nil {
-		// An entry may have expired in the kernel between the check and
-		// the batch; add without the refresh deletes.
-		for i := range rs {
-			rs[i].Refresh = false
+	err := d.withNft(func(c *netpolicy.Conn) error {
+		err := netpolicy.AddResolved(c, rs)
+		if err != nil {
+			// An entry may have expired in the kernel between the check
+			// and the batch; add without the refresh deletes.
+			for i := range rs {
+				rs[i].Refresh = false
+			}
+			err = netpolicy.AddResolved(c, rs)
 		}
-		err = netpolicy.AddResolved(d.nft, rs)
-	}
-	d.nftMu.Unlock()
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -724,9 +784,7 @@ func (d *Daemon) setHostAddrs(addrs []netip.Addr, reason string) error {
 	d.mu.Unlock()
 	what := fmt.Sprintf("%s: host addresses %v", reason, f.Host())
 	if len(stale) > 0 {
-		d.nftMu.Lock()
-		err := netpolicy.RemoveResolved(d.nft, stale)
-		d.nftMu.Unlock()
+		err := d.withNft(func(c *netpolicy.Conn) error { return netpolicy.RemoveResolved(c, stale) })
 		if err != nil {
 			return fmt.Errorf("closing resolved addresses of the host: %w", err)
 		}

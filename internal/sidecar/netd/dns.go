@@ -287,6 +287,34 @@ func readAnswer(resp []byte, id uint16, q query, minTTL, maxTTL time.Duration) (
 	return out, ls, nil
 }
 
+// dropAddrs removes from an answer readAnswer made the A and AAAA records
+// whose address refused names (a non-empty reason). In pod mode there is
+// no ruleset to keep such an address closed, so the agent must never see
+// it: an allowed name must not aim the sandbox at the pod network, the
+// node or the metadata server.
+func dropAddrs(out []byte, refused func(netip.Addr) string) ([]byte, error) {
+	var m dnsmessage.Message
+	if err := m.Unpack(out); err != nil {
+		return nil, err
+	}
+	kept := m.Answers[:0]
+	for _, rr := range m.Answers {
+		switch body := rr.Body.(type) {
+		case *dnsmessage.AResource:
+			if refused(netip.AddrFrom4(body.A)) != "" {
+				continue
+			}
+		case *dnsmessage.AAAAResource:
+			if refused(netip.AddrFrom16(body.AAAA)) != "" {
+				continue
+			}
+		}
+		kept = append(kept, rr)
+	}
+	m.Answers = kept
+	return m.Pack()
+}
+
 // cnameChain is the set of names (lower case, with the trailing dot) on
 // the CNAME chain from name through the answer section, whatever the
 // records' order; its length is bounded by the number of records.
@@ -307,9 +335,13 @@ func cnameChain(answers []dnsmessage.Resource, name string) map[string]bool {
 	return chain
 }
 
-// markedDialer dials upstream with netd's socket mark, which the ruleset
-// lets through to port 53.
-func markedDialer(timeout time.Duration) *net.Dialer {
+// upstreamDialer dials upstream with netd's socket mark, which the ruleset
+// lets through to port 53; without mark (pod mode: no ruleset, and no
+// CAP_NET_ADMIN to set one) a plain dialer.
+func upstreamDialer(timeout time.Duration, mark bool) *net.Dialer {
+	if !mark {
+		return &net.Dialer{Timeout: timeout}
+	}
 	return &net.Dialer{
 		Timeout: timeout,
 		Control: func(_, _ string, c syscall.RawConn) error {
@@ -328,9 +360,9 @@ func markedDialer(timeout time.Duration) *net.Dialer {
 }
 
 // exchange sends msg to upstream over UDP and falls back to TCP when the
-// answer is truncated.
-func exchange(ctx context.Context, upstream netip.AddrPort, id uint16, msg []byte) ([]byte, error) {
-	d := markedDialer(2 * time.Second)
+// answer is truncated; mark sets netd's socket mark (upstreamDialer).
+func exchange(ctx context.Context, upstream netip.AddrPort, id uint16, msg []byte, mark bool) ([]byte, error) {
+	d := upstreamDialer(2*time.Second, mark)
 	c, err := d.DialContext(ctx, "udp", upstream.String())
 	if err != nil {
 		return nil, err

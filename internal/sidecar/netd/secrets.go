@@ -180,7 +180,7 @@ func (d *Daemon) dialSecretHost(ctx context.Context, host string) (net.Conn, err
 	}
 	var lastErr error = errors.New("no upstream resolver")
 	for _, u := range d.cfg.Upstreams {
-		resp, err := exchange(ctx, u, id, msg)
+		resp, err := exchange(ctx, u, id, msg, !d.cfg.NoFirewall)
 		if err != nil {
 			lastErr = err
 			continue
