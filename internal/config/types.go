@@ -31,6 +31,8 @@ type Config struct {
 	CABundle CABundle
 	// Secrets are the [secrets.NAME] tables.
 	Secrets map[string]*Secret
+	// Cluster is the [cluster] section (the Kubernetes backend).
+	Cluster Cluster
 	// Warnings are non-fatal findings (for example an unpinned image).
 	Warnings []string
 }
@@ -76,6 +78,9 @@ type Profile struct {
 	CABundle CABundle
 	// Secrets are the secrets netd injects for this profile.
 	Secrets []ProfileSecret
+	// WarmPool is the profile's warm_pool on the Kubernetes backend; nil
+	// means [cluster].warm_pool.
+	WarmPool *int
 
 	// guard refuses dangerous volume host paths; set by Load.
 	guard *hostGuard
