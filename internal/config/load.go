@@ -519,6 +519,9 @@ func (v *validator) profileEnv(p *Profile, key keyPath, fp *fileProfile) {
 			continue
 		}
 		p.Env[n] = val
+		if strings.HasPrefix(fp.Env[n], "env:") {
+			p.EnvFromHost = append(p.EnvFromHost, n)
+		}
 	}
 }
 

@@ -67,8 +67,12 @@ type Profile struct {
 	AllowDomains []string
 	// Env maps variable names to their resolved values (env:VAR already
 	// read from the host environment).
-	Env     map[string]string
-	Volumes []Volume
+	Env map[string]string
+	// EnvFromHost names the Env entries read from the host environment
+	// (env:VAR): often credentials, which the Kubernetes backend does not
+	// write into a cluster object.
+	EnvFromHost []string
+	Volumes     []Volume
 	// GitMode is "branch" or "direct"; empty means branch in a git
 	// repository and direct elsewhere.
 	GitMode string
