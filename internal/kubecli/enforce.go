@@ -84,6 +84,12 @@ func readRecord(ctx context.Context, c *kube.Client) (probeResult, error) {
 	if err != nil {
 		return probeResult{}, err
 	}
+	return parseRecord(data)
+}
+
+// parseRecord checks a probe record read from the cluster: a known
+// result and a time; the detail is shown escaped.
+func parseRecord(data map[string]string) (probeResult, error) {
 	at, err := time.Parse(time.RFC3339, data["checked"])
 	if err != nil {
 		return probeResult{}, fmt.Errorf("probe record: checked: %w", err)
