@@ -68,6 +68,18 @@ func TestApplyCreatesThenUpdates(t *testing.T) {
 			t.Fatalf("apply %d = %q, %v; want %q", i, got, err, want)
 		}
 	}
+	// The server's defaults in the stored spec are not a change.
+	u, err := c.res(TemplatesGVR).Get(ctx, tpl.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Object["spec"].(map[string]any)["defaulted"] = "by the server"
+	if _, err := c.res(TemplatesGVR).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.ApplyTemplate(ctx, tpl); err != nil || got != "" {
+		t.Fatalf("apply over server defaults = %q, %v", got, err)
+	}
 	tpl.Spec.EnvVarsInjectionPolicy = "Disallowed"
 	if got, err := c.ApplyTemplate(ctx, tpl); err != nil || got != "updated" {
 		t.Fatalf("changed apply = %q, %v", got, err)

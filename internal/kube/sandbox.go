@@ -2,8 +2,10 @@ package kube
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
-	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -42,13 +44,26 @@ func fromUnstructured[T any](u *unstructured.Unstructured) (*T, error) {
 	return out, nil
 }
 
-// apply creates obj (named name) or, when it exists with another spec,
-// updates its spec; it reports what it did: "created", "updated" or "".
+// SpecHashAnnotation records the hash of the spec lazaret last wrote: the
+// API server adds defaults to a stored spec, so comparing specs would see
+// a change on every start.
+const SpecHashAnnotation = "lazaret.dev/spec-hash"
+
+// apply creates obj (named name) or, when it exists with a spec lazaret
+// did not write, replaces its spec; it reports what it did: "created",
+// "updated" or "".
 func (c *Client) apply(ctx context.Context, gvr schema.GroupVersionResource, name string, obj any) (string, error) {
 	u, err := toUnstructured(obj)
 	if err != nil {
 		return "", err
 	}
+	spec, err := json.Marshal(u.Object["spec"])
+	if err != nil {
+		return "", fmt.Errorf("encoding the spec of %s: %w", name, err)
+	}
+	sum := sha256.Sum256(spec)
+	hash := hex.EncodeToString(sum[:16])
+	setAnnotation(u, SpecHashAnnotation, hash)
 	r := c.res(gvr)
 	cur, err := r.Get(ctx, name, metav1.GetOptions{})
 	if kindOf(err, true) == ErrNotFound {
@@ -60,14 +75,24 @@ func (c *Client) apply(ctx context.Context, gvr schema.GroupVersionResource, nam
 	if err != nil {
 		return "", wrap("reading "+gvr.Resource+" "+name, err, true)
 	}
-	if reflect.DeepEqual(cur.Object["spec"], u.Object["spec"]) {
+	if cur.GetAnnotations()[SpecHashAnnotation] == hash {
 		return "", nil
 	}
 	cur.Object["spec"] = u.Object["spec"]
+	setAnnotation(cur, SpecHashAnnotation, hash)
 	if _, err := r.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		return "", wrap("updating "+gvr.Resource+" "+name, err, true)
 	}
 	return "updated", nil
+}
+
+func setAnnotation(u *unstructured.Unstructured, k, v string) {
+	a := u.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[k] = v
+	u.SetAnnotations(a)
 }
 
 // ApplyTemplate creates or updates a SandboxTemplate.
