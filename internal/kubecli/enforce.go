@@ -198,7 +198,7 @@ func (g *globals) waitPodIP(ctx context.Context, c *kube.Client, name string) (s
 			}
 			return p.Status.PodIP, nil
 		case p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded:
-			return "", fmt.Errorf("exited before listening (%s)", p.Status.Phase)
+			return "", fmt.Errorf("exited before listening (%s): the probe image needs busybox, nc or python3 to listen; set [cluster] probe_image", p.Status.Phase)
 		}
 		if err := g.sleep(ctx); err != nil {
 			return "", err
