@@ -101,6 +101,7 @@ func Template(in Input) (*Objects, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: managedLabels(in.Profile)},
 		Spec: SandboxTemplateSpec{
 			PodTemplate:             PodTemplate{Spec: pod, ObjectMeta: PodMetadata{Labels: managedLabels(in.Profile)}},
+			Service:                 new(bool),
 			NetworkPolicy:           np,
 			NetworkPolicyManagement: "Managed",
 			EnvVarsInjectionPolicy:  "Disallowed",

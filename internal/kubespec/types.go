@@ -66,7 +66,9 @@ type NetworkPolicySpec struct {
 // blueprint inlined), without the volume claim templates lazaret does not
 // use yet.
 type SandboxTemplateSpec struct {
-	PodTemplate             PodTemplate        `json:"podTemplate"`
+	PodTemplate PodTemplate `json:"podTemplate"`
+	// Service false: no Service in front of the agent's pod.
+	Service                 *bool              `json:"service,omitempty"`
 	NetworkPolicy           *NetworkPolicySpec `json:"networkPolicy,omitempty"`
 	NetworkPolicyManagement string             `json:"networkPolicyManagement,omitempty"`
 	EnvVarsInjectionPolicy  string             `json:"envVarsInjectionPolicy,omitempty"`
