@@ -70,16 +70,20 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 		return err
 	}
 	defer tm.close()
-	stop := g.forwardSignals(c, run.pod, pidFile, r.tty)
-	defer stop()
 	// Not ctx: SIGINT is the command's, not lazaret's.
-	code, err := c.ExecIn(context.Background(), kube.ExecRequest{
+	ectx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := g.forwardSignals(c, run.pod, pidFile, r.tty, cancel)
+	defer stop()
+	code, err := c.ExecIn(ectx, kube.ExecRequest{
 		Pod: run.pod, Container: kubespec.ContainerName, Command: command,
 		Stdin: g.io.In, Stdout: g.io.Out, Stderr: g.io.ErrOut, TTY: r.tty, Sizes: tm.Sizes(),
 	})
 	tm.close()
 	var se *kube.StartError
 	switch {
+	case ectx.Err() != nil:
+		return context.Canceled // SIGTERM or SIGHUP ended it
 	case errors.As(err, &se):
 		return err
 	case err != nil:
@@ -98,10 +102,11 @@ func (e execFailed) Error() string { return e.err.Error() }
 func (e execFailed) Unwrap() error { return e.err }
 
 // forwardSignals passes signals lazaret receives on to the command (plain
-// mode) with a second exec that kills the pid it recorded; with a
-// terminal they are only kept from ending lazaret (the PTY carries the
-// keys). The returned function stops it.
-func (g *globals) forwardSignals(c *kube.Client, pod, pidFile string, tty bool) func() {
+// mode) with a second exec that kills the pid it recorded. With a
+// terminal the keys travel as bytes; SIGTERM and SIGHUP (the terminal
+// went away) end the session by closing its stream (cancel). The
+// returned function stops it.
+func (g *globals) forwardSignals(c *kube.Client, pod, pidFile string, tty bool, cancel func()) func() {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, forwarded...)
 	done := make(chan struct{})
@@ -111,8 +116,11 @@ func (g *globals) forwardSignals(c *kube.Client, pod, pidFile string, tty bool) 
 			case <-done:
 				return
 			case s := <-sigs:
-				if !tty {
+				switch {
+				case !tty:
 					go g.signalInPod(c, pod, pidFile, s)
+				case s == syscall.SIGTERM || s == syscall.SIGHUP:
+					cancel()
 				}
 			}
 		}

@@ -88,6 +88,12 @@ func TestTemplateHardening(t *testing.T) {
 	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Error("privilege escalation or seccomp")
 	}
+	if objs.Template.Spec.Service == nil || *objs.Template.Spec.Service {
+		t.Error("a Service in front of the agent")
+	}
+	if objs.Template.Spec.EnvVarsInjectionPolicy != "Disallowed" {
+		t.Error("claims may inject environment")
+	}
 	np := objs.Template.Spec.NetworkPolicy
 	if np == nil || len(np.Ingress) != 0 || len(np.Egress) != 1 || len(np.Egress[0].To) != 2 || np.Egress[0].To[0].IPBlock.CIDR != "140.82.112.0/20" {
 		t.Errorf("network policy: %+v", np)
