@@ -23,9 +23,10 @@ const (
 	ProbeNoTool    = 3 // the image has no tool to listen or connect
 )
 
-// probeServer listens with whatever the image has.
+// probeServer listens with whatever the image has (busybox's nc: -ll
+// keeps listening, each connection runs true and is closed at once).
 const probeServer = `p=8080
-if command -v busybox >/dev/null 2>&1; then while :; do busybox nc -l -p $p </dev/null; done; fi
+if command -v busybox >/dev/null 2>&1; then exec busybox nc -ll -p $p -e true; fi
 if command -v nc >/dev/null 2>&1; then while :; do nc -l -p $p </dev/null; done; fi
 if command -v python3 >/dev/null 2>&1; then exec python3 -m http.server $p; fi
 exit 3`
@@ -34,8 +35,8 @@ exit 3`
 // with the last attempt's result (a policy programmed a moment after the
 // pod started is still seen).
 const probeClient = `try() {
-  if command -v bash >/dev/null 2>&1; then timeout 3 bash -c 'exec 3<>/dev/tcp/$0/8080' "$1" 2>/dev/null; return $?; fi
-  if command -v busybox >/dev/null 2>&1; then busybox nc -z -w 3 "$1" 8080; return $?; fi
+  if command -v busybox >/dev/null 2>&1; then busybox nc -w 3 "$1" 8080 </dev/null; return $?; fi
+  if command -v bash >/dev/null 2>&1 && command -v timeout >/dev/null 2>&1; then timeout 3 bash -c 'exec 3<>/dev/tcp/$0/8080' "$1" 2>/dev/null; return $?; fi
   if command -v nc >/dev/null 2>&1; then nc -z -w 3 "$1" 8080; return $?; fi
   if command -v python3 >/dev/null 2>&1; then python3 -c 'import socket,sys; socket.create_connection((sys.argv[1],8080),3)' "$1"; return $?; fi
   exit 3
