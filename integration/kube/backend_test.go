@@ -157,7 +157,7 @@ func TestBackendExecUnderGVisor(t *testing.T) {
 	}{
 		{[]string{"sh", "-c", "exit 7"}, 7},
 		{[]string{"/nonexistent-command"}, 127},
-		{[]string{"/etc/passwd"}, 126},
+		{[]string{"/bin"}, 126},
 	} {
 		if _, errOut, code := e.lazaret(nil, append([]string{"exec", "e2e", "--"}, c.cmd...)...); code != c.want {
 			t.Errorf("%v: exit %d, want %d; %s", c.cmd, code, c.want, errOut)
@@ -189,7 +189,7 @@ func TestBackendShellPTY(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	_, _ = tm.Ptmx.Write([]byte("echo answer=$((6*7)); stty size\r"))
+	_, _ = tm.Ptmx.Write([]byte("echo answer=$((6*7)); busybox stty size\r"))
 	tm.WaitFor(t, "answer=42")
 	tm.WaitFor(t, "40 120")
 	_, _ = tm.Ptmx.Write([]byte("exit 3\r"))

@@ -63,7 +63,7 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 		// Without a terminal signals must be delivered in the sandbox
 		// (the exec stream carries none): the command records its pid,
 		// then becomes the command.
-		command = append([]string{"/bin/sh", "-c", `echo $$ > "$0" 2>/dev/null; exec "$@"`, pidFile}, command...)
+		command = append([]string{"/bin/sh", "-c", `echo $$ 2>/dev/null >"$0"; exec "$@"`, pidFile}, command...)
 	}
 	tm, err := openTerminal(in, out, r.tty)
 	if err != nil {
