@@ -8,6 +8,7 @@ package kubecli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -139,6 +140,12 @@ func (g *globals) client() (*config.Config, *kube.Client, error) {
 	}
 	c, err := g.connect(cfg.Cluster)
 	if err != nil {
+		switch {
+		case g.kubeconfig != "":
+			err = flagErr("--kubeconfig", err)
+		case cfg.Cluster.Kubeconfig != "":
+			err = fmt.Errorf("%s: cluster.kubeconfig: %w", cfg.File, err)
+		}
 		return nil, nil, setupError{err, "check --kubeconfig/--context (or [cluster] kubeconfig and context in the configuration); `lazaret --backend kubernetes doctor` checks the cluster"}
 	}
 	return cfg, c, nil
