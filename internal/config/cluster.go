@@ -28,6 +28,10 @@ type Cluster struct {
 	// ProbeImage is the image of the NetworkPolicy enforcement probe's
 	// pods; empty means the profile's image.
 	ProbeImage string
+	// CPU and Memory are the agent container's requests and limits
+	// (Kubernetes quantities: "2", "500m"; "4Gi"); empty sets none.
+	CPU    string
+	Memory string
 }
 
 // Defaults of [cluster].
@@ -47,7 +51,14 @@ type fileCluster struct {
 	AllowUnenforcedEgress *bool   `toml:"allow_unenforced_egress"`
 	WarmPool              *int64  `toml:"warm_pool"`
 	ProbeImage            *string `toml:"probe_image"`
+	CPU                   *string `toml:"cpu"`
+	Memory                *string `toml:"memory"`
 }
+
+var (
+	cpuRE    = regexp.MustCompile(`^([0-9]{1,6}(\.[0-9]{1,3})?|[0-9]{1,9}m)$`)
+	memoryRE = regexp.MustCompile(`^[0-9]{1,15}(Ki|Mi|Gi|Ti|k|M|G|T)?$`)
+)
 
 var dnsSubdomainRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 
@@ -110,6 +121,18 @@ func (v *validator) cluster(fc *fileConfig, cfg *Config) {
 			v.fail(key.child("probe_image"), err)
 		}
 		c.ProbeImage = *f.ProbeImage
+	}
+	if f.CPU != nil {
+		if !cpuRE.MatchString(*f.CPU) || strings.Trim(*f.CPU, "0.m") == "" {
+			v.fail(key.child("cpu"), ruleErrf("invalid cpu %s: a positive Kubernetes quantity such as \"2\" or \"500m\"", quoteValue(*f.CPU)))
+		}
+		c.CPU = *f.CPU
+	}
+	if f.Memory != nil {
+		if !memoryRE.MatchString(*f.Memory) || strings.Trim(*f.Memory, "0KMGTik") == "" {
+			v.fail(key.child("memory"), ruleErrf("invalid memory %s: a positive Kubernetes quantity such as \"4Gi\" or \"512Mi\"", quoteValue(*f.Memory)))
+		}
+		c.Memory = *f.Memory
 	}
 	cfg.Cluster = c
 }

@@ -25,6 +25,8 @@ image_pull_policy = "Never"
 allow_unenforced_egress = true
 warm_pool = 2
 probe_image = "busybox:1.36"
+cpu = "1500m"
+memory = "4Gi"
 
 [profiles.dev]
 image = "x:1"
@@ -35,7 +37,7 @@ image = "x:1"
 `)
 	cl := c.Cluster
 	if cl.Context != "ci" || cl.Namespace != "agents" || cl.RuntimeClass != "gvisor-systrap" || cl.ImagePullPolicy != "Never" ||
-		!cl.AllowUnenforcedEgress || cl.WarmPool != 2 || cl.ProbeImage != "busybox:1.36" || cl.Kubeconfig == "~/kc" || cl.Kubeconfig == "" {
+		!cl.AllowUnenforcedEgress || cl.WarmPool != 2 || cl.ProbeImage != "busybox:1.36" || cl.CPU != "1500m" || cl.Memory != "4Gi" || cl.Kubeconfig == "~/kc" || cl.Kubeconfig == "" {
 		t.Errorf("cluster: %+v", cl)
 	}
 	if n := c.WarmPoolOf(c.Profiles["dev"]); n != 0 {
@@ -57,6 +59,9 @@ func TestClusterErrors(t *testing.T) {
 		{"[cluster]\nallow_unenforced_egress = \"yes\"\n", "cluster.allow_unenforced_egress", "want a boolean"},
 		{"[cluster]\ncontext = \"\"\n", "cluster.context", "invalid context"},
 		{"[cluster]\nkubeconfig = \"{profile_name}\"\n", "cluster.kubeconfig", "tokens are not allowed"},
+		{"[cluster]\ncpu = \"lots\"\n", "cluster.cpu", "invalid cpu \"lots\""},
+		{"[cluster]\ncpu = \"0\"\n", "cluster.cpu", "invalid cpu"},
+		{"[cluster]\nmemory = \"4GB\"\n", "cluster.memory", "invalid memory \"4GB\""},
 		{"[cluster]\nnamspace = \"x\"\n", "cluster.namspace", "unknown key"},
 		{"[profiles.pp]\nimage = \"x:1\"\nwarm_pool = 1000\n", "profiles.pp.warm_pool", "want 0 (no warm pool) to 50"},
 		{"[profiles.pp]\nimage = \"x:1\"\nwarm_pool = 1.5\n", "profiles.pp.warm_pool", "wrong type: got float, want an integer"},

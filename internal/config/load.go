@@ -257,7 +257,7 @@ func expectedType(key keyPath) string {
 	switch last {
 	case "data_root", "socket_dir", "image", "git_mode", "host", "container", "mode", "persist", "ca_bundle",
 		"value", "refresh", "header", "format",
-		"kubeconfig", "context", "namespace", "runtime_class", "image_pull_policy", "probe_image":
+		"kubeconfig", "context", "namespace", "runtime_class", "image_pull_policy", "probe_image", "cpu", "memory":
 		return "a string"
 	case "enabled", "allow_unenforced_egress":
 		return "a boolean"

@@ -52,6 +52,7 @@ func profileObjects(cfg *config.Config, t *target) (*kubespec.Objects, netpolicy
 	objs, err := kubespec.Template(kubespec.Input{
 		Profile: p.Name, Image: p.Image, ImagePullPolicy: cfg.Cluster.ImagePullPolicy,
 		RuntimeClass: cfg.Cluster.RuntimeClass, Env: env, Policy: pol, Sidecar: sidecar,
+		CPU: cfg.Cluster.CPU, Memory: cfg.Cluster.Memory,
 	})
 	return objs, pol, err
 }

@@ -23,7 +23,7 @@ func testInput(t *testing.T) Input {
 		t.Fatal(err)
 	}
 	return Input{Profile: "dev_box", Image: "registry.example/agent:1.2", ImagePullPolicy: "IfNotPresent", RuntimeClass: "gvisor",
-		Env: map[string]string{"LANG": "C.UTF-8", "EDITOR": "vi"}, Policy: pol}
+		Env: map[string]string{"LANG": "C.UTF-8", "EDITOR": "vi"}, Policy: pol, CPU: "1500m", Memory: "4Gi"}
 }
 
 func golden(t *testing.T, name string, v any) {

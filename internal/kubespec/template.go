@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -47,6 +48,9 @@ type Input struct {
 	Policy netpolicy.Policy
 	// Sidecar, when set, adds the network sidecar.
 	Sidecar SidecarFunc
+	// CPU and Memory, when set, are the agent container's requests and
+	// limits (Kubernetes quantities).
+	CPU, Memory string
 }
 
 // Objects are the shared objects of a profile's template.
@@ -63,7 +67,12 @@ func Template(in Input) (*Objects, error) {
 	if in.Profile == "" || in.Image == "" || in.RuntimeClass == "" {
 		return nil, fmt.Errorf("kubespec: profile, image and runtime class are required")
 	}
+	res, err := resources(in.CPU, in.Memory)
+	if err != nil {
+		return nil, err
+	}
 	pod := agentPod(in)
+	pod.Containers[0].Resources = res
 	np := egressPolicy(in.Policy.AllowEgress)
 	// The name is not known before the content hash; the sidecar's
 	// ConfigMap is named after the same hash of everything but itself.
@@ -148,6 +157,25 @@ func agentPod(in Input) corev1.PodSpec {
 }
 
 func ptr64(n int64) *int64 { return &n }
+
+// resources sets requests equal to limits for what is given.
+func resources(cpu, memory string) (corev1.ResourceRequirements, error) {
+	var r corev1.ResourceRequirements
+	for name, v := range map[corev1.ResourceName]string{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory} {
+		if v == "" {
+			continue
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return r, fmt.Errorf("kubespec: %s %q: %w", name, v, err)
+		}
+		if r.Limits == nil {
+			r.Limits, r.Requests = corev1.ResourceList{}, corev1.ResourceList{}
+		}
+		r.Limits[name], r.Requests[name] = q, q
+	}
+	return r, nil
+}
 
 // envVars is env in name order (a stable template hash).
 func envVars(env map[string]string) []corev1.EnvVar {
