@@ -17,7 +17,7 @@ GOBUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 ROOT_USER  := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 PREFIX     ?= $(if $(ROOT_USER),/usr/local,$(HOME)/.local)
 ARGS       ?= shell
-BINARIES   := lazaret lazaret-escalate lazaret-escalate-go lazaret-netd lazaret-fsmonitor
+BINARIES   := lazaret lazaret-escalate lazaret-escalate-go lazaret-netd lazaret-fsmonitor lazaret-kube
 DOCS       := README.md $(wildcard docs/*.md)
 DOCDIR     ?= $(PREFIX)/share/doc/lazaret
 
@@ -29,7 +29,7 @@ all: build
 
 build:
 	@mkdir -p bin
-	$(GOBUILD) -o bin/ ./cmd/lazaret ./cmd/lazaret-netd ./cmd/lazaret-fsmonitor
+	$(GOBUILD) -o bin/ ./cmd/lazaret ./cmd/lazaret-netd ./cmd/lazaret-fsmonitor ./cmd/lazaret-kube
 	$(GOBUILD) -o bin/lazaret-escalate-go ./cmd/lazaret-escalate
 	gcc -static -O2 -Wall -s -o bin/lazaret-escalate cmd/lazaret-escalate-c/main.c cmd/lazaret-escalate-c/holder.c
 	@ln -sf lazaret bin/lazaret-runsc

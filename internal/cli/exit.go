@@ -7,19 +7,21 @@ import (
 	"io"
 	"strings"
 
+	"github.com/lazaret-dev/lazaret/internal/exitcode"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
 // Exit codes of lazaret's own failures. A command run in the sandbox
 // returns its own exit code instead (see exitError).
+// The values are internal/exitcode's, shared with the Kubernetes backend.
 const (
-	exitOK       = 0
-	exitFailure  = 1
-	exitUsage    = 2
-	exitSetup    = 3 // environment not ready: podman, runsc, image, user
-	exitConfig   = 4 // configuration file invalid
-	exitSecurity = 5 // a security check refused the operation
-	exitCanceled = 130
+	exitOK       = exitcode.OK
+	exitFailure  = exitcode.Failure
+	exitUsage    = exitcode.Usage
+	exitSetup    = exitcode.Setup    // environment not ready: podman, runsc, image, user
+	exitConfig   = exitcode.Config   // configuration file invalid
+	exitSecurity = exitcode.Security // a security check refused the operation
+	exitCanceled = exitcode.Canceled
 )
 
 // usageError is a bad flag or argument.

@@ -51,6 +51,14 @@ func Main(args []string, runCoordinator CoordinatorFunc) int {
 }
 
 func run(args []string, streams IO, runCoordinator CoordinatorFunc) int {
+	backend, rest, err := splitBackend(args[1:], os.Getenv)
+	if err != nil {
+		return exitCode(err, streams.ErrOut)
+	}
+	if backend == backendKubernetes {
+		return exitCode(execKube(rest), streams.ErrOut) // returns only on failure
+	}
+	args = append(args[:1:1], rest...)
 	// A context cancelled by SIGINT/SIGTERM is a clean exit, not an error.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -88,6 +96,9 @@ real git on an agent branch, and human-approved host escalation.`,
 	pf.StringVar(&g.workspace, "workspace", "", "the Agent Workspace, taken as is (default: the current directory, or the top level of the git repository it is in)")
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "debug logs on stderr")
 	pf.BoolVar(&g.allowRoot, "allow-root", false, "allow running as root (not rootless; not recommended)")
+	// Taken out of the arguments before cobra (splitBackend); declared so
+	// that help shows it.
+	pf.String("backend", backendPodman, "where sandboxes run: podman (this machine) or kubernetes (lazaret-kube; also $LAZARET_BACKEND)")
 	root.SetFlagErrorFunc(flagError)
 
 	root.AddCommand(

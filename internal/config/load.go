@@ -24,6 +24,7 @@ type fileConfig struct {
 	Escalation fileEscalation          `toml:"escalation"`
 	Profiles   map[string]*fileProfile `toml:"profiles"`
 	Secrets    map[string]*fileSecret  `toml:"secrets"`
+	Cluster    fileCluster             `toml:"cluster"`
 }
 
 type fileNetwork struct {
@@ -48,6 +49,7 @@ type fileProfile struct {
 	Persist        *string           `toml:"persist"`
 	CABundle       *string           `toml:"ca_bundle"`
 	Secrets        map[string]string `toml:"secrets"`
+	WarmPool       *int64            `toml:"warm_pool"`
 }
 
 type fileVolume struct {
@@ -254,10 +256,13 @@ func expectedType(key keyPath) string {
 	}
 	switch last {
 	case "data_root", "socket_dir", "image", "git_mode", "host", "container", "mode", "persist", "ca_bundle",
-		"value", "refresh", "header", "format":
+		"value", "refresh", "header", "format",
+		"kubeconfig", "context", "namespace", "runtime_class", "image_pull_policy", "probe_image", "cpu", "memory":
 		return "a string"
-	case "enabled":
+	case "enabled", "allow_unenforced_egress":
 		return "a boolean"
+	case "warm_pool":
+		return "an integer"
 	case "allow_egress", "allow_domains", "auto_approve", "persistent_dirs", "hosts", "command":
 		return "an array of strings"
 	case "env":
@@ -282,6 +287,7 @@ func (v *validator) build(fc *fileConfig) *Config {
 	cfg.DataRoot = v.globalPath(keyPath{"data_root"}, dr)
 
 	v.network(fc, cfg)
+	v.cluster(fc, cfg)
 	cfg.CABundle = v.caBundle(keyPath{"ca_bundle"}, fc.CABundle, defaultCABundle())
 
 	cfg.Escalation.Enabled = true
@@ -417,6 +423,10 @@ func (v *validator) profile(cfg *Config, guard *hostGuard, name string, fp *file
 	p.AllowDomains = v.domains(key.child("allow_domains"), fp.AllowDomains, cfg.Network.AllowDomains)
 
 	v.profileEnv(p, key, fp)
+	if fp.WarmPool != nil {
+		n := v.warmPool(key.child("warm_pool"), fp.WarmPool, 0)
+		p.WarmPool = &n
+	}
 	v.profileSecrets(cfg, p, key, fp.Secrets)
 
 	if fp.GitMode != nil {
@@ -509,6 +519,9 @@ func (v *validator) profileEnv(p *Profile, key keyPath, fp *fileProfile) {
 			continue
 		}
 		p.Env[n] = val
+		if strings.HasPrefix(fp.Env[n], "env:") {
+			p.EnvFromHost = append(p.EnvFromHost, n)
+		}
 	}
 }
 

@@ -85,6 +85,8 @@ func (v *validator) value(key keyPath, val any, t reflect.Type) bool {
 		_, ok = val.(string)
 	case reflect.Bool:
 		_, ok = val.(bool)
+	case reflect.Int64:
+		_, ok = val.(int64)
 	case reflect.Slice:
 		if arr, isArr := val.([]any); isArr {
 			ok = true

@@ -31,6 +31,8 @@ type Config struct {
 	CABundle CABundle
 	// Secrets are the [secrets.NAME] tables.
 	Secrets map[string]*Secret
+	// Cluster is the [cluster] section (the Kubernetes backend).
+	Cluster Cluster
 	// Warnings are non-fatal findings (for example an unpinned image).
 	Warnings []string
 }
@@ -65,8 +67,12 @@ type Profile struct {
 	AllowDomains []string
 	// Env maps variable names to their resolved values (env:VAR already
 	// read from the host environment).
-	Env     map[string]string
-	Volumes []Volume
+	Env map[string]string
+	// EnvFromHost names the Env entries read from the host environment
+	// (env:VAR): often credentials, which the Kubernetes backend does not
+	// write into a cluster object.
+	EnvFromHost []string
+	Volumes     []Volume
 	// GitMode is "branch" or "direct"; empty means branch in a git
 	// repository and direct elsewhere.
 	GitMode string
@@ -76,6 +82,9 @@ type Profile struct {
 	CABundle CABundle
 	// Secrets are the secrets netd injects for this profile.
 	Secrets []ProfileSecret
+	// WarmPool is the profile's warm_pool on the Kubernetes backend; nil
+	// means [cluster].warm_pool.
+	WarmPool *int
 
 	// guard refuses dangerous volume host paths; set by Load.
 	guard *hostGuard

@@ -23,6 +23,8 @@ var Processes = map[string][]string{
 	"shim":        {"internal/shim"},
 	"sidecar":     {"internal/sidecar"},
 	"in-sandbox":  {"internal/insandbox", "cmd/lazaret-escalate", "cmd/lazaret-fsmonitor"},
+	// The Kubernetes backend's CLI, the lazaret-kube binary.
+	"kube-cli": {"internal/kubecli", "cmd/lazaret-kube"},
 }
 
 // ProcessOf is the process pkg belongs to, "" for a shared package or one

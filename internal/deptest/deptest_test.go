@@ -19,6 +19,9 @@ func TestProcessOf(t *testing.T) {
 		Module + "/internal/gitrepo":               "",
 		"github.com/spf13/cobra":                   "",
 		Module + "/internal/coordinatorx":          "",
+		Module + "/internal/kubecli":               "kube-cli",
+		Module + "/cmd/lazaret-kube":               "kube-cli",
+		Module + "/internal/kube":                  "",
 	} {
 		if got := ProcessOf(pkg); got != want {
 			t.Errorf("ProcessOf(%s) = %q, want %q", pkg, got, want)

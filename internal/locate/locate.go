@@ -5,7 +5,8 @@
 // Layout, for an install prefix P (and for the repository's bin/ directory):
 //
 //	P/bin/lazaret, P/bin/lazaret-runsc → lazaret, P/bin/lazaret-escalate (C front end),
-//	P/bin/lazaret-escalate-go (Go client and broker), P/bin/lazaret-netd, P/bin/lazaret-fsmonitor
+//	P/bin/lazaret-escalate-go (Go client and broker), P/bin/lazaret-netd, P/bin/lazaret-fsmonitor,
+//	P/bin/lazaret-kube (the Kubernetes backend)
 //	P/lib/lazaret/runsc   (the pinned, statically built gVisor runsc)
 package locate
 
@@ -31,6 +32,9 @@ const (
 	// FSMonitor is the Git Sentry's git fsmonitor (daemon and hook),
 	// mounted read-only into branch-mode sandboxes.
 	FSMonitor = "lazaret-fsmonitor"
+	// Kube is the Kubernetes backend (`lazaret --backend kubernetes`): a
+	// binary of its own, so that client-go never links into lazaret.
+	Kube = "lazaret-kube"
 )
 
 // ErrNotFound is returned when a companion cannot be found.
@@ -45,6 +49,7 @@ var envOverride = map[string]string{
 	EscalateGo: "LAZARET_ESCALATE_GO",
 	Netd:       "LAZARET_NETD",
 	FSMonitor:  "LAZARET_FSMONITOR",
+	Kube:       "LAZARET_KUBE",
 }
 
 // Find returns the absolute path of companion name. It looks, in order, at

@@ -1,0 +1,70 @@
+// Package kubetest is the tests' stand-in cluster: a kube.Client on
+// client-go's fake clientsets (typed and dynamic, with agent-sandbox's
+// list kinds) and a scripted Executor. Tests only.
+package kubetest
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/lazaret-dev/lazaret/internal/kube"
+)
+
+// ListKinds are the list kinds of agent-sandbox's resources, which the
+// fake dynamic client must be told.
+var ListKinds = map[schema.GroupVersionResource]string{
+	kube.SandboxesGVR: "SandboxList",
+	kube.TemplatesGVR: "SandboxTemplateList",
+	kube.WarmPoolsGVR: "SandboxWarmPoolList",
+	kube.ClaimsGVR:    "SandboxClaimList",
+}
+
+// Cluster is a fake cluster and the client on it.
+type Cluster struct {
+	Client  *kube.Client
+	Core    *fake.Clientset
+	Dynamic *dynamicfake.FakeDynamicClient
+	Exec    *Executor
+}
+
+// New is a fake cluster holding core objects, with namespace ns.
+func New(ns string, core ...runtime.Object) *Cluster {
+	c := &Cluster{
+		Core:    fake.NewClientset(core...),
+		Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), ListKinds),
+		Exec:    &Executor{},
+	}
+	c.Client = &kube.Client{Core: c.Core, Dynamic: c.Dynamic, Namespace: ns, Host: "https://fake:6443", Exec: c.Exec}
+	return c
+}
+
+// Executor records the execs and answers with Run (exit 0 when nil).
+type Executor struct {
+	mu    sync.Mutex
+	Calls []kube.ExecRequest
+	Run   func(kube.ExecRequest) (int, error)
+}
+
+// Exec implements kube.Executor.
+func (x *Executor) Exec(_ context.Context, r kube.ExecRequest) (int, error) {
+	x.mu.Lock()
+	x.Calls = append(x.Calls, r)
+	run := x.Run
+	x.mu.Unlock()
+	if run == nil {
+		return 0, nil
+	}
+	return run(r)
+}
+
+// Requests are the execs so far.
+func (x *Executor) Requests() []kube.ExecRequest {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return append([]kube.ExecRequest(nil), x.Calls...)
+}

@@ -1,0 +1,99 @@
+package kubecli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/exitcode"
+	"github.com/lazaret-dev/lazaret/internal/kube"
+	"github.com/lazaret-dev/lazaret/internal/visible"
+)
+
+// usageError is a bad flag or argument.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// setupError is the cluster not ready for lazaret, with the fix.
+type setupError struct {
+	err  error
+	hint string
+}
+
+func (e setupError) Error() string { return e.err.Error() }
+func (e setupError) Unwrap() error { return e.err }
+
+// refusal is a security check that refused to go on, with the way out.
+type refusal struct {
+	msg  string
+	hint string
+}
+
+func (e refusal) Error() string { return e.msg }
+
+// exitError is the exit code of the command run in the sandbox: returned
+// as is, printing nothing.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func flagErr(flag string, err error) error { return fmt.Errorf("%s: %w", flag, err) }
+
+// exitCode is the single place where an error becomes a message on stderr
+// and an exit code. Messages quote the cluster's answers (object names,
+// condition messages, API errors): shown escaped, on one line.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return exitcode.OK
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if errors.Is(err, context.Canceled) {
+		return exitcode.Canceled
+	}
+	code, hint := classify(err)
+	fmt.Fprintf(stderr, "lazaret: %s\n", visible.Line(strings.ReplaceAll(err.Error(), "\n", " ")))
+	if hint != "" {
+		fmt.Fprintf(stderr, "hint: %s\n", hint)
+	}
+	return code
+}
+
+func classify(err error) (int, string) {
+	var ue usageError
+	var se setupError
+	var rf refusal
+	var start *kube.StartError
+	var xf execFailed
+	switch {
+	case errors.As(err, &ue):
+		return exitcode.Usage, "run `lazaret --backend kubernetes --help` for usage"
+	case errors.As(err, &rf):
+		return exitcode.Security, rf.hint
+	case errors.As(err, &start):
+		return start.Code, ""
+	case errors.As(err, &xf):
+		return exitcode.ExecFailed, "if the sandbox's pod is gone or broken, `lazaret --backend kubernetes stop` and run the command again"
+	case config.Errors(err) != nil:
+		if config.IsSecurity(err) {
+			return exitcode.Security, "the configuration asks for something unsafe: fix the key named above (see docs/CONFIG.md)"
+		}
+		return exitcode.Config, "fix the key named above (see docs/CONFIG.md); `lazaret config check` lists every problem"
+	case errors.Is(err, kube.ErrCRDMissing):
+		return exitcode.Setup, "install agent-sandbox v1.0.1 (its CRDs and controller, with the extensions) in the cluster: see docs/KUBERNETES.md"
+	case errors.Is(err, kube.ErrForbidden):
+		return exitcode.Setup, "your kubeconfig's user lacks a permission named above: see docs/KUBERNETES.md for the Role lazaret needs"
+	case errors.Is(err, kube.ErrUnreachable):
+		return exitcode.Setup, "check the cluster is up and --kubeconfig/--context point at it; `lazaret --backend kubernetes doctor`"
+	case errors.As(err, &se):
+		return exitcode.Setup, se.hint
+	}
+	return exitcode.Failure, ""
+}

@@ -1,0 +1,152 @@
+// Package kubecli is lazaret-kube's command tree: the Kubernetes backend
+// of `lazaret --backend kubernetes VERB`, one file per verb, an options
+// struct and a run function each, like internal/cli (whose packages it
+// does not import: it runs in its own binary so that client-go never
+// links into lazaret). exit.go is the one place errors become messages
+// and exit codes, with internal/exitcode's values.
+package kubecli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/kube"
+)
+
+// IO is the set of streams a command uses, injectable for tests.
+type IO struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+}
+
+// globals are the flags every command shares, and what tests replace.
+type globals struct {
+	io         IO
+	configPath string
+	workspace  string
+	verbose    bool
+	kubeconfig string
+	context    string
+	namespace  string
+	log        *slog.Logger
+	// connect builds the cluster client (tests: fake clientsets).
+	connect func(config.Cluster) (*kube.Client, error)
+	// now is the clock (tests: fixed).
+	now func() time.Time
+	// poll is the interval of the waits on the cluster.
+	poll time.Duration
+	cfg  *config.Config
+}
+
+// Main runs lazaret-kube with args (args[0] is the program name) and
+// returns the process exit code.
+func Main(args []string) int {
+	g := newGlobals(IO{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	return run(g, args)
+}
+
+func newGlobals(streams IO) *globals {
+	return &globals{io: streams, now: time.Now, poll: time.Second, connect: func(c config.Cluster) (*kube.Client, error) {
+		return kube.Connect(kube.Options{Kubeconfig: c.Kubeconfig, Context: c.Context, Namespace: c.Namespace})
+	}}
+}
+
+func run(g *globals, args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRootCmd(g)
+	root.SetArgs(args[1:])
+	root.SetIn(g.io.In)
+	root.SetOut(g.io.Out)
+	root.SetErr(g.io.ErrOut)
+	_, err := root.ExecuteContextC(ctx)
+	return exitCode(err, g.io.ErrOut)
+}
+
+func newRootCmd(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "lazaret-kube",
+		Short: "Lazaret's Kubernetes backend (run as `lazaret --backend kubernetes`)",
+		Long: `lazaret-kube runs lazaret's profiles on a Kubernetes cluster with agent-sandbox
+(SandboxTemplate, SandboxWarmPool, SandboxClaim; gVisor as the RuntimeClass).
+It is what ` + "`lazaret --backend kubernetes VERB`" + ` (or LAZARET_BACKEND=kubernetes) runs.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			level := slog.LevelWarn
+			if g.verbose {
+				level = slog.LevelDebug
+			}
+			g.log = slog.New(slog.NewTextHandler(g.io.ErrOut, &slog.HandlerOptions{Level: level}))
+			return nil
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.configPath, "config", "", "configuration file (default $XDG_CONFIG_HOME/lazaret/config.toml)")
+	pf.StringVar(&g.workspace, "workspace", "", "the Agent Workspace, taken as is (default: the current directory, or the top level of the git repository it is in)")
+	pf.BoolVarP(&g.verbose, "verbose", "v", false, "debug logs on stderr")
+	pf.StringVar(&g.kubeconfig, "kubeconfig", "", "kubeconfig file (default [cluster].kubeconfig, $KUBECONFIG, ~/.kube/config)")
+	pf.StringVar(&g.context, "context", "", "kubeconfig context (default [cluster].context, else the current one)")
+	pf.StringVarP(&g.namespace, "namespace", "n", "", "namespace (default [cluster].namespace, else the context's)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newExecCmd(g), newShellCmd(g), newStatusCmd(g), newPsCmd(g), newStopCmd(g), newDoctorCmd(g))
+	return root
+}
+
+// loadConfig reads the configuration once; the flags override [cluster].
+func (g *globals) loadConfig() (*config.Config, error) {
+	if g.cfg != nil {
+		return g.cfg, nil
+	}
+	cfg, err := config.Load(g.configPath)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range cfg.Warnings {
+		g.log.Warn(w)
+	}
+	if g.kubeconfig != "" {
+		cfg.Cluster.Kubeconfig = g.kubeconfig
+	}
+	if g.context != "" {
+		cfg.Cluster.Context = g.context
+	}
+	if g.namespace != "" {
+		if err := config.ValidNamespace(g.namespace); err != nil {
+			return nil, usageError{flagErr("--namespace", err)}
+		}
+		cfg.Cluster.Namespace = g.namespace
+	}
+	g.cfg = cfg
+	return cfg, nil
+}
+
+// client loads the configuration and connects to its cluster.
+func (g *globals) client() (*config.Config, *kube.Client, error) {
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := g.connect(cfg.Cluster)
+	if err != nil {
+		switch {
+		case g.kubeconfig != "":
+			err = flagErr("--kubeconfig", err)
+		case cfg.Cluster.Kubeconfig != "":
+			err = fmt.Errorf("%s: cluster.kubeconfig: %w", cfg.File, err)
+		}
+		return nil, nil, setupError{err, "check --kubeconfig/--context (or [cluster] kubeconfig and context in the configuration); `lazaret --backend kubernetes doctor` checks the cluster"}
+	}
+	return cfg, c, nil
+}

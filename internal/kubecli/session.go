@@ -1,0 +1,153 @@
+package kubecli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lazaret-dev/lazaret/internal/kube"
+	"github.com/lazaret-dev/lazaret/internal/kubespec"
+)
+
+// interactiveShell is the local backend's: bash when the image has it,
+// else sh, interactive but not a login shell.
+var interactiveShell = []string{"/bin/sh", "-c", `if command -v bash >/dev/null 2>&1; then exec bash -i; else exec sh -i; fi`}
+
+// sessionRequest is one `shell` or `exec`.
+type sessionRequest struct {
+	profile string
+	tty     bool
+	command []string
+	shell   bool
+	start   startOptions
+}
+
+// forwarded are the signals passed on to a command without a terminal
+// (with one, Ctrl-C and its kin arrive as bytes in raw mode).
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// runSession starts (or joins) the workspace's sandbox and runs the
+// command in its agent container through the API server, with lazaret's
+// exit codes: the command's own, 126/127 when the sandbox cannot run it,
+// 125 when the exec itself failed.
+func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
+	cfg, c, err := g.client()
+	if err != nil {
+		return err
+	}
+	t, err := g.resolve(cfg, r.profile)
+	if err != nil {
+		return err
+	}
+	if len(t.profile.Secrets) > 0 {
+		g.log.Warn("secrets are not injected on the Kubernetes backend yet", "profile", t.profile.Name)
+	}
+	run, err := g.start(ctx, cfg, c, t, r.start)
+	if err != nil {
+		return err
+	}
+	in, out, _ := g.files()
+	command := r.command
+	if r.shell {
+		command = interactiveShell
+	}
+	pidFile := "/tmp/.lazaret-kube-" + randomID() + ".pid"
+	if !r.tty {
+		// Without a terminal signals must be delivered in the sandbox
+		// (the exec stream carries none): the command records its pid,
+		// then becomes the command.
+		command = append([]string{"/bin/sh", "-c", `echo $$ 2>/dev/null >"$0"; exec "$@"`, pidFile}, command...)
+	}
+	tm, err := openTerminal(in, out, r.tty)
+	if err != nil {
+		return err
+	}
+	defer tm.close()
+	// Not ctx: SIGINT is the command's, not lazaret's.
+	ectx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := g.forwardSignals(c, run.pod, pidFile, r.tty, cancel)
+	defer stop()
+	code, err := c.ExecIn(ectx, kube.ExecRequest{
+		Pod: run.pod, Container: kubespec.ContainerName, Command: command,
+		Stdin: g.io.In, Stdout: g.io.Out, Stderr: g.io.ErrOut, TTY: r.tty, Sizes: tm.Sizes(),
+	})
+	tm.close()
+	var se *kube.StartError
+	switch {
+	case ectx.Err() != nil:
+		return context.Canceled // SIGTERM or SIGHUP ended it
+	case errors.As(err, &se):
+		return err
+	case err != nil:
+		return execFailed{fmt.Errorf("exec in pod %s: %w", run.pod, err)}
+	case code != 0:
+		return exitError{code}
+	}
+	return nil
+}
+
+// execFailed is the exec through the API server failing (exit 125, like
+// a failed podman exec locally).
+type execFailed struct{ err error }
+
+func (e execFailed) Error() string { return e.err.Error() }
+func (e execFailed) Unwrap() error { return e.err }
+
+// forwardSignals passes signals lazaret receives on to the command (plain
+// mode) with a second exec that kills the pid it recorded. With a
+// terminal the keys travel as bytes; SIGTERM and SIGHUP (the terminal
+// went away) end the session by closing its stream (cancel). The
+// returned function stops it.
+func (g *globals) forwardSignals(c *kube.Client, pod, pidFile string, tty bool, cancel func()) func() {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, forwarded...)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case s := <-sigs:
+				switch {
+				case !tty:
+					go g.signalInPod(c, pod, pidFile, s)
+				case s == syscall.SIGTERM || s == syscall.SIGHUP:
+					cancel()
+				}
+			}
+		}
+	}()
+	return func() { signal.Stop(sigs); close(done) }
+}
+
+func (g *globals) signalInPod(c *kube.Client, pod, pidFile string, sig os.Signal) {
+	ss, ok := sig.(syscall.Signal)
+	if !ok {
+		return
+	}
+	name := strings.TrimPrefix(unix.SignalName(ss), "SIG")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.ExecIn(ctx, kube.ExecRequest{Pod: pod, Container: kubespec.ContainerName,
+		Command: []string{"/bin/sh", "-c", `kill -s "$1" "$(cat "$0")"`, pidFile, name}})
+	if err != nil {
+		g.log.Debug("signal in pod", "signal", name, "err", err)
+	}
+}
+
+// files are the process's streams that are files (the terminal's modes
+// and size are read from them); nil for streams tests replaced.
+func (g *globals) files() (in, out, errOut *os.File) {
+	in, _ = g.io.In.(*os.File)
+	out, _ = g.io.Out.(*os.File)
+	errOut, _ = g.io.ErrOut.(*os.File)
+	return in, out, errOut
+}

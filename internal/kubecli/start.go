@@ -1,0 +1,170 @@
+package kubecli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/kube"
+	"github.com/lazaret-dev/lazaret/internal/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/visible"
+)
+
+// sidecar builds the network sidecar of the pod. Nil until the netd pod
+// mode (internal/netdpod) is wired in: then the template has no DNS
+// allowlist resolver, and a profile's allow_domains open nothing on the
+// cluster (the NetworkPolicy allows only its CIDRs).
+var sidecar kubespec.SidecarFunc
+
+// startOptions are the flags of the verbs that start a sandbox.
+type startOptions struct {
+	allowUnenforced bool
+	timeout         time.Duration
+}
+
+// running is a claim whose sandbox is Ready, and its pod.
+type running struct {
+	claim   string
+	sandbox string
+	pod     string
+}
+
+// profileObjects are the shared objects of t's profile.
+func profileObjects(cfg *config.Config, t *target) (*kubespec.Objects, netpolicy.Policy, error) {
+	p := t.profile
+	// The same policy the local network sidecar enforces.
+	pol, err := netpolicy.FromConfig(p.AllowEgress, p.AllowDomains)
+	if err != nil {
+		return nil, pol, err
+	}
+	env := map[string]string{}
+	for k, v := range p.Env {
+		if !slices.Contains(p.EnvFromHost, k) {
+			env[k] = v
+		}
+	}
+	objs, err := kubespec.Template(kubespec.Input{
+		Profile: p.Name, Image: p.Image, ImagePullPolicy: cfg.Cluster.ImagePullPolicy,
+		RuntimeClass: cfg.Cluster.RuntimeClass, Env: env, Policy: pol, Sidecar: sidecar,
+		CPU: cfg.Cluster.CPU, Memory: cfg.Cluster.Memory,
+	})
+	return objs, pol, err
+}
+
+// start makes sure t's template and warm pool exist as the profile says,
+// claims a sandbox for t's Domain Anchor (or finds the claim of an earlier
+// shell) and waits until it is Ready. A claim this call created is
+// deleted again when the wait fails: nothing half-made stays behind (the
+// template and warm pool are shared and stay).
+func (g *globals) start(ctx context.Context, cfg *config.Config, c *kube.Client, t *target, o startOptions) (*running, error) {
+	objs, pol, err := profileObjects(cfg, t)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.checkEnforcement(ctx, cfg, c, t, pol, o.allowUnenforced); err != nil {
+		return nil, err
+	}
+	if len(t.profile.EnvFromHost) > 0 {
+		g.log.Warn("env entries read from the host environment are not passed to cluster sandboxes", "profile", t.profile.Name, "names", t.profile.EnvFromHost)
+	}
+	if objs.ConfigMap != nil {
+		if err := c.ApplyConfigMap(ctx, objs.ConfigMap); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := c.ApplyTemplate(ctx, objs.Template); err != nil {
+		return nil, err
+	}
+	pool := kubespec.WarmPool(objs.Template, cfg.WarmPoolOf(t.profile))
+	if _, err := c.ApplyWarmPool(ctx, pool); err != nil {
+		return nil, err
+	}
+	claim, created, err := c.CreateClaim(ctx, kubespec.Claim(kubespec.ClaimInput{
+		Profile: t.profile.Name, DomainHash: t.hash, Workspace: t.workspace, WarmPool: pool.Name,
+	}))
+	if err != nil {
+		return nil, err
+	}
+	if !created && claim.Spec.WarmPoolRef.Name != pool.Name {
+		g.log.Warn("the sandbox of this workspace runs an older template of the profile; `lazaret --backend kubernetes stop` and start again to use the new one",
+			"claim", claim.Name, "pool", visible.Line(claim.Spec.WarmPoolRef.Name))
+	}
+	r, err := g.waitReady(ctx, c, claim.Name, o.timeout)
+	if err != nil && created {
+		// A fresh context: ctx may be what was cancelled.
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if derr := c.Delete(dctx, kube.ClaimsGVR, claim.Name); derr != nil {
+			err = errors.Join(err, fmt.Errorf("removing the claim again: %w", derr))
+		}
+	}
+	return r, err
+}
+
+// notReadyError is a claim that did not become Ready in time.
+type notReadyError struct {
+	claim   string
+	timeout time.Duration
+	last    *metav1.Condition
+}
+
+func (e *notReadyError) Error() string {
+	msg := fmt.Sprintf("sandbox claim %s not Ready after %s", e.claim, e.timeout)
+	if e.last == nil {
+		return msg + " (no condition reported yet: is the agent-sandbox controller running?)"
+	}
+	return fmt.Sprintf("%s: last condition %s=%s, %s: %s", msg, visible.Line(e.last.Type), visible.Line(string(e.last.Status)),
+		visible.Line(e.last.Reason), visible.Line(e.last.Message))
+}
+
+// waitReady polls claim name until its Ready condition is True, then
+// finds its Sandbox and pod.
+func (g *globals) waitReady(ctx context.Context, c *kube.Client, name string, timeout time.Duration) (*running, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last *metav1.Condition
+	for {
+		claim, err := c.Claim(wctx, name)
+		if err == nil {
+			if cond := kubespec.ReadyCondition(claim.Status.Conditions); cond != nil {
+				last = cond
+				if cond.Status == metav1.ConditionTrue && claim.Status.Sandbox.Name != "" {
+					return g.podOf(wctx, c, claim)
+				}
+			}
+		} else if !errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
+		}
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, setupError{&notReadyError{claim: name, timeout: timeout, last: last}, "`lazaret --backend kubernetes doctor` checks the controller, the RuntimeClass and the image; --timeout waits longer"}
+		case <-time.After(g.poll):
+		}
+	}
+}
+
+// podOf finds the pod of claim's Sandbox: named by the Sandbox's pod-name
+// annotation (an adopted warm sandbox), else the Sandbox's own name.
+func (g *globals) podOf(ctx context.Context, c *kube.Client, claim *kubespec.SandboxClaim) (*running, error) {
+	r := &running{claim: claim.Name, sandbox: claim.Status.Sandbox.Name, pod: claim.Status.Sandbox.Name}
+	sb, err := c.Sandbox(ctx, r.sandbox)
+	if err != nil {
+		return nil, err
+	}
+	if p := sb.Annotations[kubespec.PodNameAnnotation]; p != "" {
+		r.pod = p
+	}
+	if err := kubespec.CheckName(r.pod); err != nil {
+		return nil, fmt.Errorf("sandbox %s names pod %s: %w", visible.Line(r.sandbox), visible.Line(r.pod), err)
+	}
+	return r, nil
+}

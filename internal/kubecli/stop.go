@@ -1,0 +1,127 @@
+package kubecli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lazaret-dev/lazaret/internal/kube"
+	"github.com/lazaret-dev/lazaret/internal/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/visible"
+)
+
+type stopOptions struct {
+	all   bool
+	purge bool
+}
+
+func newStopCmd(g *globals) *cobra.Command {
+	o := stopOptions{}
+	cmd := &cobra.Command{
+		Use:   "stop [PROFILE]",
+		Short: "Delete the cluster sandbox of this directory (its claim)",
+		Long: `Delete the SandboxClaim of PROFILE (default "default") for this directory; the
+controller then deletes its Sandbox and pod. With --all, every lazaret claim
+in the namespace (of PROFILE only, when given). The profile's templates and
+warm pools stay for the next start, unless --purge: then those no claim uses
+any more are deleted too.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			profile := ""
+			if len(args) == 1 {
+				profile = args[0]
+			}
+			return g.runStop(cmd.Context(), profile, o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.all, "all", false, "every lazaret sandbox in the namespace (of PROFILE, when given)")
+	cmd.Flags().BoolVar(&o.purge, "purge", false, "also delete the templates and warm pools no claim uses any more")
+	return cmd
+}
+
+func (g *globals) runStop(ctx context.Context, profile string, o stopOptions) error {
+	cfg, c, err := g.client()
+	if err != nil {
+		return err
+	}
+	var names []string
+	selector := kubespec.ManagedSelector
+	if o.all {
+		if profile != "" {
+			selector += "," + kubespec.LabelProfile + "=" + profile
+		}
+		claims, err := c.Claims(ctx, selector)
+		if err != nil {
+			return err
+		}
+		for _, cl := range claims {
+			names = append(names, cl.Name)
+		}
+	} else {
+		t, err := g.resolve(cfg, profile)
+		if err != nil {
+			return err
+		}
+		profile = t.profile.Name
+		selector += "," + kubespec.LabelProfile + "=" + profile
+		names = []string{kubespec.ClaimName(t.hash)}
+		if _, err := c.Claim(ctx, names[0]); errors.Is(err, kube.ErrNotFound) {
+			fmt.Fprintf(g.io.Out, "no sandbox of profile %s for %s\n", profile, visible.Line(t.workspace))
+			names = nil
+		} else if err != nil {
+			return err
+		}
+	}
+	for _, n := range names {
+		if err := c.Delete(ctx, kube.ClaimsGVR, n); err != nil {
+			return err
+		}
+		fmt.Fprintf(g.io.Out, "stopped %s\n", visible.Line(n))
+	}
+	if o.purge {
+		return g.purge(ctx, c, selector)
+	}
+	return nil
+}
+
+// purge deletes the templates and warm pools matching selector that no
+// remaining claim names.
+func (g *globals) purge(ctx context.Context, c *kube.Client, selector string) error {
+	claims, err := c.Claims(ctx, kubespec.ManagedSelector)
+	if err != nil {
+		return err
+	}
+	used := map[string]bool{}
+	for _, cl := range claims {
+		if cl.DeletionTimestamp == nil {
+			used[cl.Spec.WarmPoolRef.Name] = true
+		}
+	}
+	pools, err := c.WarmPools(ctx, selector)
+	if err != nil {
+		return err
+	}
+	for _, p := range pools {
+		if !used[p.Name] {
+			if err := c.Delete(ctx, kube.WarmPoolsGVR, p.Name); err != nil {
+				return err
+			}
+		}
+	}
+	templates, err := c.Templates(ctx, selector)
+	if err != nil {
+		return err
+	}
+	for _, t := range templates {
+		if used[t.Name] {
+			continue
+		}
+		if err := c.Delete(ctx, kube.TemplatesGVR, t.Name); err != nil {
+			return err
+		}
+		fmt.Fprintf(g.io.Out, "purged template %s\n", visible.Line(t.Name))
+	}
+	return nil
+}

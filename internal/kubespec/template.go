@@ -1,0 +1,242 @@
+package kubespec
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+)
+
+// InitCommand keeps the agent container running, as locally
+// (coordinator/sandbox.InitCommand): shells and commands are execs.
+var InitCommand = []string{"/bin/sh", "-c", `trap 'exit 0' TERM INT HUP; while :; do sleep 2147483647 & wait $!; done`}
+
+// Sidecar is the network sidecar of the pod (the DNS allowlist resolver,
+// lazaret-netd in pod mode): a native sidecar (an init container with
+// restartPolicy Always), its ConfigMap's data, its volumes and the pod's
+// DNS settings that point the agent at it. Upstreams are the resolvers
+// netd forwards to; the template's NetworkPolicy lets the pod reach them.
+type Sidecar struct {
+	Container     corev1.Container
+	ConfigMapData map[string]string
+	Volumes       []corev1.Volume
+	DNSPolicy     corev1.DNSPolicy
+	DNSConfig     *corev1.PodDNSConfig
+	Upstreams     []netip.AddrPort
+}
+
+// SidecarFunc builds the sidecar for a policy; configMap is the name of
+// the ConfigMap its volumes must refer to. Nil means no sidecar.
+type SidecarFunc func(policy netpolicy.Policy, configMap string) (*Sidecar, error)
+
+// Input is what a profile's template is made of.
+type Input struct {
+	Profile         string
+	Image           string
+	ImagePullPolicy string // Always, IfNotPresent, Never
+	RuntimeClass    string
+	// Env is the profile's non-secret environment (secrets never reach
+	// the template: they would be readable by anyone who can read it).
+	Env    map[string]string
+	Policy netpolicy.Policy
+	// Sidecar, when set, adds the network sidecar.
+	Sidecar SidecarFunc
+	// CPU and Memory, when set, are the agent container's requests and
+	// limits (Kubernetes quantities).
+	CPU, Memory string
+}
+
+// Objects are the shared objects of a profile's template.
+type Objects struct {
+	Template *SandboxTemplate
+	// ConfigMap is the sidecar's configuration, nil without a sidecar.
+	ConfigMap *corev1.ConfigMap
+}
+
+// Template builds the SandboxTemplate of in, named after its profile and
+// the hash of its content: a changed profile makes a new template, and
+// sandboxes of the old one keep theirs.
+func Template(in Input) (*Objects, error) {
+	if in.Profile == "" || in.Image == "" || in.RuntimeClass == "" {
+		return nil, fmt.Errorf("kubespec: profile, image and runtime class are required")
+	}
+	res, err := resources(in.CPU, in.Memory)
+	if err != nil {
+		return nil, err
+	}
+	pod := agentPod(in)
+	pod.Containers[0].Resources = res
+	np := egressPolicy(in.Policy.AllowEgress)
+	// The name is not known before the content hash; the sidecar's
+	// ConfigMap is named after the same hash of everything but itself.
+	base, err := contentHash(struct {
+		P  corev1.PodSpec
+		N  *NetworkPolicySpec
+		Po netpolicy.Policy
+	}{pod, np, in.Policy})
+	if err != nil {
+		return nil, err
+	}
+	prefix := "lazaret-" + objectProfile(in.Profile) + "-"
+	name := prefix + base
+	out := &Objects{}
+	if in.Sidecar != nil {
+		cm, err := addSidecar(&pod, np, in, prefix+base+"-netd")
+		if err != nil {
+			return nil, err
+		}
+		out.ConfigMap = cm
+		// The sidecar (its image, its configuration) is part of the
+		// content too.
+		full, err := contentHash(struct {
+			P  corev1.PodSpec
+			N  *NetworkPolicySpec
+			CM map[string]string
+		}{pod, np, cm.Data})
+		if err != nil {
+			return nil, err
+		}
+		name = prefix + full
+	}
+	out.Template = &SandboxTemplate{
+		TypeMeta:   metav1.TypeMeta{APIVersion: ExtensionsGroup + "/" + Version, Kind: KindSandboxTemplate},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: managedLabels(in.Profile)},
+		Spec: SandboxTemplateSpec{
+			PodTemplate:             PodTemplate{Spec: pod, ObjectMeta: PodMetadata{Labels: managedLabels(in.Profile)}},
+			Service:                 new(bool),
+			NetworkPolicy:           np,
+			NetworkPolicyManagement: "Managed",
+			EnvVarsInjectionPolicy:  "Disallowed",
+		},
+	}
+	return out, nil
+}
+
+// agentPod is the hardened pod of the agent container.
+func agentPod(in Input) corev1.PodSpec {
+	f := false
+	runtimeClass := in.RuntimeClass
+	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	return corev1.PodSpec{
+		RuntimeClassName:             &runtimeClass,
+		AutomountServiceAccountToken: &f,
+		EnableServiceLinks:           &f,
+		HostNetwork:                  false,
+		HostPID:                      false,
+		HostIPC:                      false,
+		ShareProcessNamespace:        &f,
+		SecurityContext:              &corev1.PodSecurityContext{SeccompProfile: seccomp},
+		Containers: []corev1.Container{{
+			Name:            ContainerName,
+			Image:           in.Image,
+			ImagePullPolicy: corev1.PullPolicy(in.ImagePullPolicy),
+			Command:         InitCommand,
+			WorkingDir:      WorkspaceDir,
+			Env:             envVars(in.Env),
+			SecurityContext: &corev1.SecurityContext{
+				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				AllowPrivilegeEscalation: &f,
+				Privileged:               &f,
+				SeccompProfile:           seccomp,
+			},
+			VolumeMounts: []corev1.VolumeMount{{Name: "workspace", MountPath: WorkspaceDir}},
+		}},
+		Volumes: []corev1.Volume{{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		// Shells are execs: the pod itself never restarts the agent's
+		// work, but a crashed init loop comes back.
+		RestartPolicy:                 corev1.RestartPolicyAlways,
+		TerminationGracePeriodSeconds: ptr64(5),
+	}
+}
+
+func ptr64(n int64) *int64 { return &n }
+
+// resources sets requests equal to limits for what is given.
+func resources(cpu, memory string) (corev1.ResourceRequirements, error) {
+	var r corev1.ResourceRequirements
+	for name, v := range map[corev1.ResourceName]string{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory} {
+		if v == "" {
+			continue
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return r, fmt.Errorf("kubespec: %s %q: %w", name, v, err)
+		}
+		if r.Limits == nil {
+			r.Limits, r.Requests = corev1.ResourceList{}, corev1.ResourceList{}
+		}
+		r.Limits[name], r.Requests[name] = q, q
+	}
+	return r, nil
+}
+
+// envVars is env in name order (a stable template hash).
+func envVars(env map[string]string) []corev1.EnvVar {
+	names := make([]string, 0, len(env))
+	for n := range env {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]corev1.EnvVar, 0, len(names))
+	for _, n := range names {
+		out = append(out, corev1.EnvVar{Name: n, Value: env[n]})
+	}
+	return out
+}
+
+// egressPolicy is the template's NetworkPolicy: no ingress, egress only
+// to the profile's CIDRs. Domains are the sidecar's job: a NetworkPolicy
+// cannot name them.
+func egressPolicy(cidrs []netpolicy.CIDR) *NetworkPolicySpec {
+	np := &NetworkPolicySpec{}
+	var peers []networkingv1.NetworkPolicyPeer
+	for _, c := range cidrs {
+		if c.Prefix.IsValid() && c.Expires.IsZero() {
+			peers = append(peers, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c.Prefix.Masked().String()}})
+		}
+	}
+	if len(peers) > 0 {
+		np.Egress = []networkingv1.NetworkPolicyEgressRule{{To: peers}}
+	}
+	return np
+}
+
+// addSidecar puts the network sidecar into pod and opens its upstream
+// resolvers (port 53, UDP and TCP) in np.
+func addSidecar(pod *corev1.PodSpec, np *NetworkPolicySpec, in Input, configMap string) (*corev1.ConfigMap, error) {
+	sc, err := in.Sidecar(in.Policy, configMap)
+	if err != nil {
+		return nil, fmt.Errorf("network sidecar: %w", err)
+	}
+	pod.InitContainers = append(pod.InitContainers, sc.Container)
+	pod.Volumes = append(pod.Volumes, sc.Volumes...)
+	pod.DNSPolicy = sc.DNSPolicy
+	pod.DNSConfig = sc.DNSConfig
+	if len(sc.Upstreams) > 0 {
+		udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
+		rule := networkingv1.NetworkPolicyEgressRule{}
+		seen := map[uint16]bool{}
+		for _, u := range sc.Upstreams {
+			a := u.Addr().Unmap()
+			rule.To = append(rule.To, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: netip.PrefixFrom(a, a.BitLen()).String()}})
+			if !seen[u.Port()] {
+				seen[u.Port()] = true
+				port := intstr.FromInt32(int32(u.Port()))
+				rule.Ports = append(rule.Ports, networkingv1.NetworkPolicyPort{Protocol: &udp, Port: &port}, networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: &port})
+			}
+		}
+		np.Egress = append(np.Egress, rule)
+	}
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: configMap, Labels: managedLabels(in.Profile)},
+		Data:       sc.ConfigMapData,
+	}, nil
+}
