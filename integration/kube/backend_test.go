@@ -80,10 +80,12 @@ kubeconfig = %q
 namespace = %q
 runtime_class = %q
 image_pull_policy = "Never"
+netd_image = %q
+dns = [%q]
 %s
 [profiles.e2e]
 image = %q
-`, filepath.Join(root, "data"), kubecfg, e.namespace, rc, extraCluster, image)
+`, filepath.Join(root, "data"), kubecfg, e.namespace, rc, backendNetdImage(t, e), backendUpstream(t), extraCluster, image)
 	if err := os.WriteFile(e.cfg, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/netip"
 	"regexp"
 	"strings"
 )
@@ -32,6 +33,12 @@ type Cluster struct {
 	// (Kubernetes quantities: "2", "500m"; "4Gi"); empty sets none.
 	CPU    string
 	Memory string
+	// NetdImage is the network sidecar's image (empty: this build's
+	// localhost/lazaret-netd:<version>, as `lazaret image build` tags it).
+	NetdImage string
+	// DNS are the resolvers the sidecar forwards allowed names to (empty:
+	// the cluster's kube-dns Service).
+	DNS []netip.AddrPort
 }
 
 // Defaults of [cluster].
@@ -43,16 +50,18 @@ const (
 )
 
 type fileCluster struct {
-	Kubeconfig            *string `toml:"kubeconfig"`
-	Context               *string `toml:"context"`
-	Namespace             *string `toml:"namespace"`
-	RuntimeClass          *string `toml:"runtime_class"`
-	ImagePullPolicy       *string `toml:"image_pull_policy"`
-	AllowUnenforcedEgress *bool   `toml:"allow_unenforced_egress"`
-	WarmPool              *int64  `toml:"warm_pool"`
-	ProbeImage            *string `toml:"probe_image"`
-	CPU                   *string `toml:"cpu"`
-	Memory                *string `toml:"memory"`
+	Kubeconfig            *string  `toml:"kubeconfig"`
+	Context               *string  `toml:"context"`
+	Namespace             *string  `toml:"namespace"`
+	RuntimeClass          *string  `toml:"runtime_class"`
+	ImagePullPolicy       *string  `toml:"image_pull_policy"`
+	AllowUnenforcedEgress *bool    `toml:"allow_unenforced_egress"`
+	WarmPool              *int64   `toml:"warm_pool"`
+	ProbeImage            *string  `toml:"probe_image"`
+	CPU                   *string  `toml:"cpu"`
+	Memory                *string  `toml:"memory"`
+	NetdImage             *string  `toml:"netd_image"`
+	DNS                   []string `toml:"dns"`
 }
 
 var (
@@ -134,7 +143,39 @@ func (v *validator) cluster(fc *fileConfig, cfg *Config) {
 		}
 		c.Memory = *f.Memory
 	}
+	v.clusterNetwork(f, &c, key)
 	cfg.Cluster = c
+}
+
+// maxClusterDNS bounds [cluster].dns (resolv.conf's own limit).
+const maxClusterDNS = 3
+
+// clusterNetwork reads the network sidecar's keys of [cluster].
+func (v *validator) clusterNetwork(f fileCluster, c *Cluster, key keyPath) {
+	if f.NetdImage != nil {
+		if _, err := checkImage(*f.NetdImage); err != nil {
+			v.fail(key.child("netd_image"), err)
+		}
+		c.NetdImage = *f.NetdImage
+	}
+	if len(f.DNS) > maxClusterDNS {
+		v.fail(key.child("dns"), ruleErrf("%d resolvers: at most %d", len(f.DNS), maxClusterDNS))
+		return
+	}
+	for _, s := range f.DNS {
+		ap, err := netip.ParseAddrPort(s)
+		if err != nil {
+			var a netip.Addr
+			if a, err = netip.ParseAddr(s); err == nil {
+				ap = netip.AddrPortFrom(a, 53)
+			}
+		}
+		if err != nil || ap.Port() == 0 || !ap.Addr().IsValid() || ap.Addr().IsUnspecified() {
+			v.fail(key.child("dns"), ruleErrf("invalid resolver %s: an IP address, or IP:port", quoteValue(s)))
+			continue
+		}
+		c.DNS = append(c.DNS, ap)
+	}
 }
 
 // warmPool checks a warm_pool value (nil: def).

@@ -257,13 +257,13 @@ func expectedType(key keyPath) string {
 	switch last {
 	case "data_root", "socket_dir", "image", "git_mode", "host", "container", "mode", "persist", "ca_bundle",
 		"value", "refresh", "header", "format",
-		"kubeconfig", "context", "namespace", "runtime_class", "image_pull_policy", "probe_image", "cpu", "memory":
+		"kubeconfig", "context", "namespace", "runtime_class", "image_pull_policy", "probe_image", "cpu", "memory", "netd_image":
 		return "a string"
 	case "enabled", "allow_unenforced_egress":
 		return "a boolean"
 	case "warm_pool":
 		return "an integer"
-	case "allow_egress", "allow_domains", "auto_approve", "persistent_dirs", "hosts", "command":
+	case "allow_egress", "allow_domains", "auto_approve", "persistent_dirs", "hosts", "command", "dns":
 		return "an array of strings"
 	case "env":
 		return "a table of strings"

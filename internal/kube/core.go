@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -139,4 +140,26 @@ func (c *Client) ApplyConfigMap(ctx context.Context, cm *corev1.ConfigMap) error
 func (c *Client) DeleteConfigMaps(ctx context.Context, selector string) error {
 	err := c.Core.CoreV1().ConfigMaps(c.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: selector})
 	return wrap("deleting configmaps "+selector, err, false)
+}
+
+// ServiceAddrs are the cluster IPs of Service ns/name with each of its
+// ports, for a protocol ("UDP", "TCP"); none for a headless Service.
+func (c *Client) ServiceAddrs(ctx context.Context, ns, name string, protocol corev1.Protocol) ([]netip.AddrPort, error) {
+	svc, err := c.Core.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, wrap("reading service "+ns+"/"+name, err, false)
+	}
+	var out []netip.AddrPort
+	for _, ip := range svc.Spec.ClusterIPs {
+		a, err := netip.ParseAddr(ip)
+		if err != nil {
+			continue // "None", or junk
+		}
+		for _, p := range svc.Spec.Ports {
+			if p.Protocol == protocol && p.Port > 0 && p.Port < 1<<16 {
+				out = append(out, netip.AddrPortFrom(a, uint16(p.Port)))
+			}
+		}
+	}
+	return out, nil
 }

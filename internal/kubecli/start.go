@@ -16,12 +16,6 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
-// sidecar builds the network sidecar of the pod. Nil until the netd pod
-// mode (internal/netdpod) is wired in: then the template has no DNS
-// allowlist resolver, and a profile's allow_domains open nothing on the
-// cluster (the NetworkPolicy allows only its CIDRs).
-var sidecar kubespec.SidecarFunc
-
 // startOptions are the flags of the verbs that start a sandbox.
 type startOptions struct {
 	allowUnenforced bool
@@ -35,8 +29,9 @@ type running struct {
 	pod     string
 }
 
-// profileObjects are the shared objects of t's profile.
-func profileObjects(cfg *config.Config, t *target) (*kubespec.Objects, netpolicy.Policy, error) {
+// profileObjects are the shared objects of t's profile, with sidecar as
+// its network sidecar (nil: none).
+func profileObjects(cfg *config.Config, t *target, sidecar kubespec.SidecarFunc) (*kubespec.Objects, netpolicy.Policy, error) {
 	p := t.profile
 	// The same policy the local network sidecar enforces.
 	pol, err := netpolicy.FromConfig(p.AllowEgress, p.AllowDomains)
@@ -63,7 +58,11 @@ func profileObjects(cfg *config.Config, t *target) (*kubespec.Objects, netpolicy
 // deleted again when the wait fails: nothing half-made stays behind (the
 // template and warm pool are shared and stay).
 func (g *globals) start(ctx context.Context, cfg *config.Config, c *kube.Client, t *target, o startOptions) (*running, error) {
-	objs, pol, err := profileObjects(cfg, t)
+	sidecar, err := g.networkSidecar(ctx, cfg, c)
+	if err != nil {
+		return nil, err
+	}
+	objs, pol, err := profileObjects(cfg, t, sidecar)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,9 @@ import (
 	"context"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
@@ -32,10 +35,19 @@ type Cluster struct {
 	Exec    *Executor
 }
 
-// New is a fake cluster holding core objects, with namespace ns.
+// ClusterDNS is the stand-in cluster's kube-dns Service address.
+const ClusterDNS = "10.96.0.10"
+
+// New is a fake cluster holding core objects and, as a real cluster, the
+// kube-system/kube-dns Service, with namespace ns.
 func New(ns string, core ...runtime.Object) *Cluster {
+	dns := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns"},
+		Spec: corev1.ServiceSpec{ClusterIP: ClusterDNS, ClusterIPs: []string{ClusterDNS},
+			Ports: []corev1.ServicePort{{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53}, {Name: "dns-tcp", Protocol: corev1.ProtocolTCP, Port: 53}}},
+	}
 	c := &Cluster{
-		Core:    fake.NewClientset(core...),
+		Core:    fake.NewClientset(append([]runtime.Object{dns}, core...)...),
 		Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), ListKinds),
 		Exec:    &Executor{},
 	}

@@ -1,0 +1,160 @@
+//go:build kube
+
+package kube_test
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/lazaret-dev/lazaret/internal/netdimage"
+)
+
+// The tier's pods reach the host over the CNI bridge (scripts/kube-lib.sh:
+// KUBE_BRIDGE); the tests' upstream resolver listens on its address.
+const (
+	bridgeName = "lzkube0"
+	// upstreamAnswer is what the upstream answers for every A question.
+	upstreamAnswer = "192.0.2.7"
+)
+
+var (
+	upstreamOnce sync.Once
+	upstreamAddr string
+	upstreamErr  error
+)
+
+// backendUpstream starts (once) a resolver on the bridge's address, port
+// 53, answering every A question with upstreamAnswer: the sidecar's
+// upstream, standing for the cluster DNS the tier does not run.
+func backendUpstream(t *testing.T) string {
+	t.Helper()
+	upstreamOnce.Do(func() {
+		var ip netip.Addr
+		if ip, upstreamErr = bridgeAddr(); upstreamErr != nil {
+			return
+		}
+		var pc net.PacketConn
+		if pc, upstreamErr = net.ListenPacket("udp4", netip.AddrPortFrom(ip, 53).String()); upstreamErr != nil {
+			return
+		}
+		upstreamAddr = netip.AddrPortFrom(ip, 53).String()
+		go serveUpstream(pc)
+	})
+	if upstreamErr != nil {
+		t.Fatalf("the tests' upstream resolver: %v", upstreamErr)
+	}
+	return upstreamAddr
+}
+
+func bridgeAddr() (netip.Addr, error) {
+	ifc, err := net.InterfaceByName(bridgeName)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() {
+			return p.Addr(), nil
+		}
+	}
+	return netip.Addr{}, &net.AddrError{Err: "no IPv4 address", Addr: bridgeName}
+}
+
+func serveUpstream(pc net.PacketConn) {
+	buf := make([]byte, 1500)
+	answer := netip.MustParseAddr(upstreamAnswer).As4()
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		var p dnsmessage.Parser
+		h, err := p.Start(buf[:n])
+		if err != nil {
+			continue
+		}
+		q, err := p.Question()
+		if err != nil {
+			continue
+		}
+		b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, RecursionAvailable: true})
+		_ = b.StartQuestions()
+		_ = b.Question(q)
+		_ = b.StartAnswers()
+		if q.Type == dnsmessage.TypeA {
+			_ = b.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 60}, dnsmessage.AResource{A: answer})
+		}
+		if out, err := b.Finish(); err == nil {
+			_, _ = pc.WriteTo(out, from)
+		}
+	}
+}
+
+// backendNetdImage is LAZARET_KUBE_NETD_IMAGE, else the one lazaret-netd
+// image the node lists (scripts/kube-test imports the newest).
+func backendNetdImage(t *testing.T, e *backendEnv) string {
+	t.Helper()
+	if img := os.Getenv("LAZARET_KUBE_NETD_IMAGE"); img != "" {
+		return img
+	}
+	var found []string
+	for _, n := range strings.Fields(e.kube("get", "nodes", "-o", "jsonpath={.items[*].status.images[*].names[*]}")) {
+		if strings.HasPrefix(n, netdimage.ImageName+":") && !slices.Contains(found, n) {
+			found = append(found, n)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("netd images on the node: %v; import one or set LAZARET_KUBE_NETD_IMAGE", found)
+	}
+	return found[0]
+}
+
+// TestBackendDNSAllowlist: in a sandbox started by lazaret, the sidecar
+// answers the profile's allowed domain (through the upstream) and refuses
+// every other name. Control: the same name asked of the upstream directly
+// resolves — only the sidecar stands between the agent and the answer
+// (and, on a cluster that enforces it, the NetworkPolicy, which this
+// tier's kernel cannot; docs/KUBERNETES.md).
+func TestBackendDNSAllowlist(t *testing.T) {
+	e := newBackendEnv(t, "allow_unenforced_egress = true")
+	e.setProfile(`allow_domains = ["allowed.e2e.test"]`)
+	out := e.mustLazaret(nil, "exec", "e2e", "--", "nslookup", "allowed.e2e.test")
+	if !strings.Contains(out, upstreamAnswer) {
+		t.Errorf("allowed name:\n%s", out)
+	}
+	out, _, code := e.lazaret(nil, "exec", "e2e", "--", "nslookup", "denied.e2e.test")
+	if code == 0 || strings.Contains(out, upstreamAnswer) {
+		t.Errorf("denied name resolved (exit %d):\n%s", code, out)
+	}
+	out, _, code = e.lazaret(nil, "exec", "e2e", "--", "nslookup", "denied.e2e.test", strings.TrimSuffix(backendUpstream(t), ":53"))
+	if code != 0 || !strings.Contains(out, upstreamAnswer) {
+		t.Errorf("control: the upstream asked directly (exit %d):\n%s", code, out)
+	}
+	if got := e.mustLazaret(nil, "exec", "e2e", "--", "cat", "/etc/resolv.conf"); !strings.Contains(got, "nameserver 127.0.0.1") {
+		t.Errorf("resolv.conf:\n%s", got)
+	}
+}
+
+// setProfile adds TOML lines to the e2e profile (the last table of the
+// configuration).
+func (e *backendEnv) setProfile(lines string) {
+	e.t.Helper()
+	f, err := os.OpenFile(e.cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(lines + "\n"); err != nil {
+		e.t.Fatal(err)
+	}
+}

@@ -1,0 +1,54 @@
+package kubecli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/kube"
+	"github.com/lazaret-dev/lazaret/internal/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/netdimage"
+	"github.com/lazaret-dev/lazaret/internal/netdpod"
+	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+)
+
+// The cluster DNS Service netd forwards to when [cluster].dns is unset.
+const (
+	clusterDNSNamespace = "kube-system"
+	clusterDNSService   = "kube-dns"
+)
+
+// networkSidecar is the pod's lazaret-netd (the DNS allowlist resolver,
+// pod mode): its image is [cluster].netd_image, else this build's
+// localhost/lazaret-netd:<version>; it forwards allowed names to
+// [cluster].dns, else to the cluster's kube-dns Service.
+func (g *globals) networkSidecar(ctx context.Context, cfg *config.Config, c *kube.Client) (kubespec.SidecarFunc, error) {
+	image := cfg.Cluster.NetdImage
+	if image == "" {
+		image = netdimage.ImageRef()
+	}
+	ups := cfg.Cluster.DNS
+	if len(ups) == 0 {
+		var err error
+		ups, err = c.ServiceAddrs(ctx, clusterDNSNamespace, clusterDNSService, corev1.ProtocolUDP)
+		if errors.Is(err, kube.ErrNotFound) || (err == nil && len(ups) == 0) {
+			return nil, setupError{fmt.Errorf("no resolver for the network sidecar: [cluster] dns is unset and service %s/%s has no address", clusterDNSNamespace, clusterDNSService),
+				"set `dns = [\"<cluster DNS IP>\"]` under [cluster] in the configuration"}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	pull := corev1.PullPolicy(cfg.Cluster.ImagePullPolicy)
+	return func(pol netpolicy.Policy, configMap string) (*kubespec.Sidecar, error) {
+		spec, err := netdpod.Sidecar(netdpod.Options{Image: image, PullPolicy: pull, Policy: pol, Upstreams: ups, Name: configMap})
+		if err != nil {
+			return nil, err
+		}
+		return &kubespec.Sidecar{Container: spec.Container, ConfigMapData: spec.ConfigMapData, Volumes: spec.Volumes,
+			DNSPolicy: spec.DNSPolicy, DNSConfig: spec.DNSConfig, Upstreams: ups}, nil
+	}, nil
+}
