@@ -49,9 +49,18 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 	if len(t.profile.Secrets) > 0 {
 		g.log.Warn("secrets are not injected on the Kubernetes backend yet", "profile", t.profile.Name)
 	}
+	gt, err := g.gitTarget(ctx, t)
+	if err != nil {
+		return err
+	}
 	run, err := g.start(ctx, cfg, c, t, r.start)
 	if err != nil {
 		return err
+	}
+	if gt != nil {
+		if err := g.seed(ctx, c, run.pod, gt); err != nil {
+			return err
+		}
 	}
 	in, out, _ := g.files()
 	command := r.command
@@ -80,6 +89,7 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 		Stdin: g.io.In, Stdout: g.io.Out, Stderr: g.io.ErrOut, TTY: r.tty, Sizes: tm.Sizes(),
 	})
 	tm.close()
+	g.syncAfter(c, run.pod, gt)
 	var se *kube.StartError
 	switch {
 	case ectx.Err() != nil:

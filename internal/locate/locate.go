@@ -35,6 +35,9 @@ const (
 	// Kube is the Kubernetes backend (`lazaret --backend kubernetes`): a
 	// binary of its own, so that client-go never links into lazaret.
 	Kube = "lazaret-kube"
+	// Lazaret is the CLI itself, which lazaret-kube runs for the
+	// host-side review verbs (diff, log, merge, reset-branch).
+	Lazaret = "lazaret"
 )
 
 // ErrNotFound is returned when a companion cannot be found.
@@ -50,6 +53,7 @@ var envOverride = map[string]string{
 	Netd:       "LAZARET_NETD",
 	FSMonitor:  "LAZARET_FSMONITOR",
 	Kube:       "LAZARET_KUBE",
+	Lazaret:    "LAZARET_CLI",
 }
 
 // Find returns the absolute path of companion name. It looks, in order, at
