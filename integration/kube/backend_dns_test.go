@@ -20,8 +20,9 @@ import (
 // KUBE_BRIDGE); the tests' upstream resolver listens on its address.
 const (
 	bridgeName = "lzkube0"
-	// upstreamAnswer is what the upstream answers for every A question.
-	upstreamAnswer = "192.0.2.7"
+	// upstreamAnswer is what the upstream answers for every A question: a
+	// public address (netd drops documentation and private ones).
+	upstreamAnswer = "1.2.3.4"
 )
 
 var (
