@@ -129,6 +129,9 @@ func (g *globals) waitReady(ctx context.Context, c *kube.Client, name string, ti
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last *metav1.Condition
+	// A warm claim is Ready in a fraction of a second: look often at
+	// first, then back off to the poll interval.
+	interval := min(50*time.Millisecond, g.poll)
 	for {
 		claim, err := c.Claim(wctx, name)
 		if err == nil {
@@ -147,7 +150,8 @@ func (g *globals) waitReady(ctx context.Context, c *kube.Client, name string, ti
 				return nil, ctx.Err()
 			}
 			return nil, setupError{&notReadyError{claim: name, timeout: timeout, last: last}, "`lazaret --backend kubernetes doctor` checks the controller, the RuntimeClass and the image; --timeout waits longer"}
-		case <-time.After(g.poll):
+		case <-time.After(interval):
+			interval = min(2*interval, g.poll)
 		}
 	}
 }
