@@ -128,6 +128,11 @@ func (g *globals) waitReady(ctx context.Context, c *kube.Client, name string, ti
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last *metav1.Condition
+	// A warm claim is Ready in a fraction of a second, a cold one in one
+	// or two: look every 50–200 ms for the first 10 s, then every poll
+	// interval (an image pull).
+	interval := min(50*time.Millisecond, g.poll)
+	started := time.Now()
 	for {
 		claim, err := c.Claim(wctx, name)
 		if err == nil {
@@ -146,7 +151,11 @@ func (g *globals) waitReady(ctx context.Context, c *kube.Client, name string, ti
 				return nil, ctx.Err()
 			}
 			return nil, setupError{&notReadyError{claim: name, timeout: timeout, last: last}, "`lazaret --backend kubernetes doctor` checks the controller, the RuntimeClass and the image; --timeout waits longer"}
-		case <-time.After(g.poll):
+		case <-time.After(interval):
+			interval = min(2*interval, 200*time.Millisecond, g.poll)
+			if time.Since(started) > 10*time.Second {
+				interval = g.poll
+			}
 		}
 	}
 }
