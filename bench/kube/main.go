@@ -7,7 +7,10 @@
 //   - cold Sandbox: a Sandbox with the same pod template, from create to
 //     the first command done;
 //   - local cold: `lazaret exec default -- true` with no sandbox running
-//     (bench/lifecycle's "cold").
+//     (bench/lifecycle's "cold");
+//   - through lazaret: `lazaret --backend kubernetes exec -- true` in a new
+//     workspace (a new claim, with the netd sidecar), from a warm pool of
+//     1 and cold (a pool of 0).
 //
 // Both cluster paths go through kubectl, as a user would (each kubectl run
 // costs the same on both). It runs as the unprivileged podman user under
@@ -37,7 +40,8 @@ func main() {
 
 type bench struct {
 	kubectl, kubeconfig, image, ns string
-	bin, config, ws                string
+	bin, config, ws, root          string
+	netdImage, dns                 string
 }
 
 func (b *bench) kc(in string, args ...string) (string, error) {
@@ -144,6 +148,36 @@ func (b *bench) localCold() (time.Duration, error) {
 	return d, nil
 }
 
+// lazaretKube times `lazaret --backend kubernetes exec PROFILE -- true`
+// in a new workspace (its own claim), then stops it (untimed). With a warm
+// pool it first waits (untimed) for the profile's pool to be ready.
+func (b *bench) lazaretKube(profile string, i int) (time.Duration, error) {
+	if profile == "warm" && i > 0 {
+		if _, err := b.kc("", "wait", "--for", "jsonpath={.status.readyReplicas}=1", "--timeout", "120s", "sandboxwarmpool", "-l", "lazaret.dev/profile=warm"); err != nil {
+			return 0, err
+		}
+	}
+	ws := filepath.Join(b.root, fmt.Sprintf("ws-%s-%d", profile, i))
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return 0, err
+	}
+	lz := func(args ...string) *exec.Cmd {
+		return exec.Command(filepath.Join(b.bin, "lazaret"), append([]string{"--backend", "kubernetes", "--config", b.config, "--workspace", ws}, args...)...)
+	}
+	cmd := lz("exec", profile, "--", "true")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("lazaret --backend kubernetes exec %s: %w: %s", profile, err, errb.String())
+	}
+	d := time.Since(start)
+	if out, err := lz("stop", profile).CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("lazaret --backend kubernetes stop: %w: %s", err, out)
+	}
+	return d, nil
+}
+
 func median(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
@@ -152,16 +186,16 @@ func median(ds []time.Duration) time.Duration {
 
 func newBench() (*bench, func(), error) {
 	b := &bench{kubectl: os.Getenv("LAZARET_KUBECTL"), kubeconfig: os.Getenv("LAZARET_KUBECONFIG"),
-		image: os.Getenv("LAZARET_KUBE_TEST_IMAGE"), bin: os.Getenv("LAZARET_BIN")}
-	if b.kubectl == "" || b.kubeconfig == "" || b.image == "" || b.bin == "" {
-		return nil, nil, fmt.Errorf("LAZARET_KUBECTL, LAZARET_KUBECONFIG, LAZARET_KUBE_TEST_IMAGE and LAZARET_BIN must be set (run: BENCH=kube make bench)")
+		image: os.Getenv("LAZARET_KUBE_TEST_IMAGE"), bin: os.Getenv("LAZARET_BIN"),
+		netdImage: os.Getenv("LAZARET_KUBE_NETD_IMAGE"), dns: os.Getenv("LAZARET_KUBE_DNS")}
+	if b.kubectl == "" || b.kubeconfig == "" || b.image == "" || b.bin == "" || b.netdImage == "" || b.dns == "" {
+		return nil, nil, fmt.Errorf("LAZARET_KUBECTL, LAZARET_KUBECONFIG, LAZARET_KUBE_TEST_IMAGE, LAZARET_KUBE_NETD_IMAGE, LAZARET_KUBE_DNS and LAZARET_BIN must be set (run: BENCH=kube make bench)")
 	}
 	root, err := os.MkdirTemp("", "lazaret-bench-kube-")
 	if err != nil {
 		return nil, nil, err
 	}
-	b.config, b.ws = filepath.Join(root, "config.toml"), filepath.Join(root, "ws")
-	b.ns = "lzk-bench-" + strconv.Itoa(os.Getpid())
+	b.root, b.config, b.ws = root, filepath.Join(root, "config.toml"), filepath.Join(root, "ws")
 	cleanup := func() {
 		_, _ = b.kc("", "delete", "namespace", b.ns, "--wait=false")
 		_ = exec.Command("podman", "unshare", "rm", "-rf", root).Run()
@@ -170,7 +204,22 @@ func newBench() (*bench, func(), error) {
 	if err := os.MkdirAll(b.ws, 0o755); err != nil {
 		return nil, cleanup, err
 	}
-	if err := os.WriteFile(b.config, fmt.Appendf(nil, "data_root = %q\n", filepath.Join(root, "data")), 0o600); err != nil {
+	b.ns = "lzk-bench-" + strconv.Itoa(os.Getpid())
+	cfg := fmt.Sprintf(`data_root = %q
+[cluster]
+kubeconfig = %q
+namespace = %q
+image_pull_policy = "Never"
+allow_unenforced_egress = true
+netd_image = %q
+dns = [%q]
+[profiles.warm]
+image = %q
+warm_pool = 1
+[profiles.cold]
+image = %q
+`, filepath.Join(root, "data"), b.kubeconfig, b.ns, b.netdImage, b.dns, b.image, b.image)
+	if err := os.WriteFile(b.config, []byte(cfg), 0o600); err != nil {
 		return nil, cleanup, err
 	}
 	if _, err := exec.Command(b.kubectl, "--kubeconfig", b.kubeconfig, "create", "namespace", b.ns).CombinedOutput(); err != nil {
@@ -192,8 +241,16 @@ func run() error {
 		return err
 	}
 	// Round 0 is a warm-up for each path (page cache, image snapshots).
-	var warm, cold, local []time.Duration
+	var warm, cold, local, lzWarm, lzCold []time.Duration
 	for i := 0; i <= n; i++ {
+		lw, err := b.lazaretKube("warm", i)
+		if err != nil {
+			return err
+		}
+		lc, err := b.lazaretKube("cold", i)
+		if err != nil {
+			return err
+		}
 		w, err := b.warmClaim(i)
 		if err != nil {
 			return err
@@ -208,6 +265,7 @@ func run() error {
 		}
 		if i > 0 {
 			warm, cold, local = append(warm, w), append(cold, c), append(local, l)
+			lzWarm, lzCold = append(lzWarm, lw), append(lzCold, lc)
 		}
 	}
 	lm := median(local)
@@ -215,7 +273,10 @@ func run() error {
 	for _, r := range []struct {
 		name string
 		d    time.Duration
-	}{{"claim from a warm pool (gVisor pod)", median(warm)}, {"cold Sandbox (gVisor pod)", median(cold)}, {"local `lazaret exec default -- true`, cold", lm}} {
+	}{{"claim from a warm pool (gVisor pod), kubectl", median(warm)}, {"cold Sandbox (gVisor pod), kubectl", median(cold)},
+		{"`lazaret --backend kubernetes exec -- true`, warm pool (new claim, netd sidecar)", median(lzWarm)},
+		{"`lazaret --backend kubernetes exec -- true`, cold (pool of 0)", median(lzCold)},
+		{"local `lazaret exec default -- true`, cold", lm}} {
 		fmt.Printf("| %s | %.2f s | %.2f× |\n", r.name, r.d.Seconds(), float64(r.d)/float64(lm))
 	}
 	return nil
