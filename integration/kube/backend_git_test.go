@@ -16,7 +16,8 @@ const gitImage = "localhost/lazaret-default:latest"
 // commit comes back to the host's lazaret/agent-<profile> when the
 // command ends (objects verified by host git), and `log` through the
 // Kubernetes backend shows it on the host. Nothing of the host repository
-// is mounted into the pod: its clone has no alternates.
+// is mounted into the pod: its clone has no alternates. A branch name
+// lazaret refuses stays in the pod and is in the audit trail.
 func TestBackendGitSync(t *testing.T) {
 	e := newBackendEnv(t, "allow_unenforced_egress = true")
 	e.setProfile("[profiles.git]\nimage = \"" + gitImage + "\"")
@@ -35,7 +36,7 @@ func TestBackendGitSync(t *testing.T) {
 
 	out := e.mustLazaret(nil, "exec", "git", "--", "sh", "-c",
 		`git rev-parse HEAD && git branch --show-current && ! test -e .git/objects/info/alternates && `+
-			`git -c user.name=Agent -c user.email=agent@sandbox.invalid commit -q --allow-empty -m "agent work" && git rev-parse HEAD`)
+			`git -c user.name=Agent -c user.email=agent@sandbox.invalid commit -q --allow-empty -m "agent work" && git branch 'bad"name' && git rev-parse HEAD`)
 	lines := strings.Fields(out)
 	if len(lines) != 3 || lines[0] != head || lines[1] != "lazaret/agent-git" {
 		t.Fatalf("the pod's clone: %q, want HEAD %s on lazaret/agent-git", out, head)
@@ -49,6 +50,11 @@ func TestBackendGitSync(t *testing.T) {
 	}
 	if out := e.mustLazaret(nil, "log", "git"); !strings.Contains(out, "agent work") {
 		t.Errorf("log through the Kubernetes backend:\n%s", out)
+	}
+	// The refused branch name is not synced, and the Domain Anchor's trail
+	// says so (the same trail local sandboxes write).
+	if out := e.mustLazaret(nil, "audit", "git"); !strings.Contains(out, "git.ref_skipped") || !strings.Contains(out, "bad") {
+		t.Errorf("audit through the Kubernetes backend:\n%s", out)
 	}
 	// A second command finds the clone (no second seed): its work stays.
 	if out := e.mustLazaret(nil, "exec", "git", "--", "git", "log", "--format=%s", "-1"); strings.TrimSpace(out) != "agent work" {

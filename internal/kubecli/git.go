@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/execx"
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
@@ -69,9 +70,12 @@ type gitTarget struct {
 	git  *hostgit.Git
 	repo *gitrepo.HostRepo
 	refs gitrepo.RefMap
+	// audit records refused branch names and commits whose text hides
+	// characters in the domain's trail.
+	audit refsync.AuditFunc
 }
 
-func (g *globals) gitTarget(ctx context.Context, t *target) (*gitTarget, error) {
+func (g *globals) gitTarget(ctx context.Context, cfg *config.Config, t *target) (*gitTarget, error) {
 	mode, err := gitrepo.ResolveMode(t.profile.GitMode, t.workspace)
 	if err != nil {
 		return nil, usageError{err}
@@ -84,7 +88,7 @@ func (g *globals) gitTarget(ctx context.Context, t *target) (*gitTarget, error) 
 	if err != nil {
 		return nil, fmt.Errorf("workspace %s: %w", t.workspace, err)
 	}
-	return &gitTarget{git: hg, repo: repo, refs: gitrepo.RefMap{Profile: t.profile.Name}}, nil
+	return &gitTarget{git: hg, repo: repo, refs: gitrepo.RefMap{Profile: t.profile.Name}, audit: g.auditTo(cfg, t)}, nil
 }
 
 // seed gives the pod its clone when it has none.
@@ -106,7 +110,7 @@ func (g *globals) seed(ctx context.Context, c *kube.Client, pod string, gt *gitT
 func (g *globals) sync(ctx context.Context, c *kube.Client, pod string, gt *gitTarget) (*refsync.SyncResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
-	s := &refsync.Syncer{Git: gt.git, Repo: gt.repo, Map: gt.refs, Sandbox: podSandbox{c: c, pod: pod}, Log: g.log}
+	s := &refsync.Syncer{Git: gt.git, Repo: gt.repo, Map: gt.refs, Sandbox: podSandbox{c: c, pod: pod}, Log: g.log, Audit: gt.audit}
 	defer s.Close()
 	res, err := s.Sync(ctx)
 	if err != nil {

@@ -1,17 +1,23 @@
 package kubecli
 
 import (
+	"context"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/lazaret-dev/lazaret/internal/audit"
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
 	"github.com/lazaret-dev/lazaret/internal/kube"
+	"github.com/lazaret-dev/lazaret/internal/store"
 )
 
 // podOnHost answers the fake cluster's execs by running them on the host
@@ -61,5 +67,53 @@ func TestExecSeedsAndSyncsTheClone(t *testing.T) {
 	}
 	if code := e.run("sync", "dev"); code != 0 || !strings.Contains(e.out.String(), "0 ref(s) updated") {
 		t.Fatalf("sync: exit %d: %s%s", code, e.out.String(), e.errOut.String())
+	}
+}
+
+// TestSyncAuditsRefusedBranches: a branch name lazaret refuses in the pod
+// is not synced, and the Domain Anchor's audit trail (the one `lazaret
+// audit` shows) records it. Control: a valid branch of the same sync
+// arrives.
+func TestSyncAuditsRefusedBranches(t *testing.T) {
+	e := newEnv(t, plainCfg+"[profiles.dev]\nimage = \"agent:1\"\n")
+	e.ws = gittest.NewRepo(t)
+	e.record(enforced)
+	e.readyAfter(1, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse})
+	pod := filepath.Join(t.TempDir(), "workspace")
+	e.cluster.Exec.Run = podOnHost(t, pod)
+	if code := e.run("exec", "dev", "--", "true"); code != 0 {
+		t.Fatalf("exit %d: %s", code, e.errOut.String())
+	}
+	gittest.Git(t, pod, "branch", `bad"name`)
+	gittest.Git(t, pod, "branch", "good")
+	if code := e.run("sync", "dev"); code != 0 {
+		t.Fatalf("sync: exit %d: %s", code, e.errOut.String())
+	}
+	m := gitrepo.RefMap{Profile: "dev"}
+	gittest.Git(t, e.ws, "rev-parse", "--verify", m.SideRefPrefix()+"good")
+	cfg, err := config.Load(e.cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, _ := domain.RuntimeDir()
+	a, err := domain.New("dev", e.ws, cfg.DataRoot, rd, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(context.Background(), a.StateDB(), store.Options{Role: "test", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	entries, err := st.Audit(context.Background(), audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, en := range entries {
+		found = found || (en.Kind == audit.KindGitRefSkipped && en.Fields["ref"] == `refs/heads/bad"name` && strings.HasPrefix(en.Fields["container"], "pod/"))
+	}
+	if !found {
+		t.Fatalf("no git.ref_skipped entry for the refused branch in %+v", entries)
 	}
 }

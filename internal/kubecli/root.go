@@ -104,7 +104,8 @@ It is what ` + "`lazaret --backend kubernetes VERB`" + ` (or LAZARET_BACKEND=kub
 		newReviewCmd(g, "diff", "Show what the agent changed on its branch"),
 		newReviewCmd(g, "log", "List the agent's commits"),
 		newReviewCmd(g, "merge", "Merge the agent's branch into your current branch"),
-		newReviewCmd(g, "reset-branch", "Set the agent's branch aside and start it again"))
+		newReviewCmd(g, "reset-branch", "Set the agent's branch aside and start it again"),
+		newLocalCmd(g, "audit", "Show the audit trail of this directory's sandboxes, local and on the cluster"))
 	return root
 }
 

@@ -49,7 +49,7 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 	if len(t.profile.Secrets) > 0 {
 		g.log.Warn("secrets are not injected on the Kubernetes backend yet", "profile", t.profile.Name)
 	}
-	gt, err := g.gitTarget(ctx, t)
+	gt, err := g.gitTarget(ctx, cfg, t)
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ func (g *globals) runSync(ctx context.Context, profile string, report bool) (boo
 	if err != nil {
 		return false, err
 	}
-	gt, err := g.gitTarget(ctx, t)
+	gt, err := g.gitTarget(ctx, cfg, t)
 	if err != nil {
 		return false, err
 	}
@@ -95,6 +95,20 @@ func newReviewCmd(g *globals, verb, short string) *cobra.Command {
 		},
 	}
 	return cmd
+}
+
+// newLocalCmd is a verb the local lazaret answers from the host alone
+// (the audit trail of the Domain Anchor, which the cluster backend writes
+// too).
+func newLocalCmd(g *globals, verb, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:                verb + " [ARGS]",
+		Short:              short,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.execLocal(append([]string{verb}, args...))
+		},
+	}
 }
 
 // execLocal replaces this process with the local lazaret running args,

@@ -1,0 +1,44 @@
+package kubecli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/audit"
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/refsync"
+	"github.com/lazaret-dev/lazaret/internal/store"
+)
+
+// storeTimeout bounds the wait for the domain's state store (another
+// lazaret command may hold it for a moment).
+const storeTimeout = 10 * time.Second
+
+// auditTo is where a cluster sandbox's findings go: the state store of its
+// Domain Anchor (the same profile × workspace), the trail `lazaret audit`
+// shows and verifies, opened for each entry: no coordinator holds it for
+// a cluster sandbox.
+func (g *globals) auditTo(cfg *config.Config, t *target) refsync.AuditFunc {
+	return func(ctx context.Context, e audit.Entry) (uint64, error) {
+		rd, err := domain.RuntimeDir()
+		if err != nil {
+			return 0, err
+		}
+		a, err := domain.New(t.profile.Name, t.workspace, cfg.DataRoot, rd, cfg.Escalation.SocketDir)
+		if err != nil {
+			return 0, err
+		}
+		if err := os.MkdirAll(a.Root(), 0o700); err != nil {
+			return 0, fmt.Errorf("domain directory: %w", err)
+		}
+		st, err := store.Open(ctx, a.StateDB(), store.Options{Role: "lazaret-kube", Timeout: storeTimeout, Log: g.log})
+		if err != nil {
+			return 0, err
+		}
+		defer st.Close()
+		return st.AppendAudit(ctx, e)
+	}
+}
