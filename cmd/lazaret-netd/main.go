@@ -80,27 +80,54 @@ func probe(args []string) int {
 	if len(args) > 0 {
 		target = args[0]
 	}
+	// Asked again every probeRetry until probeWait has passed: the first
+	// probe of a starting pod then passes the moment netd answers,
+	// instead of failing and waiting a whole probe period (1 s) for the
+	// next one; the agent container starts only after it.
+	deadline := time.Now().Add(probeWait)
+	var err error
+	for {
+		if err = probeOnce(target); err == nil {
+			return 0
+		}
+		if time.Now().Add(probeRetry).After(deadline) {
+			break
+		}
+		time.Sleep(probeRetry)
+	}
+	fmt.Fprintf(os.Stderr, "lazaret-netd probe: no answer from %s: %v\n", target, err)
+	return 1
+}
+
+// The startup probe's patience: below its timeoutSeconds (internal/netdpod).
+const (
+	probeWait  = 2 * time.Second
+	probeRetry = 20 * time.Millisecond
+)
+
+// probeOnce sends one query, ID 0x4c5a, "probe.lazaret.invalid." A IN,
+// and accepts any answer to it.
+func probeOnce(target string) error {
 	c, err := net.Dial("udp", target)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "lazaret-netd probe: %v\n", err)
-		return 1
+		return err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	// ID 0x4c5a, one question "probe.lazaret.invalid." A IN.
+	c.SetDeadline(time.Now().Add(200 * time.Millisecond))
 	q := []byte{0x4c, 0x5a, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0,
 		5, 'p', 'r', 'o', 'b', 'e', 7, 'l', 'a', 'z', 'a', 'r', 'e', 't', 7, 'i', 'n', 'v', 'a', 'l', 'i', 'd', 0, 0, 1, 0, 1}
 	if _, err := c.Write(q); err != nil {
-		fmt.Fprintf(os.Stderr, "lazaret-netd probe: %v\n", err)
-		return 1
+		return err
 	}
 	buf := make([]byte, 512)
 	n, err := c.Read(buf)
-	if err != nil || n < 12 || buf[0] != 0x4c || buf[1] != 0x5a || buf[2]&0x80 == 0 {
-		fmt.Fprintf(os.Stderr, "lazaret-netd probe: no answer from %s: %v\n", target, err)
-		return 1
+	if err != nil {
+		return err
 	}
-	return 0
+	if n < 12 || buf[0] != 0x4c || buf[1] != 0x5a || buf[2]&0x80 == 0 {
+		return fmt.Errorf("not an answer to the probe")
+	}
+	return nil
 }
 
 func run(args []string) int {

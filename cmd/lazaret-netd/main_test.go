@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runStderr runs run(args) and returns its exit code and what it wrote
@@ -86,5 +87,35 @@ func TestProbe(t *testing.T) {
 	}()
 	if code := probe([]string{addr}); code != 0 {
 		t.Fatalf("probe with a resolver: exit %d", code)
+	}
+}
+
+// TestProbeWaitsForAStartingResolver: a resolver that starts while the
+// probe runs is found by that same probe (a starting pod does not lose a
+// whole probe period). Control: TestProbe's probe with no resolver fails.
+func TestProbeWaitsForAStartingResolver(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := pc.LocalAddr().String()
+	pc.Close()
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return
+		}
+		defer pc.Close()
+		buf := make([]byte, 512)
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		buf[2] |= 0x80
+		pc.WriteTo(buf[:n], from)
+	}()
+	if code := probe([]string{addr}); code != 0 {
+		t.Fatalf("probe against a resolver starting 300 ms later: exit %d", code)
 	}
 }
