@@ -233,3 +233,22 @@ func TestClusterSecretsFailingSource(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterSecretsPurgeRotates: stop --purge deletes the unused
+// template's ConfigMap and Secret (the value and CA key leave the
+// cluster), and the next start makes a new placeholder.
+func TestClusterSecretsPurgeRotates(t *testing.T) {
+	e := secretsEnv(t, "Bearer {value}")
+	e.startWith(kubeSecretValue)
+	ph := placeholderOf(t, e.template())
+	if code := e.run("stop", "--purge", "dev"); code != 0 {
+		t.Fatalf("stop --purge: %d %s", code, e.errOut.String())
+	}
+	if got := holding(e.objectsJSON(), kubeSecretValue); len(got) != 0 {
+		t.Fatalf("after purge the value is still in %q", got)
+	}
+	e.startWith(kubeSecretValue)
+	if placeholderOf(t, e.template()) == ph {
+		t.Error("the placeholder survived a purge")
+	}
+}
