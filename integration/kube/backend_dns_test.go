@@ -24,6 +24,11 @@ const (
 	upstreamAnswer = "192.0.2.7"
 )
 
+// upstreamNames are names the upstream answers with another address than
+// upstreamAnswer (lower-case, with the final dot): a test host on the
+// bridge (backend_secrets_test.go).
+var upstreamNames sync.Map // string → netip.Addr
+
 var (
 	upstreamOnce sync.Once
 	upstreamAddr string
@@ -72,7 +77,6 @@ func bridgeAddr() (netip.Addr, error) {
 
 func serveUpstream(pc net.PacketConn) {
 	buf := make([]byte, 1500)
-	answer := netip.MustParseAddr(upstreamAnswer).As4()
 	for {
 		n, from, err := pc.ReadFrom(buf)
 		if err != nil {
@@ -91,6 +95,10 @@ func serveUpstream(pc net.PacketConn) {
 		_ = b.StartQuestions()
 		_ = b.Question(q)
 		_ = b.StartAnswers()
+		answer := netip.MustParseAddr(upstreamAnswer).As4()
+		if a, ok := upstreamNames.Load(strings.ToLower(q.Name.String())); ok {
+			answer = a.(netip.Addr).As4()
+		}
 		if q.Type == dnsmessage.TypeA {
 			_ = b.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 60}, dnsmessage.AResource{A: answer})
 		}
