@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -237,7 +238,14 @@ func addSidecar(pod *corev1.PodSpec, np *NetworkPolicySpec, in Input, configMap 
 	}
 	pod.InitContainers = append(pod.InitContainers, sc.Container)
 	agent := &pod.Containers[0]
-	agent.Env = append(agent.Env, sc.AgentEnv...)
+	// A variable the profile sets itself (a CA variable pointing at its
+	// own bundle) keeps the profile's value, as locally; the
+	// configuration refuses a secret's variable that env also sets.
+	for _, v := range sc.AgentEnv {
+		if !slices.ContainsFunc(agent.Env, func(e corev1.EnvVar) bool { return e.Name == v.Name }) {
+			agent.Env = append(agent.Env, v)
+		}
+	}
 	agent.VolumeMounts = append(agent.VolumeMounts, sc.AgentVolumeMounts...)
 	pod.Volumes = append(pod.Volumes, sc.Volumes...)
 	pod.DNSPolicy = sc.DNSPolicy
