@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -34,14 +35,13 @@ const caReuseMargin = secret.CALifetime / 4
 // of the template (reused while the configuration stays the same), the
 // roots netd verifies the real hosts with.
 type podSecrets struct {
-	list    []secret.Secret
-	env     map[string]string // secret name → the agent's variable
-	config  string            // labelSecretsConfig's value
-	ca      *secret.CA
-	caKey   []byte
-	roots   []byte
-	reused  string // the ConfigMap whose placeholders and CA are reused
-	refresh bool   // a command source with refresh: a short-lived value
+	list   []secret.Secret
+	env    map[string]string // secret name → the agent's variable
+	config string            // labelSecretsConfig's value
+	ca     *secret.CA
+	caKey  []byte
+	roots  []byte
+	reused string // the ConfigMap whose placeholders and CA are reused
 }
 
 // secretIdentity is what the sidecar's ConfigMap name is made of besides
@@ -82,7 +82,6 @@ func prepareSecrets(ctx context.Context, c *kube.Client, p *config.Profile, f *s
 	s := &podSecrets{list: slices.Clone(f.List), env: map[string]string{}, roots: roots, config: secretsConfigHash(f)}
 	for i, sec := range f.List {
 		s.env[sec.Name] = f.EnvVars[i]
-		s.refresh = s.refresh || f.Sources[i].Refresh > 0
 	}
 	if err := s.reuse(ctx, c, p.Name); err != nil {
 		return nil, err
@@ -178,4 +177,19 @@ func validPlaceholder(p string) bool {
 func (s *podSecrets) options(o *netdpod.Options) {
 	o.Secrets, o.SecretEnv = s.list, s.env
 	o.CACert, o.CAKey, o.Roots = s.ca.CertPEM, s.caKey, s.roots
+}
+
+// warnRefresh says, for each command secret with refresh, that the
+// cluster refreshes it only at a start (no process of lazaret's stays on
+// the host to run the command again).
+func warnRefresh(log *slog.Logger, f *secretfetch.Fetched) {
+	if f == nil {
+		return
+	}
+	for _, src := range f.Sources {
+		if src.Refresh > 0 {
+			log.Warn("on the Kubernetes backend a secret's command runs again only when a sandbox starts, not every refresh period: a running sandbox keeps the value it started with",
+				"secret", src.Name, "refresh", src.Refresh)
+		}
+	}
 }

@@ -65,6 +65,10 @@ func (g *globals) start(ctx context.Context, cfg *config.Config, c *kube.Client,
 	if err != nil {
 		return nil, err
 	}
+	warnRefresh(g.log, o.secrets)
+	if secrets != nil {
+		g.log.Debug("secret placeholders and CA", "reused_from", secrets.reused) // "" : new ones
+	}
 	sidecar, err := g.networkSidecar(ctx, cfg, c, secrets)
 	if err != nil {
 		return nil, err
