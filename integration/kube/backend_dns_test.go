@@ -3,6 +3,8 @@
 package kube_test
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
 
@@ -40,6 +43,7 @@ var (
 // upstream, standing for the cluster DNS the tier does not run.
 func backendUpstream(t *testing.T) string {
 	t.Helper()
+	ensureBridge(t)
 	upstreamOnce.Do(func() {
 		var ip netip.Addr
 		if ip, upstreamErr = bridgeAddr(); upstreamErr != nil {
@@ -56,6 +60,33 @@ func backendUpstream(t *testing.T) string {
 		t.Fatalf("the tests' upstream resolver: %v", upstreamErr)
 	}
 	return upstreamAddr
+}
+
+// ensureBridge makes the CNI plugin create the bridge when no pod has run
+// yet (a test run alone, first): it starts one plain pod and waits until
+// it is Ready.
+func ensureBridge(t *testing.T) {
+	t.Helper()
+	if _, err := bridgeAddr(); err == nil {
+		return
+	}
+	c := NewCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := c.Namespace(ctx)
+	rc := os.Getenv("LAZARET_KUBE_RUNTIME_CLASS")
+	if rc == "" {
+		rc = "gvisor"
+	}
+	c.Apply(ctx, ns, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: bridge}
+spec:
+  runtimeClassName: %s
+  terminationGracePeriodSeconds: 0
+  containers: [{name: c, image: %q, imagePullPolicy: Never, command: [sleep, "3600"]}]
+`, rc, c.TestImage))
+	c.MustRun(ctx, "", "wait", "-n", ns, "--for=condition=Ready", "pod/bridge", "--timeout=150s")
 }
 
 func bridgeAddr() (netip.Addr, error) {
