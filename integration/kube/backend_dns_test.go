@@ -146,10 +146,17 @@ func backendNetdImage(t *testing.T, e *backendEnv) string {
 	if img := os.Getenv("LAZARET_KUBE_NETD_IMAGE"); img != "" {
 		return img
 	}
+	// The kubelet lists a freshly imported image with its next node
+	// status: wait for it a while when this test runs first.
 	var found []string
-	for _, n := range strings.Fields(e.kube("get", "nodes", "-o", "jsonpath={.items[*].status.images[*].names[*]}")) {
-		if strings.HasPrefix(n, netdimage.ImageName+":") && !slices.Contains(found, n) {
-			found = append(found, n)
+	for deadline := time.Now().Add(90 * time.Second); len(found) == 0 && time.Now().Before(deadline); {
+		for _, n := range strings.Fields(e.kube("get", "nodes", "-o", "jsonpath={.items[*].status.images[*].names[*]}")) {
+			if strings.HasPrefix(n, netdimage.ImageName+":") && !slices.Contains(found, n) {
+				found = append(found, n)
+			}
+		}
+		if len(found) == 0 {
+			time.Sleep(2 * time.Second)
 		}
 	}
 	if len(found) != 1 {
