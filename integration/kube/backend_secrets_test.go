@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,11 +25,16 @@ import (
 	"time"
 )
 
-// secretHost is the secret's host: the upstream resolves it to the
-// bridge, where secretServer listens.
-const secretHost = "api.secret.e2e.test"
+// secretHost is the secret's host: the upstream resolves it to
+// secretAddr, an address the test adds to the CNI bridge on the host
+// (netd opens no private address, so not the bridge's own; the bridge and
+// the address go with `kube-cluster down`), where secretServer listens.
+const (
+	secretHost = "api.secret.e2e.test"
+	secretAddr = "192.0.3.51"
+)
 
-// secretServer is an HTTPS server on the bridge's address, port 443, with
+// secretServer is an HTTPS server on secretAddr, port 443, with
 // a certificate of its own test CA (caFile), recording the headers of
 // every request.
 type secretServer struct {
@@ -39,10 +45,11 @@ type secretServer struct {
 
 func startSecretServer(t *testing.T) *secretServer {
 	t.Helper()
-	ip, err := bridgeAddr()
-	if err != nil {
-		t.Fatal(err)
+	if out, err := exec.Command("ip", "addr", "add", secretAddr+"/32", "dev", bridgeName).CombinedOutput(); err != nil {
+		t.Fatalf("ip addr add: %v: %s", err, out)
 	}
+	t.Cleanup(func() { _ = exec.Command("ip", "addr", "del", secretAddr+"/32", "dev", bridgeName).Run() })
+	ip := netip.MustParseAddr(secretAddr)
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "lazaret e2e test CA"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
