@@ -3,6 +3,8 @@
 package kube_test
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
 
@@ -25,6 +28,11 @@ const (
 	upstreamAnswer = "1.2.3.4"
 )
 
+// upstreamNames are names the upstream answers with another address than
+// upstreamAnswer (lower-case, with the final dot): a test host on the
+// bridge (backend_secrets_test.go).
+var upstreamNames sync.Map // string → netip.Addr
+
 var (
 	upstreamOnce sync.Once
 	upstreamAddr string
@@ -36,6 +44,7 @@ var (
 // upstream, standing for the cluster DNS the tier does not run.
 func backendUpstream(t *testing.T) string {
 	t.Helper()
+	ensureBridge(t)
 	upstreamOnce.Do(func() {
 		var ip netip.Addr
 		if ip, upstreamErr = bridgeAddr(); upstreamErr != nil {
@@ -52,6 +61,33 @@ func backendUpstream(t *testing.T) string {
 		t.Fatalf("the tests' upstream resolver: %v", upstreamErr)
 	}
 	return upstreamAddr
+}
+
+// ensureBridge makes the CNI plugin create the bridge when no pod has run
+// yet (a test run alone, first): it starts one plain pod and waits until
+// it is Ready.
+func ensureBridge(t *testing.T) {
+	t.Helper()
+	if _, err := bridgeAddr(); err == nil {
+		return
+	}
+	c := NewCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := c.Namespace(ctx)
+	rc := os.Getenv("LAZARET_KUBE_RUNTIME_CLASS")
+	if rc == "" {
+		rc = "gvisor"
+	}
+	c.Apply(ctx, ns, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: bridge}
+spec:
+  runtimeClassName: %s
+  terminationGracePeriodSeconds: 0
+  containers: [{name: c, image: %q, imagePullPolicy: Never, command: [sleep, "3600"]}]
+`, rc, c.TestImage))
+	c.MustRun(ctx, "", "wait", "-n", ns, "--for=condition=Ready", "pod/bridge", "--timeout=150s")
 }
 
 func bridgeAddr() (netip.Addr, error) {
@@ -73,7 +109,6 @@ func bridgeAddr() (netip.Addr, error) {
 
 func serveUpstream(pc net.PacketConn) {
 	buf := make([]byte, 1500)
-	answer := netip.MustParseAddr(upstreamAnswer).As4()
 	for {
 		n, from, err := pc.ReadFrom(buf)
 		if err != nil {
@@ -92,6 +127,10 @@ func serveUpstream(pc net.PacketConn) {
 		_ = b.StartQuestions()
 		_ = b.Question(q)
 		_ = b.StartAnswers()
+		answer := netip.MustParseAddr(upstreamAnswer).As4()
+		if a, ok := upstreamNames.Load(strings.ToLower(q.Name.String())); ok {
+			answer = a.(netip.Addr).As4()
+		}
 		if q.Type == dnsmessage.TypeA {
 			_ = b.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 60}, dnsmessage.AResource{A: answer})
 		}
@@ -108,10 +147,17 @@ func backendNetdImage(t *testing.T, e *backendEnv) string {
 	if img := os.Getenv("LAZARET_KUBE_NETD_IMAGE"); img != "" {
 		return img
 	}
+	// The kubelet lists a freshly imported image with its next node
+	// status: wait for it a while when this test runs first.
 	var found []string
-	for _, n := range strings.Fields(e.kube("get", "nodes", "-o", "jsonpath={.items[*].status.images[*].names[*]}")) {
-		if strings.HasPrefix(n, netdimage.ImageName+":") && !slices.Contains(found, n) {
-			found = append(found, n)
+	for deadline := time.Now().Add(90 * time.Second); len(found) == 0 && time.Now().Before(deadline); {
+		for _, n := range strings.Fields(e.kube("get", "nodes", "-o", "jsonpath={.items[*].status.images[*].names[*]}")) {
+			if strings.HasPrefix(n, netdimage.ImageName+":") && !slices.Contains(found, n) {
+				found = append(found, n)
+			}
+		}
+		if len(found) == 0 {
+			time.Sleep(2 * time.Second)
 		}
 	}
 	if len(found) != 1 {

@@ -163,3 +163,57 @@ func (c *Client) ServiceAddrs(ctx context.Context, ns, name string, protocol cor
 	}
 	return out, nil
 }
+
+// ConfigMaps lists the ConfigMaps matching selector.
+func (c *Client) ConfigMaps(ctx context.Context, selector string) ([]corev1.ConfigMap, error) {
+	l, err := c.Core.CoreV1().ConfigMaps(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, wrap("listing configmaps "+selector, err, false)
+	}
+	return l.Items, nil
+}
+
+// DeleteConfigMap deletes a ConfigMap; a missing one is not an error.
+func (c *Client) DeleteConfigMap(ctx context.Context, name string) error {
+	err := c.Core.CoreV1().ConfigMaps(c.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if kindOf(err, false) == ErrNotFound {
+		return nil
+	}
+	return wrap("deleting configmap "+name, err, false)
+}
+
+// SecretData reads a Secret's data. Errors name the Secret, never its
+// content.
+func (c *Client) SecretData(ctx context.Context, name string) (map[string][]byte, error) {
+	s, err := c.Core.CoreV1().Secrets(c.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, wrap("reading secret "+name, err, false)
+	}
+	return s.Data, nil
+}
+
+// ApplySecret creates s or replaces its data and labels (an Opaque,
+// immutable-false Secret: a refreshed value updates it in place).
+func (c *Client) ApplySecret(ctx context.Context, s *corev1.Secret) error {
+	api := c.Core.CoreV1().Secrets(c.Namespace)
+	cur, err := api.Get(ctx, s.Name, metav1.GetOptions{})
+	if kindOf(err, false) == ErrNotFound {
+		_, err = api.Create(ctx, s, metav1.CreateOptions{})
+		return wrap("creating secret "+s.Name, err, false)
+	}
+	if err != nil {
+		return wrap("reading secret "+s.Name, err, false)
+	}
+	cur.Data, cur.StringData, cur.Labels = s.Data, nil, s.Labels
+	_, err = api.Update(ctx, cur, metav1.UpdateOptions{})
+	return wrap("updating secret "+s.Name, err, false)
+}
+
+// DeleteSecret deletes a Secret; a missing one is not an error.
+func (c *Client) DeleteSecret(ctx context.Context, name string) error {
+	err := c.Core.CoreV1().Secrets(c.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if kindOf(err, false) == ErrNotFound {
+		return nil
+	}
+	return wrap("deleting secret "+name, err, false)
+}

@@ -24,8 +24,10 @@ const (
 // networkSidecar is the pod's lazaret-netd (the DNS allowlist resolver,
 // pod mode): its image is [cluster].netd_image, else this build's
 // localhost/lazaret-netd:<version>; it forwards allowed names to
-// [cluster].dns, else to the cluster's kube-dns Service.
-func (g *globals) networkSidecar(ctx context.Context, cfg *config.Config, c *kube.Client) (kubespec.SidecarFunc, error) {
+// [cluster].dns, else to the cluster's kube-dns Service. With secrets it
+// injects them: their values and the CA key in the Secret beside its
+// ConfigMap, mounted into netd only.
+func (g *globals) networkSidecar(ctx context.Context, cfg *config.Config, c *kube.Client, secrets *podSecrets) (kubespec.SidecarFunc, error) {
 	image := cfg.Cluster.NetdImage
 	if image == "" {
 		image = netdimage.ImageRef()
@@ -44,11 +46,19 @@ func (g *globals) networkSidecar(ctx context.Context, cfg *config.Config, c *kub
 	}
 	pull := corev1.PullPolicy(cfg.Cluster.ImagePullPolicy)
 	return func(pol netpolicy.Policy, configMap string) (*kubespec.Sidecar, error) {
-		spec, err := netdpod.Sidecar(netdpod.Options{Image: image, PullPolicy: pull, Policy: pol, Upstreams: ups, Name: configMap})
+		o := netdpod.Options{Image: image, PullPolicy: pull, Policy: pol, Upstreams: ups, Name: configMap}
+		var labels map[string]string
+		if secrets != nil {
+			secrets.options(&o)
+			labels = map[string]string{labelSecretsConfig: secrets.config}
+		}
+		spec, err := netdpod.Sidecar(o)
 		if err != nil {
 			return nil, err
 		}
 		return &kubespec.Sidecar{Container: spec.Container, ConfigMapData: spec.ConfigMapData, Volumes: spec.Volumes,
-			DNSPolicy: spec.DNSPolicy, DNSConfig: spec.DNSConfig, Upstreams: ups}, nil
+			DNSPolicy: spec.DNSPolicy, DNSConfig: spec.DNSConfig, Upstreams: ups,
+			SecretName: netdpod.SecretName(configMap), SecretData: spec.SecretData,
+			AgentEnv: spec.AgentEnv, AgentVolumeMounts: spec.AgentVolumeMounts, Labels: labels}, nil
 	}, nil
 }

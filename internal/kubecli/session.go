@@ -14,6 +14,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/kube"
 	"github.com/lazaret-dev/lazaret/internal/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/secretfetch"
 )
 
 // interactiveShell is the local backend's: bash when the image has it,
@@ -46,8 +47,10 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 	if err != nil {
 		return err
 	}
-	if len(t.profile.Secrets) > 0 {
-		g.log.Warn("secrets are not injected on the Kubernetes backend yet", "profile", t.profile.Name)
+	// The values first: a source that fails stops everything before any
+	// object is made.
+	if r.start.secrets, err = secretfetch.Fetch(ctx, t.profile); err != nil {
+		return err
 	}
 	gt, err := g.gitTarget(ctx, cfg, t)
 	if err != nil {

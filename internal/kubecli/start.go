@@ -13,13 +13,16 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/kube"
 	"github.com/lazaret-dev/lazaret/internal/kubespec"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/secretfetch"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
-// startOptions are the flags of the verbs that start a sandbox.
+// startOptions are the flags of the verbs that start a sandbox, and the
+// profile's secrets fetched on the host (nil: none).
 type startOptions struct {
 	allowUnenforced bool
 	timeout         time.Duration
+	secrets         *secretfetch.Fetched
 }
 
 // running is a claim whose sandbox is Ready, and its pod.
@@ -30,8 +33,8 @@ type running struct {
 }
 
 // profileObjects are the shared objects of t's profile, with sidecar as
-// its network sidecar (nil: none).
-func profileObjects(cfg *config.Config, t *target, sidecar kubespec.SidecarFunc) (*kubespec.Objects, netpolicy.Policy, error) {
+// its network sidecar (nil: none) and secrets its secrets (nil: none).
+func profileObjects(cfg *config.Config, t *target, sidecar kubespec.SidecarFunc, secrets *podSecrets) (*kubespec.Objects, netpolicy.Policy, error) {
 	p := t.profile
 	// The same policy the local network sidecar enforces.
 	pol, err := netpolicy.FromConfig(p.AllowEgress, p.AllowDomains)
@@ -47,7 +50,7 @@ func profileObjects(cfg *config.Config, t *target, sidecar kubespec.SidecarFunc)
 	objs, err := kubespec.Template(kubespec.Input{
 		Profile: p.Name, Image: p.Image, ImagePullPolicy: cfg.Cluster.ImagePullPolicy,
 		RuntimeClass: cfg.Cluster.RuntimeClass, Env: env, Policy: pol, Sidecar: sidecar,
-		CPU: cfg.Cluster.CPU, Memory: cfg.Cluster.Memory,
+		SidecarIdentity: secrets.identity(), CPU: cfg.Cluster.CPU, Memory: cfg.Cluster.Memory,
 	})
 	return objs, pol, err
 }
@@ -58,11 +61,19 @@ func profileObjects(cfg *config.Config, t *target, sidecar kubespec.SidecarFunc)
 // deleted again when the wait fails: nothing half-made stays behind (the
 // template and warm pool are shared and stay).
 func (g *globals) start(ctx context.Context, cfg *config.Config, c *kube.Client, t *target, o startOptions) (*running, error) {
-	sidecar, err := g.networkSidecar(ctx, cfg, c)
+	secrets, err := prepareSecrets(ctx, c, t.profile, o.secrets)
 	if err != nil {
 		return nil, err
 	}
-	objs, pol, err := profileObjects(cfg, t, sidecar)
+	warnRefresh(g.log, o.secrets)
+	if secrets != nil {
+		g.log.Debug("secret placeholders and CA", "reused_from", secrets.reused) // "" : new ones
+	}
+	sidecar, err := g.networkSidecar(ctx, cfg, c, secrets)
+	if err != nil {
+		return nil, err
+	}
+	objs, pol, err := profileObjects(cfg, t, sidecar, secrets)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +82,12 @@ func (g *globals) start(ctx context.Context, cfg *config.Config, c *kube.Client,
 	}
 	if len(t.profile.EnvFromHost) > 0 {
 		g.log.Warn("env entries read from the host environment are not passed to cluster sandboxes", "profile", t.profile.Name, "names", t.profile.EnvFromHost)
+	}
+	// The Secret first: a pod of the template never waits for it.
+	if objs.Secret != nil {
+		if err := c.ApplySecret(ctx, objs.Secret); err != nil {
+			return nil, err
+		}
 	}
 	if objs.ConfigMap != nil {
 		if err := c.ApplyConfigMap(ctx, objs.ConfigMap); err != nil {

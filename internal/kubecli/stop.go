@@ -9,6 +9,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/kube"
 	"github.com/lazaret-dev/lazaret/internal/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/netdpod"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
@@ -26,7 +27,8 @@ func newStopCmd(g *globals) *cobra.Command {
 controller then deletes its Sandbox and pod. With --all, every lazaret claim
 in the namespace (of PROFILE only, when given). The profile's templates and
 warm pools stay for the next start, unless --purge: then those no claim uses
-any more are deleted too.`,
+any more are deleted too, with their sidecar ConfigMaps and Secrets (the next
+start makes new secret placeholders and a new CA).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			profile := ""
@@ -37,7 +39,7 @@ any more are deleted too.`,
 		},
 	}
 	cmd.Flags().BoolVar(&o.all, "all", false, "every lazaret sandbox in the namespace (of PROFILE, when given)")
-	cmd.Flags().BoolVar(&o.purge, "purge", false, "also delete the templates and warm pools no claim uses any more")
+	cmd.Flags().BoolVar(&o.purge, "purge", false, "also delete the templates and warm pools no claim uses any more (and their sidecar ConfigMaps and Secrets)")
 	return cmd
 }
 
@@ -114,6 +116,7 @@ func (g *globals) purge(ctx context.Context, c *kube.Client, selector string) er
 	if err != nil {
 		return err
 	}
+	var orphans []string
 	for _, t := range templates {
 		if used[t.Name] {
 			continue
@@ -122,6 +125,50 @@ func (g *globals) purge(ctx context.Context, c *kube.Client, selector string) er
 			return err
 		}
 		fmt.Fprintf(g.io.Out, "purged template %s\n", visible.Line(t.Name))
+		if cm := sidecarConfigMap(&t); cm != "" {
+			orphans = append(orphans, cm)
+		}
+	}
+	return purgeSidecarObjects(ctx, c, orphans)
+}
+
+// purgeSidecarObjects deletes the sidecar ConfigMaps of purged templates
+// and their Secrets (the secret values, the CA key), unless a remaining
+// template still uses them. The next start of the profile then makes new
+// placeholders and a new CA.
+func purgeSidecarObjects(ctx context.Context, c *kube.Client, orphans []string) error {
+	if len(orphans) == 0 {
+		return nil
+	}
+	rest, err := c.Templates(ctx, kubespec.ManagedSelector)
+	if err != nil {
+		return err
+	}
+	kept := map[string]bool{}
+	for _, t := range rest {
+		kept[sidecarConfigMap(&t)] = true
+	}
+	for _, cm := range orphans {
+		if kept[cm] {
+			continue
+		}
+		if err := c.DeleteSecret(ctx, netdpod.SecretName(cm)); err != nil {
+			return err
+		}
+		if err := c.DeleteConfigMap(ctx, cm); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// sidecarConfigMap is the name of the sidecar ConfigMap t's pods mount,
+// "" for none.
+func sidecarConfigMap(t *kubespec.SandboxTemplate) string {
+	for _, v := range t.Spec.PodTemplate.Spec.Volumes {
+		if v.Name == netdpod.ConfigVolume && v.ConfigMap != nil {
+			return v.ConfigMap.Name
+		}
+	}
+	return ""
 }

@@ -2,7 +2,9 @@ package kubespec
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,13 +25,23 @@ var InitCommand = []string{"/bin/sh", "-c", `trap 'exit 0' TERM INT HUP; while :
 // restartPolicy Always), its ConfigMap's data, its volumes and the pod's
 // DNS settings that point the agent at it. Upstreams are the resolvers
 // netd forwards to; the template's NetworkPolicy lets the pod reach them.
+// With secrets, SecretData is the Secret beside the ConfigMap (the values
+// and the CA key, mounted into netd only: never part of the template nor
+// of its hash), AgentEnv and AgentVolumeMounts the agent container's
+// placeholders and CA bundle, Labels extra labels of the ConfigMap and
+// the Secret.
 type Sidecar struct {
-	Container     corev1.Container
-	ConfigMapData map[string]string
-	Volumes       []corev1.Volume
-	DNSPolicy     corev1.DNSPolicy
-	DNSConfig     *corev1.PodDNSConfig
-	Upstreams     []netip.AddrPort
+	Container         corev1.Container
+	ConfigMapData     map[string]string
+	Volumes           []corev1.Volume
+	DNSPolicy         corev1.DNSPolicy
+	DNSConfig         *corev1.PodDNSConfig
+	Upstreams         []netip.AddrPort
+	SecretName        string
+	SecretData        map[string][]byte
+	AgentEnv          []corev1.EnvVar
+	AgentVolumeMounts []corev1.VolumeMount
+	Labels            map[string]string
 }
 
 // SidecarFunc builds the sidecar for a policy; configMap is the name of
@@ -48,6 +60,12 @@ type Input struct {
 	Policy netpolicy.Policy
 	// Sidecar, when set, adds the network sidecar.
 	Sidecar SidecarFunc
+	// SidecarIdentity is hashed into the sidecar ConfigMap's name with
+	// the policy: what the sidecar's configuration depends on besides the
+	// policy (the secrets' configuration, placeholders and CA), so that a
+	// changed one gets a new ConfigMap and Secret while sandboxes of the
+	// old template keep theirs. Never a secret value.
+	SidecarIdentity any
 	// CPU and Memory, when set, are the agent container's requests and
 	// limits (Kubernetes quantities).
 	CPU, Memory string
@@ -58,6 +76,8 @@ type Objects struct {
 	Template *SandboxTemplate
 	// ConfigMap is the sidecar's configuration, nil without a sidecar.
 	ConfigMap *corev1.ConfigMap
+	// Secret holds the sidecar's secret values, nil without secrets.
+	Secret *corev1.Secret
 }
 
 // Template builds the SandboxTemplate of in, named after its profile and
@@ -80,7 +100,8 @@ func Template(in Input) (*Objects, error) {
 		P  corev1.PodSpec
 		N  *NetworkPolicySpec
 		Po netpolicy.Policy
-	}{pod, np, in.Policy})
+		I  any `json:",omitempty"`
+	}{pod, np, in.Policy, in.SidecarIdentity})
 	if err != nil {
 		return nil, err
 	}
@@ -88,11 +109,11 @@ func Template(in Input) (*Objects, error) {
 	name := prefix + base
 	out := &Objects{}
 	if in.Sidecar != nil {
-		cm, err := addSidecar(&pod, np, in, prefix+base+"-netd")
+		cm, sec, err := addSidecar(&pod, np, in, prefix+base+"-netd")
 		if err != nil {
 			return nil, err
 		}
-		out.ConfigMap = cm
+		out.ConfigMap, out.Secret = cm, sec
 		// The sidecar (its image, its configuration) is part of the
 		// content too.
 		full, err := contentHash(struct {
@@ -210,12 +231,22 @@ func egressPolicy(cidrs []netpolicy.CIDR) *NetworkPolicySpec {
 
 // addSidecar puts the network sidecar into pod and opens its upstream
 // resolvers (port 53, UDP and TCP) in np.
-func addSidecar(pod *corev1.PodSpec, np *NetworkPolicySpec, in Input, configMap string) (*corev1.ConfigMap, error) {
+func addSidecar(pod *corev1.PodSpec, np *NetworkPolicySpec, in Input, configMap string) (*corev1.ConfigMap, *corev1.Secret, error) {
 	sc, err := in.Sidecar(in.Policy, configMap)
 	if err != nil {
-		return nil, fmt.Errorf("network sidecar: %w", err)
+		return nil, nil, fmt.Errorf("network sidecar: %w", err)
 	}
 	pod.InitContainers = append(pod.InitContainers, sc.Container)
+	agent := &pod.Containers[0]
+	// A variable the profile sets itself (a CA variable pointing at its
+	// own bundle) keeps the profile's value, as locally; the
+	// configuration refuses a secret's variable that env also sets.
+	for _, v := range sc.AgentEnv {
+		if !slices.ContainsFunc(agent.Env, func(e corev1.EnvVar) bool { return e.Name == v.Name }) {
+			agent.Env = append(agent.Env, v)
+		}
+	}
+	agent.VolumeMounts = append(agent.VolumeMounts, sc.AgentVolumeMounts...)
 	pod.Volumes = append(pod.Volumes, sc.Volumes...)
 	pod.DNSPolicy = sc.DNSPolicy
 	pod.DNSConfig = sc.DNSConfig
@@ -234,9 +265,23 @@ func addSidecar(pod *corev1.PodSpec, np *NetworkPolicySpec, in Input, configMap 
 		}
 		np.Egress = append(np.Egress, rule)
 	}
-	return &corev1.ConfigMap{
+	labels := managedLabels(in.Profile)
+	for k, v := range sc.Labels {
+		labels[k] = v
+	}
+	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: configMap, Labels: managedLabels(in.Profile)},
+		ObjectMeta: metav1.ObjectMeta{Name: configMap, Labels: labels},
 		Data:       sc.ConfigMapData,
-	}, nil
+	}
+	var sec *corev1.Secret
+	if sc.SecretData != nil {
+		sec = &corev1.Secret{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{Name: sc.SecretName, Labels: maps.Clone(labels)},
+			Type:       corev1.SecretTypeOpaque,
+			Data:       sc.SecretData,
+		}
+	}
+	return cm, sec, nil
 }

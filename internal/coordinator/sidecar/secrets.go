@@ -3,18 +3,16 @@ package sidecar
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/cabundle"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
 	"github.com/lazaret-dev/lazaret/internal/netdapi"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/secret"
+	"github.com/lazaret-dev/lazaret/internal/secretfetch"
 )
 
 // Secrets are a profile's secrets with their values, read once at the
@@ -26,36 +24,18 @@ type Secrets struct {
 	sources []*config.Secret // where list[i] comes from (refresh)
 }
 
-// PlaceholderPrefix starts every placeholder (lower-case hex follows, so
-// that a DNS name carrying one is recognised whatever its case).
-const PlaceholderPrefix = "lzph-"
+// PlaceholderPrefix starts every placeholder.
+const PlaceholderPrefix = secretfetch.PlaceholderPrefix
 
-// FetchSecrets reads the value of every secret of p. A source that fails
-// is an error naming the file, line and key; nothing has started then.
-// A value read from a host variable is removed from this process's
-// environment, so that no child (podman) inherits it.
+// FetchSecrets reads the value of every secret of p (secretfetch.Fetch).
+// A source that fails is an error naming the file, line and key; nothing
+// has started then.
 func FetchSecrets(ctx context.Context, p *config.Profile) (*Secrets, error) {
-	if len(p.Secrets) == 0 {
-		return nil, nil
+	f, err := secretfetch.Fetch(ctx, p)
+	if err != nil || f == nil {
+		return nil, err
 	}
-	s := &Secrets{}
-	for _, ps := range p.Secrets {
-		v, err := ps.Secret.Fetch(ctx)
-		if err != nil {
-			return nil, err
-		}
-		b := make([]byte, 16)
-		if _, err := rand.Read(b); err != nil {
-			return nil, err
-		}
-		s.list = append(s.list, secret.Secret{Name: ps.Secret.Name, Hosts: ps.Secret.Hosts,
-			Header: ps.Secret.Header, Format: ps.Secret.Format,
-			Placeholder: PlaceholderPrefix + hex.EncodeToString(b), Value: v})
-		s.envVars = append(s.envVars, ps.EnvVar)
-		s.sources = append(s.sources, ps.Secret)
-	}
-	p.UnsetSecretSources()
-	return s, nil
+	return &Secrets{list: f.List, envVars: f.EnvVars, sources: f.Sources}, nil
 }
 
 // WithSecrets makes the sidecar inject s (nil: none).
@@ -72,15 +52,11 @@ const InjectBundlePath = "/run/lazaret/ca-inject.crt"
 // (mounted read-only, the CA variables pointed at it) and the
 // placeholders' variables. The CA key stays in memory until netd has it.
 func (c *Component) prepareSecrets(spec *podman.ContainerSpec, ca *config.CABundle) error {
-	var hosts []string
-	for _, s := range c.secrets.list {
-		hosts = append(hosts, s.Hosts...)
-	}
-	authority, err := secret.NewCA(hosts, time.Now())
+	authority, err := secret.NewCA((&secretfetch.Fetched{List: c.secrets.list}).Hosts(), time.Now())
 	if err != nil {
 		return err
 	}
-	roots, err := upstreamRoots(ca)
+	roots, err := secretfetch.UpstreamRoots(ca)
 	if err != nil {
 		return err
 	}
@@ -105,30 +81,6 @@ func (c *Component) prepareSecrets(spec *podman.ContainerSpec, ca *config.CABund
 		spec.Env[c.secrets.envVars[i]] = s.Placeholder
 	}
 	return nil
-}
-
-// upstreamRoots are the certificates netd verifies upstream servers with:
-// the host's trust store and the profile's CA bundle (a TLS-intercepting
-// proxy's CA is there).
-func upstreamRoots(ca *config.CABundle) ([]byte, error) {
-	var out []byte
-	for _, path := range []string{config.DefaultCABundle, ca.Path} {
-		if path == "" || (path == config.DefaultCABundle && len(out) > 0) {
-			continue
-		}
-		pemData, _, err := cabundle.Load(path)
-		if err != nil {
-			if path == config.DefaultCABundle {
-				continue
-			}
-			return nil, ca.Locate(err)
-		}
-		out = append(out, pemData...)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("secrets: no trust store to verify the secrets' hosts with (neither %s nor a ca_bundle)", config.DefaultCABundle)
-	}
-	return out, nil
 }
 
 // sendSecrets hands netd the secrets, the CA and the roots, then forgets
