@@ -191,6 +191,13 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if secrets != nil {
+		var names []string
+		for _, s := range secrets.Secrets {
+			names = append(names, s.Name)
+		}
+		go d.WatchPodSecrets(ctx, *secretDir, names, netd.PodSecretPoll)
+	}
 	if err := d.Run(ctx); err != nil {
 		// Fail closed: the sidecar exits and the sandbox does not start.
 		fmt.Fprintf(os.Stderr, "lazaret-netd: %v\n", err)

@@ -1,11 +1,13 @@
 package netd
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/netdapi"
 	"github.com/lazaret-dev/lazaret/internal/secret"
@@ -78,4 +80,66 @@ func readSmall(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxPodSecretFile)
 	}
 	return b, nil
+}
+
+// PodSecretPoll is how often a pod-mode netd re-reads the mounted Secret:
+// the kubelet swaps a Secret volume's files in place when the Secret
+// changes (lazaret-kube writes each start's freshly fetched values), so a
+// running sandbox gets a refreshed token without a restart.
+const PodSecretPoll = 15 * time.Second
+
+// WatchPodSecrets re-reads the values of names from secretDir every
+// interval until ctx ends, and hands each changed one to the injector.
+// Values are compared in memory and never logged.
+func (d *Daemon) WatchPodSecrets(ctx context.Context, secretDir string, names []string, interval time.Duration) {
+	last := map[string]string{}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d.mu.Lock()
+		p := d.proxy
+		d.mu.Unlock()
+		if p == nil {
+			continue
+		}
+		for _, name := range refreshPodSecrets(secretDir, names, last, p.SetValue) {
+			d.logChange("secret " + name + ": value refreshed from the mounted Secret")
+		}
+	}
+}
+
+// refreshPodSecrets reads each value file of names in secretDir and calls
+// set for the ones that differ from last (the first read of each only
+// records it: the injector started with it). It returns the names set.
+// A file that cannot be read, or a value set refuses, keeps the old value.
+func refreshPodSecrets(secretDir string, names []string, last map[string]string, set func(name, value string) error) []string {
+	var changed []string
+	for _, name := range names {
+		file, err := netdapi.PodSecretValueFile(name)
+		if err != nil {
+			continue
+		}
+		b, err := readSmall(filepath.Join(secretDir, file))
+		if err != nil {
+			continue
+		}
+		v := strings.TrimSuffix(string(b), "\n")
+		prev, seen := last[name]
+		if seen && prev == v {
+			continue
+		}
+		if seen {
+			if err := set(name, v); err != nil {
+				continue
+			}
+			changed = append(changed, name)
+		}
+		last[name] = v
+	}
+	return changed
 }
