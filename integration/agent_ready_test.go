@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/image"
+	"github.com/lazaret-dev/lazaret/internal/trust/trusttest"
 )
 
 // The CA test runs this test binary inside the sandbox as a TLS server on
@@ -281,7 +282,7 @@ func TestAgentImage(t *testing.T) {
 // server's certificate. A bundle holding a private key is refused at load.
 func TestAgentCABundle(t *testing.T) {
 	e := NewEnv(t)
-	caPEM, certPEM, keyPEM := testTLS(t, "127.0.0.1")
+	caPEM, certPEM, keyPEM := trusttest.ServerCert(t, "127.0.0.1")
 	bundle := filepath.Join(e.Root, "host-bundle.crt")
 	host, _ := os.ReadFile("/etc/ssl/certs/ca-certificates.crt")
 	if err := os.WriteFile(bundle, append(append([]byte{}, host...), caPEM...), 0o644); err != nil {

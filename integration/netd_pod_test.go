@@ -28,6 +28,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/netdpod"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/secret"
+	"github.com/lazaret-dev/lazaret/internal/trust/trusttest"
 )
 
 // lazaret-netd in pod mode (Kubernetes' shape, as close as rootless
@@ -326,7 +327,7 @@ func TestNetdPodSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	roots, cert, key := testTLS(t, "api.netdpod.test")
+	roots, cert, key := trusttest.ServerCert(t, "api.netdpod.test")
 	ca, err := secret.NewCA([]string{"api.netdpod.test"}, time.Now())
 	if err != nil {
 		t.Fatal(err)

@@ -3,16 +3,9 @@
 package integration
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/trust/trusttest"
 )
 
 // Secrets never enter the sandbox (docs/SECRETS.md): netd injects them on
@@ -168,40 +162,6 @@ func httpsBench(args []string) int {
 	return 0
 }
 
-// testTLS makes a test CA and a server certificate for names (DNS names,
-// or IP addresses such as "127.0.0.1").
-func testTLS(t *testing.T, names ...string) (caPEM, certPEM, keyPEM []byte) {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caT := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "lazaret test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caT, caT, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	lt := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	for _, n := range names {
-		if ip := net.ParseIP(n); ip != nil {
-			lt.IPAddresses = append(lt.IPAddresses, ip)
-		} else {
-			lt.DNSNames = append(lt.DNSNames, n)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, lt, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd, _ := x509.MarshalPKCS8PrivateKey(key)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kd})
-}
-
 // secretsConfig: two secrets (alpha by placeholder, beta by header) for
 // two test hosts; the profile ctl passes alpha the old way, in env.
 const secretsConfig = `ca_bundle = %q
@@ -252,7 +212,7 @@ func startSecretSandboxWith(t *testing.T, config string, listen string, before f
 	env := NewEnv(t)
 	s := &secretSandbox{env: env, f: f, alpha: randomSecret(t), beta: randomSecret(t)}
 	env.ExtraEnv = []string{"LZT_SECRET_ALPHA=" + s.alpha, "LZT_SECRET_BETA=" + s.beta}
-	caPEM, certPEM, keyPEM := testTLS(t, "api.secret.test", "other.secret.test", "direct.secret.test")
+	caPEM, certPEM, keyPEM := trusttest.ServerCert(t, "api.secret.test", "other.secret.test", "direct.secret.test")
 	caFile := filepath.Join(env.Root, "testca.pem")
 	if err := os.WriteFile(caFile, caPEM, 0o644); err != nil {
 		t.Fatal(err)

@@ -8,15 +8,12 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
-
-	"github.com/lazaret-dev/lazaret/internal/netdimage"
 )
 
 // The tier's pods reach the host over the CNI bridge (scripts/kube-lib.sh:
@@ -138,32 +135,6 @@ func serveUpstream(pc net.PacketConn) {
 			_, _ = pc.WriteTo(out, from)
 		}
 	}
-}
-
-// backendNetdImage is LAZARET_KUBE_NETD_IMAGE, else the one lazaret-netd
-// image the node lists (scripts/kube-test imports the newest).
-func backendNetdImage(t *testing.T, e *backendEnv) string {
-	t.Helper()
-	if img := os.Getenv("LAZARET_KUBE_NETD_IMAGE"); img != "" {
-		return img
-	}
-	// The kubelet lists a freshly imported image with its next node
-	// status: wait for it a while when this test runs first.
-	var found []string
-	for deadline := time.Now().Add(90 * time.Second); len(found) == 0 && time.Now().Before(deadline); {
-		for _, n := range strings.Fields(e.kube("get", "nodes", "-o", "jsonpath={.items[*].status.images[*].names[*]}")) {
-			if strings.HasPrefix(n, netdimage.ImageName+":") && !slices.Contains(found, n) {
-				found = append(found, n)
-			}
-		}
-		if len(found) == 0 {
-			time.Sleep(2 * time.Second)
-		}
-	}
-	if len(found) != 1 {
-		t.Fatalf("netd images on the node: %v; import one or set LAZARET_KUBE_NETD_IMAGE", found)
-	}
-	return found[0]
 }
 
 // TestBackendDNSAllowlist: in a sandbox started by lazaret, the sidecar

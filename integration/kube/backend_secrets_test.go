@@ -3,16 +3,10 @@
 package kube_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
@@ -23,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/trust/trusttest"
 )
 
 // secretHost is the secret's host: the upstream resolves it to
@@ -50,25 +46,13 @@ func startSecretServer(t *testing.T) *secretServer {
 	}
 	t.Cleanup(func() { _ = exec.Command("ip", "addr", "del", secretAddr+"/32", "dev", bridgeName).Run() })
 	ip := netip.MustParseAddr(secretAddr)
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "lazaret e2e test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: secretHost}, DNSNames: []string{secretHost},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)
+	caPEM, certPEM, keyPEM := trusttest.ServerCert(t, secretHost)
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &secretServer{caFile: filepath.Join(t.TempDir(), "e2e-ca.pem")}
-	if err := os.WriteFile(s.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
+	if err := os.WriteFile(s.caFile, caPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	l, err := net.Listen("tcp4", netip.AddrPortFrom(ip, 443).String())
@@ -82,7 +66,7 @@ func startSecretServer(t *testing.T) *secretServer {
 			s.mu.Unlock()
 			w.WriteHeader(http.StatusNotFound)
 		}),
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: key}}},
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}},
 		ReadHeaderTimeout: 30 * time.Second,
 	}
 	go func() { _ = srv.ServeTLS(l, "", "") }()

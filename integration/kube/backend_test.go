@@ -85,7 +85,7 @@ dns = [%q]
 %s
 [profiles.e2e]
 image = %q
-`, filepath.Join(root, "data"), kubecfg, e.namespace, rc, backendNetdImage(t, e), backendUpstream(t), extraCluster, image)
+`, filepath.Join(root, "data"), kubecfg, e.namespace, rc, netdImage(t, func() string { return e.kube(nodeImagesQuery...) }), backendUpstream(t), extraCluster, image)
 	if err := os.WriteFile(e.cfg, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -69,27 +69,34 @@ func (k *netdKube) apply(ctx context.Context, ns string, obj any) {
 }
 
 // netdImage is the netd image imported into the cluster's containerd:
-// LAZARET_KUBE_NETD_IMAGE, else the only localhost/lazaret-netd image the
-// node lists (scripts/kube-test imports the newest one).
-func netdImage(ctx context.Context, k *netdKube) string {
+// LAZARET_KUBE_NETD_IMAGE (scripts/kube-test sets it), else the only
+// localhost/lazaret-netd image the node lists, read by nodeImages (the
+// node's status: the kubelet lists a freshly imported image with its next
+// status update, so it is waited for a while).
+func netdImage(t *testing.T, nodeImages func() string) string {
+	t.Helper()
 	if img := os.Getenv("LAZARET_KUBE_NETD_IMAGE"); img != "" {
 		return img
 	}
-	out, err := k.run(ctx, nil, "get", "nodes", "-o", "jsonpath={.items[*].status.images[*].names[*]}")
-	if err != nil {
-		k.t.Fatal(err)
-	}
 	var found []string
-	for _, n := range strings.Fields(out) {
-		if strings.HasPrefix(n, netdimage.ImageName+":") && !slices.Contains(found, n) {
-			found = append(found, n)
+	for deadline := time.Now().Add(90 * time.Second); len(found) == 0 && time.Now().Before(deadline); {
+		for _, n := range strings.Fields(nodeImages()) {
+			if strings.HasPrefix(n, netdimage.ImageName+":") && !slices.Contains(found, n) {
+				found = append(found, n)
+			}
+		}
+		if len(found) == 0 {
+			time.Sleep(2 * time.Second)
 		}
 	}
 	if len(found) != 1 {
-		k.t.Fatalf("netd images on the node: %v; import one (scripts/kube-cluster import-image) or set LAZARET_KUBE_NETD_IMAGE", found)
+		t.Fatalf("netd images on the node: %v; import one (scripts/kube-cluster import-image) or set LAZARET_KUBE_NETD_IMAGE", found)
 	}
 	return found[0]
 }
+
+// nodeImagesQuery lists the node's images' names (kubectl args).
+var nodeImagesQuery = []string{"get", "nodes", "-o", "jsonpath={.items[*].status.images[*].names[*]}"}
 
 // fakeUpstream is a resolver on 127.0.0.1:5353 for the pod's netd:
 // private.netdpod.test answers two refused addresses and a public one,
@@ -148,7 +155,13 @@ func TestNetdPodDNSAllowlist(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec, err := netdpod.Sidecar(netdpod.Options{
-		Image: netdImage(ctx, k), PullPolicy: corev1.PullNever, Policy: policy,
+		Image: netdImage(t, func() string {
+			out, err := k.run(ctx, nil, nodeImagesQuery...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}), PullPolicy: corev1.PullNever, Policy: policy,
 		Upstreams: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:5353")}, Name: "lazaret-net-test",
 	})
 	if err != nil {

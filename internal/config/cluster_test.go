@@ -27,6 +27,8 @@ warm_pool = 2
 probe_image = "busybox:1.36"
 cpu = "1500m"
 memory = "4Gi"
+netd_image = "reg.example/netd:2"
+dns = ["10.96.0.10", "192.0.2.53:5353"]
 
 [profiles.dev]
 image = "x:1"
@@ -39,6 +41,9 @@ image = "x:1"
 	if cl.Context != "ci" || cl.Namespace != "agents" || cl.RuntimeClass != "gvisor-systrap" || cl.ImagePullPolicy != "Never" ||
 		!cl.AllowUnenforcedEgress || cl.WarmPool != 2 || cl.ProbeImage != "busybox:1.36" || cl.CPU != "1500m" || cl.Memory != "4Gi" || cl.Kubeconfig == "~/kc" || cl.Kubeconfig == "" {
 		t.Errorf("cluster: %+v", cl)
+	}
+	if cl.NetdImage != "reg.example/netd:2" || len(cl.DNS) != 2 || cl.DNS[0].String() != "10.96.0.10:53" || cl.DNS[1].String() != "192.0.2.53:5353" {
+		t.Errorf("cluster network: %q %v", cl.NetdImage, cl.DNS)
 	}
 	if n := c.WarmPoolOf(c.Profiles["dev"]); n != 0 {
 		t.Errorf("dev warm pool %d, want its own 0", n)
@@ -63,6 +68,11 @@ func TestClusterErrors(t *testing.T) {
 		{"[cluster]\ncpu = \"0\"\n", "cluster.cpu", "invalid cpu"},
 		{"[cluster]\nmemory = \"4GB\"\n", "cluster.memory", "invalid memory \"4GB\""},
 		{"[cluster]\nnamspace = \"x\"\n", "cluster.namspace", "unknown key"},
+		{"[cluster]\ndns = [\"nope\"]\n", "cluster.dns", "invalid resolver \"nope\""},
+		{"[cluster]\ndns = [\"0.0.0.0\"]\n", "cluster.dns", "invalid resolver"},
+		{"[cluster]\ndns = [\"1.1.1.1\", \"1.0.0.1\", \"8.8.8.8\", \"8.8.4.4\"]\n", "cluster.dns", "at most 3"},
+		{"[cluster]\ndns = \"1.1.1.1\"\n", "cluster.dns", "want an array of strings"},
+		{"[cluster]\nnetd_image = \"Bad Image\"\n", "cluster.netd_image", "invalid image reference"},
 		{"[profiles.pp]\nimage = \"x:1\"\nwarm_pool = 1000\n", "profiles.pp.warm_pool", "want 0 (no warm pool) to 50"},
 		{"[profiles.pp]\nimage = \"x:1\"\nwarm_pool = 1.5\n", "profiles.pp.warm_pool", "wrong type: got float, want an integer"},
 	}
