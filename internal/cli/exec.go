@@ -22,6 +22,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/execargs"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -64,50 +65,15 @@ it: "lazaret exec -t dev -- vim", "lazaret exec dev -t -- vim".`,
 	return cmd
 }
 
-// splitProfile separates the optional PROFILE from the command: with "--"
-// everything before it (at most one word) is the profile; without, the
-// first word is the profile only if it names a configured profile and a
-// command follows. Flags stop at the first argument (so the command's own
-// flags are never lazaret's), which leaves a "--" after PROFILE in args.
+// splitProfile separates the optional PROFILE from the command
+// (execargs.Split); a first word is a profile only if it names a
+// configured one.
 func splitProfile(g *globalOptions, cmd *cobra.Command, args []string) (string, []string, error) {
-	if cmd.ArgsLenAtDash() == 0 {
-		if len(args) == 0 {
-			return "", nil, usageError{errors.New("exec: no command after --")}
-		}
-		return "", args, nil
+	profile, command, err := execargs.Split(cmd, args, execargs.KnownProfile(g.loadConfig))
+	if err != nil {
+		return "", nil, usageError{err}
 	}
-	if len(args) >= 2 && args[1] == "--" {
-		if len(args) == 2 {
-			return "", nil, usageError{errors.New("exec: no command after --")}
-		}
-		return args[0], args[2:], nil
-	}
-	if len(args) > 1 && config.ValidProfileName(args[0]) == nil {
-		if cfg, err := g.loadConfig(); err == nil {
-			if _, known := cfg.Profiles[args[0]]; known {
-				command, err := profileFlags(cmd, args[0], args[1:])
-				return args[0], command, err
-			}
-		}
-	}
-	return "", args, nil
-}
-
-// profileFlags parses exec's own flags written after PROFILE
-// (`exec dev -t -- vim`): up to the first word that is not a flag, or
-// "--". A command after a profile never starts with "-".
-func profileFlags(cmd *cobra.Command, profile string, rest []string) ([]string, error) {
-	if !strings.HasPrefix(rest[0], "-") {
-		return rest, nil
-	}
-	fs := cmd.Flags()
-	if err := fs.Parse(rest); err != nil {
-		return nil, usageError{fmt.Errorf("exec %s: %w", profile, err)}
-	}
-	if len(fs.Args()) == 0 {
-		return nil, usageError{fmt.Errorf("exec %s: no command", profile)}
-	}
-	return fs.Args(), nil
+	return profile, command, nil
 }
 
 // sessionRequest is one `shell` or `exec`.

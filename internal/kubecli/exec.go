@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/execargs"
 	"github.com/spf13/cobra"
 )
 
@@ -28,7 +29,7 @@ error are passed through the API server and lazaret exits with the
 command's exit code.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			profile, command, err := splitProfile(cmd, args)
+			profile, command, err := g.splitProfile(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -44,25 +45,15 @@ command's exit code.`,
 	return cmd
 }
 
-// splitProfile separates the optional PROFILE from the command: "--"
-// first (or no "--" at all) means no profile; "PROFILE --" names one.
-// Flags stop at the first argument (SetInterspersed(false)), so the
-// command's own flags are never lazaret's and a "--" after PROFILE stays
-// in args.
-func splitProfile(cmd *cobra.Command, args []string) (string, []string, error) {
-	if cmd.ArgsLenAtDash() == 0 {
-		if len(args) == 0 {
-			return "", nil, usageError{errors.New("exec: no command after --")}
-		}
-		return "", args, nil
+// splitProfile separates the optional PROFILE from the command
+// (execargs.Split, as the local CLI does); a first word is a profile only
+// if it names a configured one.
+func (g *globals) splitProfile(cmd *cobra.Command, args []string) (string, []string, error) {
+	profile, command, err := execargs.Split(cmd, args, execargs.KnownProfile(g.loadConfig))
+	if err != nil {
+		return "", nil, usageError{err}
 	}
-	if len(args) >= 2 && args[1] == "--" {
-		if len(args) == 2 {
-			return "", nil, usageError{errors.New("exec: no command after --")}
-		}
-		return args[0], args[2:], nil
-	}
-	return "", args, nil
+	return profile, command, nil
 }
 
 func newShellCmd(g *globals) *cobra.Command {
