@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -177,19 +176,4 @@ func validPlaceholder(p string) bool {
 func (s *podSecrets) options(o *netdpod.Options) {
 	o.Secrets, o.SecretEnv = s.list, s.env
 	o.CACert, o.CAKey, o.Roots = s.ca.CertPEM, s.caKey, s.roots
-}
-
-// warnRefresh says, for each command secret with refresh, that the
-// cluster refreshes it only at a start (no process of lazaret's stays on
-// the host to run the command again).
-func warnRefresh(log *slog.Logger, f *secretfetch.Fetched) {
-	if f == nil {
-		return
-	}
-	for _, src := range f.Sources {
-		if src.Refresh > 0 {
-			log.Warn("on the Kubernetes backend a secret's command runs again only when a sandbox starts, not every refresh period: a running sandbox keeps the value it started with",
-				"secret", src.Name, "refresh", src.Refresh)
-		}
-	}
 }

@@ -60,6 +60,7 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 	if err != nil {
 		return err
 	}
+	defer run.refresh.run(g)()
 	if gt != nil {
 		if err := g.seed(ctx, c, run.pod, gt); err != nil {
 			return err

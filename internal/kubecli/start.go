@@ -30,6 +30,9 @@ type running struct {
 	claim   string
 	sandbox string
 	pod     string
+	// refresh keeps its command secrets fresh while a session runs
+	// (nil: none has a refresh period).
+	refresh *secretRefresh
 }
 
 // profileObjects are the shared objects of t's profile, with sidecar as
@@ -65,7 +68,6 @@ func (g *globals) start(ctx context.Context, cfg *config.Config, c *kube.Client,
 	if err != nil {
 		return nil, err
 	}
-	warnRefresh(g.log, o.secrets)
 	if secrets != nil {
 		g.log.Debug("secret placeholders and CA", "reused_from", secrets.reused) // "" : new ones
 	}
@@ -112,6 +114,9 @@ func (g *globals) start(ctx context.Context, cfg *config.Config, c *kube.Client,
 			"claim", claim.Name, "pool", visible.Line(claim.Spec.WarmPoolRef.Name))
 	}
 	r, err := g.waitReady(ctx, c, claim.Name, o.timeout)
+	if err == nil {
+		r.refresh = newSecretRefresh(c, objs.Secret, o.secrets)
+	}
 	if err != nil && created {
 		// A fresh context: ctx may be what was cancelled.
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -111,28 +111,9 @@ func (c *Component) refreshLoop(cl *netdapi.Client) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { <-c.closing; cancel() }()
-	for i, src := range c.secrets.sources {
-		if src.Refresh <= 0 {
-			continue
-		}
-		go func() {
-			t := time.NewTicker(src.Refresh)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-				v, err := src.Fetch(ctx)
-				if err == nil {
-					err = cl.SetSecretValue(ctx, c.secrets.list[i].Name, v)
-				}
-				if err != nil {
-					c.o.Log.Error("refreshing a secret", "secret", src.Name, "err", err)
-				}
-			}
-		}()
-	}
-	<-ctx.Done()
+	secretfetch.Refresh(ctx, c.secrets.sources, func(ctx context.Context, i int, v string) error {
+		return cl.SetSecretValue(ctx, c.secrets.list[i].Name, v)
+	}, func(name string, err error) {
+		c.o.Log.Error("refreshing a secret", "secret", name, "err", err)
+	})
 }
