@@ -1,0 +1,171 @@
+package kubecli
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lazaret-dev/lazaret/internal/kubespec"
+)
+
+func (e *env) pvcs() map[string]corev1.PersistentVolumeClaim {
+	e.t.Helper()
+	l, err := e.cluster.Client.PVCs(context.Background(), "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]corev1.PersistentVolumeClaim{}
+	for _, p := range l {
+		out[p.Name] = p
+	}
+	return out
+}
+
+func (e *env) mustRun(args ...string) {
+	e.t.Helper()
+	if code := e.run(args...); code != 0 {
+		e.t.Fatalf("%v: exit %d; %s", args, code, e.errOut.String())
+	}
+}
+
+const stateCfg = plainCfg + "allow_unenforced_egress = true\nstorage_class = \"fast\"\nstate_size = \"2Gi\"\n"
+
+// TestStatePVCLifecycle: a profile's PVC is made at its first start,
+// found again by the next, mounted by the template, kept by stop and
+// deleted by stop --purge.
+func TestStatePVCLifecycle(t *testing.T) {
+	e := newEnv(t, stateCfg+"[profiles.dev]\nimage = \"agent:1\"\npersistent_dirs = [\"/usr/local\", \"/opt\"]\n")
+	e.readyAfter(1, metav1.Condition{})
+	e.mustRun("exec", "dev", "--", "true")
+	name := kubespec.StateName("dev", "")
+	p, ok := e.pvcs()[name]
+	if !ok || len(e.pvcs()) != 1 {
+		t.Fatalf("PVCs %v, want %s", e.pvcs(), name)
+	}
+	if p.Spec.StorageClassName == nil || *p.Spec.StorageClassName != "fast" || p.Labels[kubespec.LabelStateScope] != "profile" || len(p.OwnerReferences) != 0 {
+		t.Errorf("PVC %+v", p)
+	}
+	if q := p.Spec.Resources.Requests[corev1.ResourceStorage]; q.String() != "2Gi" {
+		t.Errorf("size %s", q.String())
+	}
+	ts, _ := e.cluster.Client.Templates(context.Background(), "")
+	pod := ts[0].Spec.PodTemplate.Spec
+	mounted := false
+	for _, v := range pod.Volumes {
+		mounted = mounted || v.Name == kubespec.StateVolume && v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == name
+	}
+	if pod.InitContainers[0].Name != kubespec.SeedContainer || !mounted {
+		t.Errorf("template does not mount %s: %+v", name, pod.Volumes)
+	}
+	e.mustRun("stop", "dev")
+	e.mustRun("exec", "dev", "--", "true")
+	e.mustRun("stop", "dev")
+	if _, ok := e.pvcs()[name]; !ok {
+		t.Fatal("stop deleted the persistent dirs")
+	}
+	e.mustRun("stop", "--purge", "dev")
+	if len(e.pvcs()) != 0 || !strings.Contains(e.out.String(), "purged persistent dirs "+name) {
+		t.Fatalf("after purge: %v; %s", e.pvcs(), e.out.String())
+	}
+}
+
+// TestStateWorkspaceScope: persist = "workspace" gives each Domain
+// Anchor its own PVC (and template); stop --purge deletes this
+// workspace's only.
+func TestStateWorkspaceScope(t *testing.T) {
+	e := newEnv(t, stateCfg+"[profiles.dev]\nimage = \"agent:1\"\npersist = \"workspace\"\n")
+	e.readyAfter(1, metav1.Condition{})
+	other, _ := kubespec.StatePVC(kubespec.StateInput{Profile: "dev", DomainHash: "0123456789ab", Workspace: "/other", Size: "1Gi"})
+	if _, _, err := e.cluster.Client.EnsurePVC(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	e.mustRun("exec", "dev", "--", "true")
+	mine := kubespec.StateName("dev", e.hash("dev"))
+	if p, ok := e.pvcs()[mine]; !ok || p.Labels[kubespec.LabelDomain] != e.hash("dev") || p.Annotations[kubespec.AnnotationWorkspace] != e.ws {
+		t.Fatalf("PVCs %v, want %s", e.pvcs(), mine)
+	}
+	pools, _ := e.cluster.Client.WarmPools(context.Background(), "")
+	if len(pools) != 1 || *pools[0].Spec.Replicas != 0 {
+		t.Errorf("pools %+v: want one of zero replicas", pools)
+	}
+	e.mustRun("stop", "--purge", "dev")
+	if got := e.pvcs(); len(got) != 1 || got[other.Name].Name == "" {
+		t.Fatalf("after purge: %v, want only %s", got, other.Name)
+	}
+	// --all --purge takes every unused one.
+	e.mustRun("stop", "--all", "--purge")
+	if len(e.pvcs()) != 0 {
+		t.Errorf("after --all --purge: %v", e.pvcs())
+	}
+}
+
+// TestStateSharedInUse: a profile's PVC serves one workspace at a time:
+// a start is refused (exit 5, one line naming the other workspace) while
+// another workspace's claim exists, and purge keeps a PVC a claim uses.
+// Control: with persist = "workspace" the same start goes.
+func TestStateSharedInUse(t *testing.T) {
+	e := newEnv(t, stateCfg+"[profiles.dev]\nimage = \"agent:1\"\n")
+	e.readyAfter(1, metav1.Condition{})
+	e.addClaim("dev", "aaaaaaaaaaaa", "/other/ws", "pool")
+	code := e.run("exec", "dev", "--", "true")
+	msg := e.errOut.String()
+	if code != 5 || !strings.Contains(msg, "used by the sandbox of /other/ws (claim lazaret-aaaaaaaaaaaa)") || !strings.Contains(msg, "persist = \"workspace\"") {
+		t.Fatalf("exit %d: %s", code, msg)
+	}
+	if len(e.claims()) != 1 {
+		t.Error("a refused start made a claim")
+	}
+	shared, _ := kubespec.StatePVC(kubespec.StateInput{Profile: "dev", Size: "1Gi"})
+	if _, _, err := e.cluster.Client.EnsurePVC(context.Background(), shared); err != nil {
+		t.Fatal(err)
+	}
+	e.mustRun("stop", "--purge", "dev")
+	if _, ok := e.pvcs()[shared.Name]; !ok || !strings.Contains(e.out.String(), "kept persistent dirs "+shared.Name+": used by lazaret-aaaaaaaaaaaa") {
+		t.Errorf("purge deleted a PVC in use: %s", e.out.String())
+	}
+
+	w := newEnv(t, stateCfg+"[profiles.dev]\nimage = \"agent:1\"\npersist = \"workspace\"\n")
+	w.readyAfter(1, metav1.Condition{})
+	w.addClaim("dev", "aaaaaaaaaaaa", "/other/ws", "pool")
+	w.mustRun("exec", "dev", "--", "true")
+}
+
+// TestStateKeptOnFailedStart: a start that times out deletes its claim
+// but keeps the PVC (the user's data), and says the PVC is not bound.
+func TestStateKeptOnFailedStart(t *testing.T) {
+	e := newEnv(t, stateCfg+"[profiles.dev]\nimage = \"agent:1\"\n")
+	e.readyAfter(0, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Pending"})
+	if code := e.run("exec", "--timeout", "50ms", "dev", "--", "true"); code != 3 {
+		t.Fatalf("exit %d: %s", code, e.errOut.String())
+	}
+	name := kubespec.StateName("dev", "")
+	if msg := e.errOut.String(); !strings.Contains(msg, "volume claim "+name+" is not bound") || !strings.Contains(msg, "storage_class") {
+		t.Errorf("message %q", msg)
+	}
+	if len(e.claims()) != 0 {
+		t.Error("the claim stayed")
+	}
+	if _, ok := e.pvcs()[name]; !ok {
+		t.Error("a failed start deleted the persistent dirs")
+	}
+}
+
+// TestStateNone: a profile without persistent dirs gets no PVC and no
+// seed container.
+func TestStateNone(t *testing.T) {
+	e := newEnv(t, stateCfg+"[profiles.dev]\nimage = \"agent:1\"\npersistent_dirs = []\n")
+	e.readyAfter(1, metav1.Condition{})
+	e.mustRun("exec", "dev", "--", "true")
+	ts, _ := e.cluster.Client.Templates(context.Background(), "")
+	for _, c := range ts[0].Spec.PodTemplate.Spec.InitContainers {
+		if c.Name == kubespec.SeedContainer {
+			t.Error("a seed container without persistent dirs")
+		}
+	}
+	if len(e.pvcs()) != 0 {
+		t.Errorf("PVCs %v", e.pvcs())
+	}
+}
