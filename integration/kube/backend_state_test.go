@@ -1,0 +1,78 @@
+//go:build kube
+
+package kube_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBackendPersistentDirs: on the cluster a profile's persistent dir
+// lives on a PVC of lazaret's own. The image's content is there at first
+// use (seeded, not hidden by the mount); a tool installed under it in one
+// sandbox runs in the next one after `stop`; `stop --purge` deletes the
+// PVC and the next sandbox has the image's dir again. Positive control in
+// the same sandboxes: a file in a dir that is not persistent (/opt) is
+// gone after the same stop.
+func TestBackendPersistentDirs(t *testing.T) {
+	e := newBackendEnv(t, "allow_unenforced_egress = true\nstate_size = \"64Mi\"")
+	e.setProfile("[profiles.st]\nimage = \"" + gitImage + "\"\npersistent_dirs = [\"/usr/local\"]")
+	install := `set -e
+test -d /usr/local/share && echo image-content
+grep -q ' /usr/local ' /proc/mounts && echo mounted
+printf '#!/bin/sh\necho tool-ran\n' >/usr/local/bin/lzt-tool
+chmod +x /usr/local/bin/lzt-tool
+echo x >/opt/lzt-ctl`
+	out := e.mustLazaret(nil, "exec", "st", "--", "sh", "-c", install)
+	if !strings.Contains(out, "image-content") || !strings.Contains(out, "mounted") {
+		t.Fatalf("first sandbox: want the image's /usr/local on the volume:\n%s", out)
+	}
+	pvcs := e.statePVCs()
+	if len(pvcs) != 1 || !strings.HasPrefix(pvcs[0], "persistentvolumeclaim/lazaret-state-st-") {
+		t.Fatalf("state PVCs %q", pvcs)
+	}
+
+	e.mustLazaret(nil, "stop", "st")
+	e.waitGone("sandboxclaims,sandboxes,pods")
+	if got := e.statePVCs(); len(got) != 1 || got[0] != pvcs[0] {
+		t.Fatalf("after stop: PVCs %q, want %s kept", got, pvcs[0])
+	}
+	check := `lzt-tool 2>/dev/null || echo tool-gone; test -e /opt/lzt-ctl && echo ctl-kept || echo ctl-gone`
+	out = e.mustLazaret(nil, "exec", "st", "--", "sh", "-c", check)
+	if !strings.Contains(out, "tool-ran") {
+		t.Errorf("the installed tool did not survive stop:\n%s", out)
+	}
+	if !strings.Contains(out, "ctl-gone") {
+		t.Errorf("control: a file outside the persistent dirs survived stop:\n%s", out)
+	}
+
+	e.mustLazaret(nil, "stop", "--purge", "st")
+	e.waitGone("sandboxclaims,sandboxes,pods,persistentvolumeclaims")
+	out = e.mustLazaret(nil, "exec", "st", "--", "sh", "-c", check+"; test -d /usr/local/share && echo image-content")
+	if !strings.Contains(out, "tool-gone") || !strings.Contains(out, "image-content") {
+		t.Errorf("after stop --purge: want the image's /usr/local without the tool:\n%s", out)
+	}
+}
+
+// statePVCs lists the namespace's persistent dirs' PVCs.
+func (e *backendEnv) statePVCs() []string {
+	e.t.Helper()
+	return strings.Fields(e.kube("get", "pvc", "-n", e.namespace, "-l", "lazaret.dev/state-scope", "-o", "name"))
+}
+
+// waitGone waits until the namespace has none of kinds left.
+func (e *backendEnv) waitGone(kinds string) {
+	e.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		left := strings.TrimSpace(e.kube("get", kinds, "-n", e.namespace, "-o", "name"))
+		if left == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("left:\n%s", left)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
