@@ -115,28 +115,13 @@ func pendingState(ctx context.Context, cfg *config.Config, c *kube.Client, t *ta
 }
 
 // purgeState deletes the state PVCs among pvcs whose scope no remaining
-// claim uses: a workspace's when no claim of its Domain Anchor is left, a
-// profile's when no claim of the profile is. Used ones are kept and
-// named.
+// claim uses (stateUser); used ones are kept and named.
 func (g *globals) purgeState(ctx context.Context, c *kube.Client, pvcs []corev1.PersistentVolumeClaim) error {
-	if len(pvcs) == 0 {
-		return nil
-	}
-	claims, err := c.Claims(ctx, kubespec.ManagedSelector)
-	if err != nil {
-		return err
-	}
-	domains, profiles := map[string]string{}, map[string]string{}
-	for _, cl := range claims {
-		if cl.DeletionTimestamp == nil {
-			domains[cl.Labels[kubespec.LabelDomain]] = cl.Name
-			profiles[cl.Labels[kubespec.LabelProfile]] = cl.Name
-		}
-	}
-	for _, p := range pvcs {
-		user := profiles[p.Labels[kubespec.LabelProfile]]
-		if p.Labels[kubespec.LabelStateScope] == "workspace" {
-			user = domains[p.Labels[kubespec.LabelDomain]]
+	for i := range pvcs {
+		p := &pvcs[i]
+		user, err := stateUser(ctx, c, p)
+		if err != nil {
+			return err
 		}
 		if user != "" {
 			fmt.Fprintf(g.io.Out, "kept persistent dirs %s: used by %s\n", visible.Line(p.Name), visible.Line(user))
@@ -148,6 +133,26 @@ func (g *globals) purgeState(ctx context.Context, c *kube.Client, pvcs []corev1.
 		fmt.Fprintf(g.io.Out, "purged persistent dirs %s\n", visible.Line(p.Name))
 	}
 	return nil
+}
+
+// stateUser is a claim (not being deleted) whose pod mounts p: for a
+// workspace's PVC a claim of its Domain Anchor, for a profile's any claim
+// of the profile; "" for none.
+func stateUser(ctx context.Context, c *kube.Client, p *corev1.PersistentVolumeClaim) (string, error) {
+	sel := kubespec.ManagedSelector + "," + kubespec.LabelProfile + "=" + p.Labels[kubespec.LabelProfile]
+	if p.Labels[kubespec.LabelStateScope] == "workspace" {
+		sel = kubespec.ManagedSelector + "," + kubespec.LabelDomain + "=" + p.Labels[kubespec.LabelDomain]
+	}
+	claims, err := c.Claims(ctx, sel)
+	if err != nil {
+		return "", err
+	}
+	for _, cl := range claims {
+		if cl.DeletionTimestamp == nil {
+			return cl.Name, nil
+		}
+	}
+	return "", nil
 }
 
 // statePVCs are the state PVCs a purge of stop considers: with --all,

@@ -169,3 +169,34 @@ func TestStateNone(t *testing.T) {
 		t.Errorf("PVCs %v", e.pvcs())
 	}
 }
+
+// TestStateVerb: `state` names the PVC; `state reset` wants --yes without
+// a terminal, refuses while a sandbox uses the PVC and refuses DIR, then
+// deletes it.
+func TestStateVerb(t *testing.T) {
+	e := newEnv(t, stateCfg+"[profiles.dev]\nimage = \"agent:1\"\npersistent_dirs = [\"/usr\"]\n")
+	e.readyAfter(1, metav1.Condition{})
+	e.mustRun("state", "dev")
+	wantLines(t, "state", e.out.String(), "not made yet")
+	e.mustRun("exec", "dev", "--", "true")
+	name := kubespec.StateName("dev", "")
+	e.mustRun("state", "dev")
+	wantLines(t, "state", e.out.String(), name, "fast", "2Gi", "/usr", "profile")
+	if code := e.run("state", "reset", "dev", "--yes"); code != 5 || !strings.Contains(e.errOut.String(), "in use by lazaret-"+e.hash("dev")) {
+		t.Fatalf("reset while running: %d %s", code, e.errOut.String())
+	}
+	e.mustRun("stop", "dev")
+	if code := e.run("state", "reset", "dev", "/usr"); code != 2 || !strings.Contains(e.errOut.String(), "DIR: ") {
+		t.Errorf("reset DIR: %d %s", code, e.errOut.String())
+	}
+	if code := e.run("state", "reset", "dev"); code != 2 || !strings.Contains(e.errOut.String(), "--yes is required") {
+		t.Errorf("reset without --yes: %d %s", code, e.errOut.String())
+	}
+	if _, ok := e.pvcs()[name]; !ok {
+		t.Fatal("an unconfirmed reset deleted the PVC")
+	}
+	e.mustRun("state", "reset", "dev", "--yes")
+	if len(e.pvcs()) != 0 {
+		t.Errorf("after reset: %v", e.pvcs())
+	}
+}
