@@ -52,3 +52,31 @@ func (c *Client) DeletePVC(ctx context.Context, name string) error {
 	}
 	return wrap("deleting persistentvolumeclaim "+name, err, false)
 }
+
+// isDefaultClass is the annotation that makes a StorageClass the
+// cluster's default.
+const isDefaultClass = "storageclass.kubernetes.io/is-default-class"
+
+// StorageClass is the provisioner of StorageClass name.
+func (c *Client) StorageClass(ctx context.Context, name string) (string, error) {
+	sc, err := c.Core.StorageV1().StorageClasses().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", wrap("reading storageclass "+name, err, false)
+	}
+	return sc.Provisioner, nil
+}
+
+// DefaultStorageClass is the cluster's default StorageClass and its
+// provisioner; "" when it has none.
+func (c *Client) DefaultStorageClass(ctx context.Context) (string, string, error) {
+	l, err := c.Core.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", "", wrap("listing storageclasses", err, false)
+	}
+	for _, sc := range l.Items {
+		if sc.Annotations[isDefaultClass] == "true" {
+			return sc.Name, sc.Provisioner, nil
+		}
+	}
+	return "", "", nil
+}

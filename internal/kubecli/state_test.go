@@ -4,8 +4,10 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lazaret-dev/lazaret/internal/kubespec"
@@ -199,4 +201,27 @@ func TestStateVerb(t *testing.T) {
 	if len(e.pvcs()) != 0 {
 		t.Errorf("after reset: %v", e.pvcs())
 	}
+}
+
+// TestDoctorStorage: doctor names the class the PVCs will use, and says
+// when there is none.
+func TestDoctorStorage(t *testing.T) {
+	e := newEnv(t, plainCfg)
+	doctorCluster(e, 3*time.Second, true)
+	e.record(enforced)
+	e.run("doctor", "--no-probe")
+	wantLines(t, "doctor", e.out.String(), "WARN  storage class: the cluster has no default StorageClass")
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "std", Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}}, Provisioner: "pd.csi.storage.gke.io"}
+	if _, err := e.cluster.Core.StorageV1().StorageClasses().Create(context.Background(), sc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.mustRun("doctor", "--no-probe")
+	wantLines(t, "doctor", e.out.String(), "ok    storage class: default std, provisioner pd.csi.storage.gke.io")
+	e = newEnv(t, plainCfg+"storage_class = \"fast\"\n")
+	doctorCluster(e, 3*time.Second, true)
+	e.record(enforced)
+	if code := e.run("doctor", "--no-probe"); code != 3 {
+		t.Errorf("doctor with a missing class: %d", code)
+	}
+	wantLines(t, "doctor", e.out.String(), "FAIL  storage class fast: not in the cluster")
 }
