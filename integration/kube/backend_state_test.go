@@ -3,6 +3,8 @@
 package kube_test
 
 import (
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -75,4 +77,33 @@ func (e *backendEnv) waitGone(kinds string) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// TestBackendSeedDefaultDirs measures the first start of a profile with
+// the default persistent dirs on lazaret-default (the seed copies its
+// /usr, /var/lib/dpkg and /var/lib/apt) against the second (seeded).
+// Not part of the tier's run: LAZARET_KUBE_SEED_BENCH=1 runs it.
+func TestBackendSeedDefaultDirs(t *testing.T) {
+	if os.Getenv("LAZARET_KUBE_SEED_BENCH") != "1" {
+		t.Skip("LAZARET_KUBE_SEED_BENCH=1 runs it")
+	}
+	e := newBackendEnv(t, "allow_unenforced_egress = true")
+	e.setProfile("[profiles.seed]\nimage = \"" + gitImage + "\"")
+	t0 := time.Now()
+	out, errOut, code := e.lazaret(nil, "exec", "--timeout", "10m", "seed", "--", "sh", "-c", "du -sk /usr | cut -f1")
+	first := time.Since(t0)
+	if code != 0 {
+		t.Logf("pods:\n%s", e.kube("-n", e.namespace, "describe", "pods"))
+		pods := strings.Fields(e.kube("-n", e.namespace, "get", "pods", "-o", "name"))
+		for _, p := range pods {
+			l, _ := exec.Command(e.kubectl, "--kubeconfig", e.kubecfg, "-n", e.namespace, "logs", p, "-c", "lazaret-seed").CombinedOutput()
+			t.Logf("%s seed log:\n%s", p, l)
+		}
+		t.Fatalf("first start: exit %d\n%s", code, errOut)
+	}
+	e.mustLazaret(nil, "stop", "seed")
+	e.waitGone("sandboxclaims,sandboxes,pods")
+	t1 := time.Now()
+	e.mustLazaret(nil, "exec", "seed", "--", "true")
+	t.Logf("first start (seeding /usr of %s KiB): %s; second start (seeded): %s", strings.TrimSpace(out), first.Round(100*time.Millisecond), time.Since(t1).Round(100*time.Millisecond))
 }

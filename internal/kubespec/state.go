@@ -144,10 +144,13 @@ func addState(pod *corev1.PodSpec, in Input) error {
 // files copied in: the whole dir on first use, over what is there after
 // an image change (files the agent added stay; files of the image are the
 // new image's). The markers are at the root, which the agent container
-// never mounts. It needs cp only for dirs the image has. cp -a as root
-// without CAP_CHOWN cannot give a file another owner: those complaints
-// are dropped, any other failure fails the container (and the pod's
-// start). It refuses a dir that is a symbolic link in the image, as
+// never mounts. It needs cp only for dirs the image has. Root without
+// capabilities cannot give a file another owner (CAP_CHOWN) nor read a
+// directory of another user's that is closed to others (CAP_DAC_OVERRIDE:
+// Debian's /var/lib/apt/lists/partial, _apt's 0700): those entries are
+// skipped and logged (the agent, as restricted, could not read them
+// either); any other failure fails the container (and the pod's start).
+// It refuses a dir that is a symbolic link in the image, as
 // locally (the copy would follow it).
 const seedScript = `set -u
 root=` + StateMount + `
@@ -168,7 +171,11 @@ while [ $# -ge 2 ]; do
     if ! err=$(cp -a "$src" "$dst" 2>&1 >/dev/null); then
       bad=
       while IFS= read -r l; do
-        case $l in *ownership*|*owner*|'') ;; *) bad=1; echo "lazaret-seed: $l" >&2 ;; esac
+        case $l in
+        '') ;;
+        *ownership*|*owner*|*'Permission denied'*) echo "lazaret-seed: skipped: $l" ;;
+        *) bad=1; echo "lazaret-seed: $l" >&2 ;;
+        esac
       done <<ERR
 $err
 ERR

@@ -227,3 +227,56 @@ func testSeedScript(t *testing.T, sh []string) {
 		t.Error("the link was copied")
 	}
 }
+
+// TestSeedScriptWithoutCapabilities runs the seed as the pod does: root
+// without capabilities (setpriv drops them all). A directory of another
+// user closed to others (Debian's /var/lib/apt/lists/partial) cannot be
+// read: it is skipped and logged, the rest is copied. Control: cp alone,
+// as restricted, fails on it.
+func TestSeedScriptWithoutCapabilities(t *testing.T) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and setpriv")
+	}
+	tmp := t.TempDir()
+	img, vol := filepath.Join(tmp, "img"), filepath.Join(tmp, "vol")
+	for _, d := range []string{img + "/lib/apt/partial", vol} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(img+"/lib/apt/pkgs", []byte("list"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(img+"/lib/apt/partial", 1234, 1234); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(img+"/lib/apt/partial", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The temp dir's parents must be searchable without capabilities.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	nocaps := []string{setpriv, "--inh-caps=-all", "--bounding-set=-all", "--securebits=+noroot"}
+	run := func(args ...string) ([]byte, error) {
+		cmd := exec.Command(nocaps[0], append(nocaps[1:], args...)...)
+		cmd.Env = []string{SeedImageEnv + "=img:1", "PATH=/usr/bin:/bin"}
+		return cmd.CombinedOutput()
+	}
+	if out, err := run("cp", "-a", img+"/lib", filepath.Join(tmp, "control")); err == nil {
+		t.Fatalf("control: cp without capabilities read the closed dir:\n%s", out)
+	}
+	script := strings.Replace(seedScript, "root="+StateMount, "root="+vol, 1)
+	out, err := run("/bin/sh", "-c", script, "lazaret-seed", img+"/lib", "lib")
+	t.Logf("seed: %s", out)
+	if err != nil {
+		t.Fatalf("seed failed: %v", err)
+	}
+	if !strings.Contains(string(out), "skipped: ") || !strings.Contains(string(out), "Permission denied") {
+		t.Error("the skipped dir is not logged")
+	}
+	if b, _ := os.ReadFile(vol + "/lib/apt/pkgs"); string(b) != "list" {
+		t.Error("the readable rest was not copied")
+	}
+}
