@@ -30,6 +30,7 @@ echo x >/opt/lzt-ctl`
 	if !strings.Contains(out, "image-content") || !strings.Contains(out, "mounted") {
 		t.Fatalf("first sandbox: want the image's /usr/local on the volume:\n%s", out)
 	}
+	e.checkSeedPod()
 	pvcs := e.statePVCs()
 	if len(pvcs) != 1 || !strings.HasPrefix(pvcs[0], "persistentvolumeclaim/lazaret-state-st-") {
 		t.Fatalf("state PVCs %q", pvcs)
@@ -54,6 +55,26 @@ echo x >/opt/lzt-ctl`
 	out = e.mustLazaret(nil, "exec", "st", "--", "sh", "-c", check+"; test -d /usr/local/share && echo image-content")
 	if !strings.Contains(out, "tool-gone") || !strings.Contains(out, "image-content") {
 		t.Errorf("after stop --purge: want the image's /usr/local without the tool:\n%s", out)
+	}
+}
+
+// checkSeedPod checks the running pod as agent-sandbox made it: under
+// gVisor, the seed container first, as restricted as the agent, and its
+// log says it copied the dir.
+func (e *backendEnv) checkSeedPod() {
+	e.t.Helper()
+	pods := strings.Fields(e.kube("get", "pods", "-n", e.namespace, "-o", "name"))
+	if len(pods) != 1 {
+		e.t.Fatalf("pods %q", pods)
+	}
+	q := `{.spec.runtimeClassName} {.spec.initContainers[0].name} {.spec.initContainers[0].securityContext.capabilities.drop} ` +
+		`{.spec.initContainers[0].securityContext.capabilities.add} {.spec.initContainers[0].securityContext.allowPrivilegeEscalation} ` +
+		`{.spec.initContainers[0].securityContext.privileged}`
+	if got := e.kube("get", pods[0], "-n", e.namespace, "-o", "jsonpath="+q); got != `gvisor lazaret-seed ["ALL"]  false false` {
+		e.t.Errorf("seed container in the pod: %q", got)
+	}
+	if log := e.kube("logs", pods[0], "-n", e.namespace, "-c", "lazaret-seed"); !strings.Contains(log, "lazaret-seed: /usr/local from") {
+		e.t.Errorf("seed log:\n%s", log)
 	}
 }
 
