@@ -139,9 +139,17 @@ func (g *globals) purgeState(ctx context.Context, c *kube.Client, pvcs []corev1.
 // workspace's PVC a claim of its Domain Anchor, for a profile's any claim
 // of the profile; "" for none.
 func stateUser(ctx context.Context, c *kube.Client, p *corev1.PersistentVolumeClaim) (string, error) {
-	sel := kubespec.ManagedSelector + "," + kubespec.LabelProfile + "=" + p.Labels[kubespec.LabelProfile]
+	// The labels come from the cluster: checked before they go into a
+	// selector; a PVC with labels lazaret did not write is kept.
+	profile, dom := p.Labels[kubespec.LabelProfile], p.Labels[kubespec.LabelDomain]
+	sel := kubespec.ManagedSelector + "," + kubespec.LabelProfile + "=" + profile
 	if p.Labels[kubespec.LabelStateScope] == "workspace" {
-		sel = kubespec.ManagedSelector + "," + kubespec.LabelDomain + "=" + p.Labels[kubespec.LabelDomain]
+		if !validDomainHash(dom) {
+			return "(a PVC with an unexpected domain label)", nil
+		}
+		sel = kubespec.ManagedSelector + "," + kubespec.LabelDomain + "=" + dom
+	} else if config.ValidProfileName(profile) != nil {
+		return "(a PVC with an unexpected profile label)", nil
 	}
 	claims, err := c.Claims(ctx, sel)
 	if err != nil {
@@ -173,4 +181,17 @@ func statePVCs(ctx context.Context, cfg *config.Config, c *kube.Client, t *targe
 		return nil, err
 	}
 	return []corev1.PersistentVolumeClaim{*p}, nil
+}
+
+// validDomainHash: 12 lower-case hex digits, as domain.Hash makes them.
+func validDomainHash(s string) bool {
+	if len(s) != 12 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !(s[i] >= '0' && s[i] <= '9' || s[i] >= 'a' && s[i] <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -2,6 +2,7 @@ package kubecli
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -224,4 +225,31 @@ func TestDoctorStorage(t *testing.T) {
 		t.Errorf("doctor with a missing class: %d", code)
 	}
 	wantLines(t, "doctor", e.out.String(), "FAIL  storage class fast: not in the cluster")
+}
+
+// TestStatePurgeOddLabels: a state PVC whose labels lazaret did not write
+// (they go into a label selector) is kept; control: the same PVC with
+// lazaret's labels is purged.
+func TestStatePurgeOddLabels(t *testing.T) {
+	e := newEnv(t, stateCfg)
+	ctx := context.Background()
+	for i, labels := range []map[string]string{
+		{kubespec.LabelStateScope: "workspace", kubespec.LabelDomain: "0123456789AB", kubespec.LabelProfile: "dev"},
+		{kubespec.LabelStateScope: "profile", kubespec.LabelProfile: "x,y"},
+		{kubespec.LabelStateScope: "workspace", kubespec.LabelDomain: "0123456789ab", kubespec.LabelProfile: "dev"},
+	} {
+		p, _ := kubespec.StatePVC(kubespec.StateInput{Profile: "dev", Size: "1Gi"})
+		p.Name = fmt.Sprintf("lazaret-state-odd-%d", i)
+		for k, v := range labels {
+			p.Labels[k] = v
+		}
+		if _, err := e.cluster.Core.CoreV1().PersistentVolumeClaims("agents").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.mustRun("stop", "--all", "--purge")
+	got := e.pvcs()
+	if _, ok := got["lazaret-state-odd-2"]; ok || len(got) != 2 {
+		t.Errorf("after purge: %v, want the two odd ones kept and the control purged", got)
+	}
 }
