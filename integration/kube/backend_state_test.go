@@ -100,6 +100,33 @@ func (e *backendEnv) waitGone(kinds string) {
 	}
 }
 
+// TestBackendPersistentDirsWarm: with persist = "profile" the warm pool
+// works: its pods mount the profile's PVC, so a claim that adopts a warm
+// pod (launch-type warm) after stop runs the tool the previous sandbox
+// installed (the volume is shared live, not copied at the warm pod's
+// start).
+func TestBackendPersistentDirsWarm(t *testing.T) {
+	e := newBackendEnv(t, "allow_unenforced_egress = true\nstate_size = \"64Mi\"")
+	e.setProfile("[profiles.warm]\nimage = \"" + gitImage + "\"\npersistent_dirs = [\"/usr/local\"]\nwarm_pool = 1")
+	e.mustLazaret(nil, "exec", "warm", "--", "sh", "-c", `printf '#!/bin/sh\necho tool-ran\n' >/usr/local/bin/lzt-tool && chmod +x /usr/local/bin/lzt-tool`)
+	e.mustLazaret(nil, "stop", "warm")
+	e.waitGone("sandboxclaims")
+	deadline := time.Now().Add(2 * time.Minute)
+	for e.kube("get", "sandboxwarmpools", "-n", e.namespace, "-o", "jsonpath={.items[0].status.readyReplicas}") != "1" {
+		if time.Now().After(deadline) {
+			t.Fatal("the warm pool has no ready sandbox")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if out := e.mustLazaret(nil, "exec", "warm", "--", "lzt-tool"); !strings.Contains(out, "tool-ran") {
+		t.Errorf("the warm sandbox lacks the tool:\n%s", out)
+	}
+	sb := e.kube("get", "sandboxclaims", "-n", e.namespace, "-o", "jsonpath={.items[0].status.sandbox.name}")
+	if lt := e.kube("get", "sandbox", sb, "-n", e.namespace, "-o", "jsonpath={.metadata.labels.agents\\.x-k8s\\.io/launch-type}"); lt != "warm" {
+		t.Errorf("sandbox %s: launch-type %q, want warm (adopted from the pool)", sb, lt)
+	}
+}
+
 // TestBackendSeedDefaultDirs measures the first start of a profile with
 // the default persistent dirs on lazaret-default (the seed copies its
 // /usr, /var/lib/dpkg and /var/lib/apt) against the second (seeded).
