@@ -35,6 +35,12 @@ KUBE_KUBELET_PORT=${LAZARET_KUBE_KUBELET_PORT:-10250}
 # The pods' bridge and addresses: names and a range nothing else here uses.
 KUBE_BRIDGE=lzkube0
 KUBE_POD_CIDR=10.244.77.0/24
+# The in-tree hostPath provisioner (kube-controller-manager
+# --enable-hostpath-provisioner) makes each PV under this fixed path
+# (pkg/volume/hostpath: /tmp/hostpath_pv/<uuid>) and deletes it with its
+# PV; the cluster's default StorageClass uses it.
+KUBE_PV_ROOT=/tmp/hostpath_pv
+KUBE_STORAGE_CLASS=lazaret-hostpath
 KUBE_SERVICE_CIDR=10.96.77.0/24
 # The cgroup (in every v1 hierarchy and the unified one) that holds the
 # pods (kubelet's cgroupRoot) and the one that holds our daemons: every

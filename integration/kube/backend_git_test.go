@@ -20,7 +20,7 @@ const gitImage = "localhost/lazaret-default:latest"
 // lazaret refuses stays in the pod and is in the audit trail.
 func TestBackendGitSync(t *testing.T) {
 	e := newBackendEnv(t, "allow_unenforced_egress = true")
-	e.setProfile("[profiles.git]\nimage = \"" + gitImage + "\"")
+	e.setProfile("[profiles.git]\nimage = \"" + gitImage + "\"\npersistent_dirs = []")
 	hostGit := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command("git", append([]string{"-C", e.ws, "-c", "user.name=Host", "-c", "user.email=host@example.invalid"}, args...)...)

@@ -121,9 +121,11 @@ image = "` + gitImage + `"
 ca_bundle = "` + srv.caFile + `"
 allow_domains = ["` + secretHost + `"]
 secrets = { tok = "TOK" }
+persistent_dirs = []
 [profiles.leak]
 image = "` + gitImage + `"
-env = { LEAK = "` + value + `" }`)
+env = { LEAK = "` + value + `" }
+persistent_dirs = []`)
 
 	// git's HTTPS client (libcurl) verifies netd's certificate with
 	// GIT_SSL_CAINFO, the pod's CA bundle; the request fails as a git

@@ -39,6 +39,11 @@ type Cluster struct {
 	// DNS are the resolvers the sidecar forwards allowed names to (empty:
 	// the cluster's kube-dns Service).
 	DNS []netip.AddrPort
+	// StorageClass is the StorageClass of the persistent dirs' PVCs
+	// (empty: the cluster's default class).
+	StorageClass string
+	// StateSize is the storage each of those PVCs requests.
+	StateSize string
 }
 
 // Defaults of [cluster].
@@ -47,6 +52,8 @@ const (
 	DefaultImagePullPolicy = "IfNotPresent"
 	// MaxWarmPool bounds warm_pool: each warm sandbox is a running pod.
 	MaxWarmPool = 50
+	// DefaultStateSize is the storage a persistent dirs' PVC requests.
+	DefaultStateSize = "10Gi"
 )
 
 type fileCluster struct {
@@ -62,6 +69,8 @@ type fileCluster struct {
 	Memory                *string  `toml:"memory"`
 	NetdImage             *string  `toml:"netd_image"`
 	DNS                   []string `toml:"dns"`
+	StorageClass          *string  `toml:"storage_class"`
+	StateSize             *string  `toml:"state_size"`
 }
 
 var (
@@ -81,7 +90,7 @@ func ValidNamespace(s string) error {
 
 // cluster builds cfg.Cluster from [cluster], with defaults.
 func (v *validator) cluster(fc *fileConfig, cfg *Config) {
-	c := Cluster{RuntimeClass: DefaultRuntimeClass, ImagePullPolicy: DefaultImagePullPolicy}
+	c := Cluster{RuntimeClass: DefaultRuntimeClass, ImagePullPolicy: DefaultImagePullPolicy, StateSize: DefaultStateSize}
 	f := fc.Cluster
 	key := keyPath{"cluster"}
 	if f.Kubeconfig != nil {
@@ -144,6 +153,7 @@ func (v *validator) cluster(fc *fileConfig, cfg *Config) {
 		c.Memory = *f.Memory
 	}
 	v.clusterNetwork(f, &c, key)
+	v.clusterState(f, &c, key)
 	cfg.Cluster = c
 }
 
@@ -191,10 +201,14 @@ func (v *validator) warmPool(key keyPath, n *int64, def int) int {
 }
 
 // WarmPoolOf is the warm pool size of p on the cluster: its own warm_pool,
-// else [cluster].warm_pool.
+// else [cluster].warm_pool, which does not apply to a profile whose
+// persistent dirs are kept per workspace (StatePerWorkspace).
 func (c *Config) WarmPoolOf(p *Profile) int {
 	if p.WarmPool != nil {
 		return *p.WarmPool
+	}
+	if p.StatePerWorkspace() {
+		return 0
 	}
 	return c.Cluster.WarmPool
 }

@@ -257,7 +257,8 @@ func expectedType(key keyPath) string {
 	switch last {
 	case "data_root", "socket_dir", "image", "git_mode", "host", "container", "mode", "persist", "ca_bundle",
 		"value", "refresh", "header", "format",
-		"kubeconfig", "context", "namespace", "runtime_class", "image_pull_policy", "probe_image", "cpu", "memory", "netd_image":
+		"kubeconfig", "context", "namespace", "runtime_class", "image_pull_policy", "probe_image", "cpu", "memory", "netd_image",
+		"storage_class", "state_size":
 		return "a string"
 	case "enabled", "allow_unenforced_egress":
 		return "a boolean"
@@ -426,6 +427,7 @@ func (v *validator) profile(cfg *Config, guard *hostGuard, name string, fp *file
 	if fp.WarmPool != nil {
 		n := v.warmPool(key.child("warm_pool"), fp.WarmPool, 0)
 		p.WarmPool = &n
+		v.warmPoolState(p, key)
 	}
 	v.profileSecrets(cfg, p, key, fp.Secrets)
 

@@ -22,7 +22,7 @@ func TestTemplateHasNetworkSidecar(t *testing.T) {
 		{plainCfg, netdimage.ImageRef(), kubetest.ClusterDNS + ":53"},
 		{plainCfg + "netd_image = \"reg.example/netd:2\"\ndns = [\"192.0.2.53:5353\"]\n", "reg.example/netd:2", "192.0.2.53:5353"},
 	} {
-		e := newEnv(t, c.cfg+"[profiles.dev]\nimage = \"agent:1\"\nallow_domains = [\"example.org\"]\n")
+		e := newEnv(t, c.cfg+"[profiles.dev]\nimage = \"agent:1\"\nallow_domains = [\"example.org\"]\npersistent_dirs = []\n")
 		e.record(enforced)
 		e.readyAfter(1, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse})
 		if code := e.run("exec", "dev", "--", "true"); code != 0 {

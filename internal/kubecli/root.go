@@ -100,7 +100,7 @@ It is what ` + "`lazaret --backend kubernetes VERB`" + ` (or LAZARET_BACKEND=kub
 	pf.StringVar(&g.context, "context", "", "kubeconfig context (default [cluster].context, else the current one)")
 	pf.StringVarP(&g.namespace, "namespace", "n", "", "namespace (default [cluster].namespace, else the context's)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newExecCmd(g), newShellCmd(g), newStatusCmd(g), newPsCmd(g), newStopCmd(g), newDoctorCmd(g), newSyncCmd(g),
+	root.AddCommand(newExecCmd(g), newShellCmd(g), newStatusCmd(g), newPsCmd(g), newStopCmd(g), newDoctorCmd(g), newSyncCmd(g), newStateCmd(g),
 		newReviewCmd(g, "diff", "Show what the agent changed on its branch"),
 		newReviewCmd(g, "log", "List the agent's commits"),
 		newReviewCmd(g, "merge", "Merge the agent's branch into your current branch"),

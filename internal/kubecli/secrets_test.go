@@ -34,7 +34,7 @@ func secretsEnv(t *testing.T, format string) *env {
 	}
 	e := newEnv(t, plainCfg+"[network]\nallow_domains = [\"api.alpha.test\"]\n"+
 		"[secrets.alpha]\nvalue = \"env:LZT_KUBE_SECRET\"\nhosts = [\"api.alpha.test\"]\nheader = \"Authorization\"\nformat = \""+format+"\"\n"+
-		"[profiles.dev]\nimage = \"agent:1\"\nca_bundle = \""+roots+"\"\nsecrets = { alpha = \"ALPHA_KEY\" }\n")
+		"[profiles.dev]\nimage = \"agent:1\"\nca_bundle = \""+roots+"\"\nsecrets = { alpha = \"ALPHA_KEY\" }\npersistent_dirs = []\n")
 	e.record(enforced)
 	e.readyAfter(1, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse})
 	return e

@@ -54,6 +54,7 @@ func profileObjects(cfg *config.Config, t *target, sidecar kubespec.SidecarFunc,
 		Profile: p.Name, Image: p.Image, ImagePullPolicy: cfg.Cluster.ImagePullPolicy,
 		RuntimeClass: cfg.Cluster.RuntimeClass, Env: env, Policy: pol, Sidecar: sidecar,
 		SidecarIdentity: secrets.identity(), CPU: cfg.Cluster.CPU, Memory: cfg.Cluster.Memory,
+		State: stateSpec(cfg, t),
 	})
 	return objs, pol, err
 }
@@ -84,6 +85,9 @@ func (g *globals) start(ctx context.Context, cfg *config.Config, c *kube.Client,
 	}
 	if len(t.profile.EnvFromHost) > 0 {
 		g.log.Warn("env entries read from the host environment are not passed to cluster sandboxes", "profile", t.profile.Name, "names", t.profile.EnvFromHost)
+	}
+	if err := g.ensureState(ctx, cfg, c, t); err != nil {
+		return nil, err
 	}
 	// The Secret first: a pod of the template never waits for it.
 	if objs.Secret != nil {
@@ -121,6 +125,7 @@ func (g *globals) start(ctx context.Context, cfg *config.Config, c *kube.Client,
 		// A fresh context: ctx may be what was cancelled.
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		err = pendingState(dctx, cfg, c, t, err)
 		if derr := c.Delete(dctx, kube.ClaimsGVR, claim.Name); derr != nil {
 			err = errors.Join(err, fmt.Errorf("removing the claim again: %w", derr))
 		}

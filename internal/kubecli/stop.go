@@ -28,7 +28,10 @@ controller then deletes its Sandbox and pod. With --all, every lazaret claim
 in the namespace (of PROFILE only, when given). The profile's templates and
 warm pools stay for the next start, unless --purge: then those no claim uses
 any more are deleted too, with their sidecar ConfigMaps and Secrets (the next
-start makes new secret placeholders and a new CA).`,
+start makes new secret placeholders and a new CA), and the persistent dirs'
+volume claim of this workspace's State Anchor (the profile's, with
+persist = "profile") unless another sandbox uses it; with --all, every
+lazaret persistent dirs' volume claim (of PROFILE) no sandbox uses.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			profile := ""
@@ -39,7 +42,7 @@ start makes new secret placeholders and a new CA).`,
 		},
 	}
 	cmd.Flags().BoolVar(&o.all, "all", false, "every lazaret sandbox in the namespace (of PROFILE, when given)")
-	cmd.Flags().BoolVar(&o.purge, "purge", false, "also delete the templates and warm pools no claim uses any more (and their sidecar ConfigMaps and Secrets)")
+	cmd.Flags().BoolVar(&o.purge, "purge", false, "also delete the templates and warm pools no claim uses any more (and their sidecar ConfigMaps and Secrets), and the persistent dirs' volume claim (what the agent installed)")
 	return cmd
 }
 
@@ -49,6 +52,7 @@ func (g *globals) runStop(ctx context.Context, profile string, o stopOptions) er
 		return err
 	}
 	var names []string
+	var t *target
 	selector := kubespec.ManagedSelector
 	if o.all {
 		if profile != "" {
@@ -62,8 +66,7 @@ func (g *globals) runStop(ctx context.Context, profile string, o stopOptions) er
 			names = append(names, cl.Name)
 		}
 	} else {
-		t, err := g.resolve(cfg, profile)
-		if err != nil {
+		if t, err = g.resolve(cfg, profile); err != nil {
 			return err
 		}
 		profile = t.profile.Name
@@ -82,10 +85,17 @@ func (g *globals) runStop(ctx context.Context, profile string, o stopOptions) er
 		}
 		fmt.Fprintf(g.io.Out, "stopped %s\n", visible.Line(n))
 	}
-	if o.purge {
-		return g.purge(ctx, c, selector)
+	if !o.purge {
+		return nil
 	}
-	return nil
+	if err := g.purge(ctx, c, selector); err != nil {
+		return err
+	}
+	pvcs, err := statePVCs(ctx, cfg, c, t, selector)
+	if err != nil {
+		return err
+	}
+	return g.purgeState(ctx, c, pvcs)
 }
 
 // purge deletes the templates and warm pools matching selector that no

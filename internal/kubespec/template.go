@@ -69,6 +69,8 @@ type Input struct {
 	// CPU and Memory, when set, are the agent container's requests and
 	// limits (Kubernetes quantities).
 	CPU, Memory string
+	// State, when set, puts the persistent dirs on their PVC (state.go).
+	State *State
 }
 
 // Objects are the shared objects of a profile's template.
@@ -93,6 +95,11 @@ func Template(in Input) (*Objects, error) {
 	}
 	pod := agentPod(in)
 	pod.Containers[0].Resources = res
+	if in.State != nil {
+		if err := addState(&pod, in); err != nil {
+			return nil, err
+		}
+	}
 	np := egressPolicy(in.Policy.AllowEgress)
 	// The name is not known before the content hash; the sidecar's
 	// ConfigMap is named after the same hash of everything but itself.
