@@ -63,6 +63,9 @@ func (c *Container) Command(ctx context.Context, runsc string, flags []string, o
 	cmd := exec.CommandContext(ctx, runsc, args...)
 	cmd.Env = []string{} // nothing of this process's environment reaches runsc
 	cmd.Stderr = e.stderr
+	// runsc's own stderr is copied by exec.Cmd; nothing else should hold
+	// it, but a wait must not hang on it after runsc is gone.
+	cmd.WaitDelay = time.Second
 	cmd.ExtraFiles = append(append([]*os.File(nil), extra...), r)
 	e.child = append(e.child, r)
 	e.Cmd = cmd
