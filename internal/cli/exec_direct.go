@@ -8,7 +8,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/runscexec"
-	"github.com/lazaret-dev/lazaret/internal/shim"
+	"github.com/lazaret-dev/lazaret/internal/runscflags"
 )
 
 // execPathEnv set to "podman" makes exec and shell run the command with
@@ -37,7 +37,7 @@ func (s *session) directExec(spec ctl.ExecSpec, o podman.ExecOptions) *runscexec
 		return nil
 	}
 	// Not tied to a context: SIGINT is for the command, not for lazaret.
-	d, err := c.Command(context.Background(), runsc, shim.ShimFlags(shim.DetectPlatform()),
+	d, err := c.Command(context.Background(), runsc, runscflags.Global(runscflags.DetectPlatform()),
 		runscexec.Options{Command: o.Command, Env: o.Env, Workdir: o.Workdir, TTY: o.TTY}, s.extraFiles())
 	if err != nil {
 		s.g.log.Debug("runsc exec not possible; using podman exec", "err", err)
