@@ -278,8 +278,9 @@ func (s *session) connect(ctx context.Context) (context.Context, context.CancelF
 }
 
 // execSpec asks the coordinator how to run the command and builds its
-// podman exec: without a terminal the command first records its pid (for
-// signals, see signalInSandbox), and the session holder goes first.
+// exec (run by attach with runsc exec or podman exec): without a terminal
+// the command first records its pid (for signals, see signalInSandbox),
+// and the session holder goes first.
 func (s *session) execSpec(ctx context.Context) (ctl.ExecSpec, podman.ExecOptions, error) {
 	var spec ctl.ExecSpec
 	if err := s.client.Call(ctx, ctl.TypeExecSpec, ctl.ExecSpecRequest{SessionID: s.link.SessionID(), TTY: s.r.tty}, &spec); err != nil {
@@ -322,8 +323,8 @@ func (s *session) execSpec(ctx context.Context) (ctl.ExecSpec, podman.ExecOption
 	return spec, o, err
 }
 
-// extraFiles are the descriptors the podman exec passes on from 3: the
-// holder's delegation socket, when there is one.
+// extraFiles are the descriptors the exec passes on from 3: the holder's
+// delegation socket, when there is one.
 func (s *session) extraFiles() []*os.File {
 	if s.delegation == nil {
 		return nil
