@@ -133,7 +133,7 @@ func TestSecProcessDescriptors(t *testing.T) {
 		t.Fatalf("coordinators %v", pids)
 	}
 	secCheckCoordinator(t, l, pids[0])
-	// The CLI's own children (podman exec) get its stdio only.
+	// The CLI's own children (runsc exec, or podman exec) get its stdio only.
 	if secCheckChildren(t, l, holder.Process.Pid, "CLI") == 0 {
 		t.Fatal("no readable child of the CLI to inspect")
 	}

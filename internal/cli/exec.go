@@ -106,14 +106,14 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 		return err
 	}
 	defer s.client.Close()
-	spec, argv, err := s.execSpec(cctx)
+	spec, o, err := s.execSpec(cctx)
 	if s.delegation != nil {
 		defer s.delegation.Close()
 	}
 	if err != nil {
 		return err
 	}
-	code, err := s.attach(spec, argv)
+	code, err := s.attach(spec, o)
 	if err != nil {
 		return err
 	}
@@ -244,19 +244,20 @@ func (s *session) connect(ctx context.Context) (context.Context, context.CancelF
 }
 
 // execSpec asks the coordinator how to run the command and builds its
-// podman exec: without a terminal the command first records its pid (for
-// signals, see signalInSandbox), and the session holder goes first.
-func (s *session) execSpec(ctx context.Context) (ctl.ExecSpec, *podman.Invocation, error) {
+// exec (run by attach with runsc exec or podman exec): without a terminal
+// the command first records its pid (for signals, see signalInSandbox),
+// and the session holder goes first.
+func (s *session) execSpec(ctx context.Context) (ctl.ExecSpec, podman.ExecOptions, error) {
 	var spec ctl.ExecSpec
 	if err := s.client.Call(ctx, ctl.TypeExecSpec, ctl.ExecSpecRequest{SessionID: s.link.SessionID(), TTY: s.r.tty}, &spec); err != nil {
-		return spec, nil, fmt.Errorf("asking the coordinator how to run the command: %w", err)
+		return spec, podman.ExecOptions{}, fmt.Errorf("asking the coordinator how to run the command: %w", err)
 	}
 	if spec.Env == nil {
 		spec.Env = map[string]string{}
 	}
 	delegation, err := s.link.ExecDelegation(spec.Env)
 	if err != nil {
-		return spec, nil, err
+		return spec, podman.ExecOptions{}, err
 	}
 	s.delegation = delegation // the holder's descriptor 3, nil without one
 	command := s.r.command
@@ -277,16 +278,19 @@ func (s *session) execSpec(ctx context.Context) (ctl.ExecSpec, *podman.Invocatio
 	// every other session's processes, runs the command as its child and
 	// records its pid.
 	command = s.link.Command(command, pidFile)
-	argv, err := podman.ExecArgs(podman.ExecOptions{
+	o := podman.ExecOptions{
 		Container: spec.Container, Interactive: true, TTY: s.r.tty,
 		Env: spec.Env, Workdir: spec.Workdir, User: spec.User, Command: command,
 		PreserveFDs: len(s.extraFiles()),
-	})
-	return spec, argv, err
+	}
+	// Checked here for either path (runsc exec takes any value, podman's
+	// env file does not): the same environment fails the same way.
+	_, err = podman.ExecArgs(o)
+	return spec, o, err
 }
 
-// extraFiles are the descriptors the podman exec passes on from 3: the
-// holder's delegation socket, when there is one.
+// extraFiles are the descriptors the exec passes on from 3: the holder's
+// delegation socket, when there is one.
 func (s *session) extraFiles() []*os.File {
 	if s.delegation == nil {
 		return nil
@@ -297,19 +301,37 @@ func (s *session) extraFiles() []*os.File {
 // pidFile is where a command without a terminal records its pid.
 func (s *session) pidFile() string { return "/tmp/.lazaret-" + s.link.SessionID() + ".pid" }
 
-// attach runs the command's podman exec with the terminal or the streams
-// attached and returns its exit code.
-func (s *session) attach(spec ctl.ExecSpec, argv *podman.Invocation) (int, error) {
+// attach runs the command, with runsc exec directly when it can
+// (directExec) and podman exec otherwise, with the terminal or the
+// streams attached, and returns its exit code.
+func (s *session) attach(spec ctl.ExecSpec, o podman.ExecOptions) (int, error) {
 	pm := s.g.podmanClient()
+	opts := attach.Options{TTY: s.r.tty, Stdin: s.stdin, Stdout: s.stdout, Stderr: s.stderr, Stop: s.stop, Gate: s.gate}
+	if !s.r.tty {
+		opts.Signal = func(sig os.Signal) { signalInSandbox(pm, spec, s.pidFile(), sig, s.g) }
+	}
+	if d := s.directExec(spec, o); d != nil {
+		opts.Wiring = d
+		code, err := attach.Run(d.Cmd, opts)
+		s.link.WaitAbort()
+		if err != nil {
+			return 0, fmt.Errorf("runsc exec: %w", err)
+		}
+		code, msg := d.Result(code)
+		if msg != "" {
+			fmt.Fprintf(s.stderr, "lazaret: runsc exec: %s\n", msg)
+		}
+		return code, nil
+	}
+	argv, err := podman.ExecArgs(o)
+	if err != nil {
+		return 0, err
+	}
 	// Not tied to ctx: SIGINT is for the command (forwarded by attach),
 	// not for lazaret.
 	pc, err := pm.Cmd(context.Background(), argv, s.extraFiles()...)
 	if err != nil {
 		return 0, err
-	}
-	opts := attach.Options{TTY: s.r.tty, Stdin: s.stdin, Stdout: s.stdout, Stderr: s.stderr, Stop: s.stop, Gate: s.gate}
-	if !s.r.tty {
-		opts.Signal = func(sig os.Signal) { signalInSandbox(pm, spec, s.pidFile(), sig, s.g) }
 	}
 	code, err := attach.Run(pc, opts)
 	s.link.WaitAbort() // a Q at a prompt: the stop is recorded before this session detaches
@@ -350,7 +372,7 @@ func commandExit(code int, profile string) error {
 	case 0:
 		return nil
 	case podman.ExitPodmanError:
-		return withHint(errors.New("podman exec failed (exit 125; podman's message is above)"), exitFailure,
+		return withHint(errors.New("the exec in the sandbox failed (exit 125; the message is above)"), exitFailure,
 			"if the sandbox's container is gone or broken, "+verbLine("stop", profile)+" and run the command again")
 	}
 	return exitError{code}

@@ -103,7 +103,7 @@ func (c *coordinator) handleExecSpec(ctx context.Context, r *ctl.Request) (any, 
 	// A session attached before a component died must not start new
 	// commands in the sandbox that is being stopped.
 	c.mu.Lock()
-	down, reason := c.shuttingDown, c.reason
+	down, reason, id := c.shuttingDown, c.reason, c.containerID
 	c.mu.Unlock()
 	if down {
 		return nil, ctl.Errorf(ctl.ErrShuttingDown.Code, "the sandbox is shutting down: %s", reason)
@@ -118,7 +118,7 @@ func (c *coordinator) handleExecSpec(ctx context.Context, r *ctl.Request) (any, 
 			maps.Copy(env, extra)
 		}
 	}
-	return &ctl.ExecSpec{Container: c.spec.Name, Env: env, Workdir: sandbox.WorkspaceDir}, nil
+	return &ctl.ExecSpec{Container: c.spec.Name, ContainerID: id, Env: env, Workdir: sandbox.WorkspaceDir}, nil
 }
 
 // handleGitSync runs one ref sync of every component that has one and

@@ -79,3 +79,21 @@ func TestDeadComponentStopsTheSandbox(t *testing.T) {
 		t.Errorf("attach after the death: %v", err)
 	}
 }
+
+// TestExecSpecCarriesTheContainerID: the CLI runs the command with runsc
+// exec only when it knows the container's ID (internal/runscexec).
+func TestExecSpecCarriesTheContainerID(t *testing.T) {
+	id := strings.Repeat("ab", 32)
+	c := &coordinator{wake: make(chan struct{}, 1), torndown: make(chan struct{}), ready: make(chan struct{}), log: slog.New(slog.DiscardHandler),
+		o: Options{Anchor: &domain.Anchor{Profile: "default"}}, containerID: id, spec: &podman.ContainerSpec{Name: "lazaret-default-x"}}
+	close(c.ready)
+	s := &ctl.Session{SessionInfo: ctl.SessionInfo{ID: "s1"}}
+	got, err := c.handleExecSpec(context.Background(), &ctl.Request{Session: s, Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := got.(*ctl.ExecSpec)
+	if spec.ContainerID != id || spec.Container != "lazaret-default-x" || spec.Env["LAZARET_SESSION_ID"] != "s1" {
+		t.Errorf("exec spec = %+v", spec)
+	}
+}

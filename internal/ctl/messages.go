@@ -127,10 +127,14 @@ type ExecSpecRequest struct {
 // environment to inject (LAZARET_SESSION_ID and whatever other parts of
 // lazaret add, such as escalation credentials).
 type ExecSpec struct {
-	Container string            `json:"container"`
-	Env       map[string]string `json:"env"`
-	Workdir   string            `json:"workdir"`
-	User      string            `json:"user,omitempty"`
+	Container string `json:"container"`
+	// ContainerID is the container's full ID, for a runsc exec of the
+	// command without podman (internal/runscexec); empty from an older
+	// coordinator.
+	ContainerID string            `json:"container_id,omitempty"`
+	Env         map[string]string `json:"env"`
+	Workdir     string            `json:"workdir"`
+	User        string            `json:"user,omitempty"`
 }
 
 // Shutdown is pushed to every attached session before teardown.

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/lazaret-dev/lazaret/internal/pipedata"
 )
 
 // Invocation is one podman command line that may set environment
@@ -29,7 +29,7 @@ type Invocation struct {
 
 // maxEnvFile bounds the env file: far beyond any real environment, and
 // within what a pipe can be grown to without privilege (pipe-max-size).
-const maxEnvFile = 1 << 20
+const maxEnvFile = pipedata.Max
 
 // ValidateEnv checks that env can travel in an env file: names are
 // portable shell names (podman's file parser trims, splits at the first
@@ -91,7 +91,7 @@ func (c *Client) Cmd(ctx context.Context, inv *Invocation, extra ...*os.File) (*
 	if err := ValidateEnv(inv.Env); err != nil {
 		return nil, fmt.Errorf("podman %s: %w", inv.Args[0], err)
 	}
-	r, err := envPipe(envFileContent(inv.Env))
+	r, err := pipedata.Reader(envFileContent(inv.Env))
 	if err != nil {
 		return nil, fmt.Errorf("podman %s: environment: %w", inv.Args[0], err)
 	}
@@ -103,27 +103,4 @@ func (c *Client) Cmd(ctx context.Context, inv *Invocation, extra ...*os.File) (*
 	// closed by its finalizer (or by Output at once).
 	cmd.ExtraFiles = append(append([]*os.File(nil), extra...), r)
 	return cmd, nil
-}
-
-// envPipe returns the read end of a pipe that holds content and whose
-// write end is closed: podman reads it to the end at start (through
-// /dev/fd/N, which reopens the pipe), so the values leave the pipe at
-// once. The pipe is grown to hold content, so nothing waits for a reader.
-func envPipe(content []byte) (*os.File, error) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	defer w.Close()
-	if len(content) > 4096 {
-		if _, err := unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, len(content)); err != nil {
-			r.Close()
-			return nil, fmt.Errorf("growing the pipe to %d bytes: %w", len(content), err)
-		}
-	}
-	if _, err := w.Write(content); err != nil {
-		r.Close()
-		return nil, err
-	}
-	return r, nil
 }

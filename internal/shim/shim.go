@@ -6,63 +6,30 @@ package shim
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/lazaret-dev/lazaret/internal/locate"
+	"github.com/lazaret-dev/lazaret/internal/runscflags"
 )
 
 // ShimName is the name under which the lazaret binary acts as the runsc
 // runtime shim (podman's --runtime points at a link of that name).
 const ShimName = locate.Shim
 
-// Platforms runsc can use here. kvm is not offered: it hangs under nested
-// virtualisation (ENVIRONMENT.md).
+// Platforms runsc can use here (internal/runscflags).
 const (
-	PlatformSystrap = "systrap"
-	PlatformPtrace  = "ptrace"
+	PlatformSystrap = runscflags.PlatformSystrap
+	PlatformPtrace  = runscflags.PlatformPtrace
 )
 
-// seccompActions lists the seccomp return actions the kernel supports.
-const seccompActions = "/proc/sys/kernel/seccomp/actions_avail"
+// ShimFlags are the global runsc flags lazaret always adds
+// (runscflags.Global).
+func ShimFlags(platform string) []string { return runscflags.Global(platform) }
 
-// ShimFlags are the global runsc flags lazaret always adds:
-//   - --ignore-cgroups: rootless podman cannot delegate cgroups to runsc
-//     (ENVIRONMENT.md; --rootless is refused with create).
-//   - --host-uds=open: the escalation socket is a bind-mounted UNIX socket.
-//   - --network=host: the sandbox's sockets are host-kernel sockets in the
-//     sidecar's network namespace, so its nftables policy applies (DESIGN §8).
-func ShimFlags(platform string) []string {
-	return []string{"--ignore-cgroups", "--host-uds=open", "--network=host", "--platform=" + platform}
-}
-
-// DetectPlatform chooses systrap when the kernel offers what it needs and
-// ptrace otherwise. systrap stops the sandboxed threads with seccomp's
-// SECCOMP_RET_TRAP, so it needs seccomp filtering with the "trap" action;
-// it is implemented for amd64 and arm64. The check is one read of a procfs
-// file, cheap enough to run on every shim invocation, so nothing is cached
-// (a cache would be one more file to trust and keep fresh).
-func DetectPlatform() string {
-	data, err := os.ReadFile(seccompActions)
-	if err != nil {
-		return PlatformPtrace
-	}
-	return platformFor(string(data), runtime.GOARCH)
-}
-
-func platformFor(actionsAvail, goarch string) string {
-	if goarch != "amd64" && goarch != "arm64" {
-		return PlatformPtrace
-	}
-	for _, a := range strings.Fields(actionsAvail) {
-		if a == "trap" {
-			return PlatformSystrap
-		}
-	}
-	return PlatformPtrace
-}
+// DetectPlatform chooses the runsc platform (runscflags.DetectPlatform).
+func DetectPlatform() string { return runscflags.DetectPlatform() }
 
 // ShimArgs rewrites the argv podman (or conmon) gave the runtime into the
 // argv for the real runsc at path real. Lazaret's global flags come first:

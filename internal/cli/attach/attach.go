@@ -41,6 +41,22 @@ type Options struct {
 	// so a Ctrl-C on the terminal reaches lazaret (which passes it on) but
 	// not podman.
 	Signal func(os.Signal)
+	// Wiring, when set, hands the streams to the command itself (runsc
+	// exec passes them on as descriptors); otherwise they become the
+	// command's standard streams.
+	Wiring Wiring
+}
+
+// Wiring connects a command's streams in its own way.
+type Wiring interface {
+	// Wire hands in, out and errOut to the command before its start and
+	// returns the descriptor, in the command, of in (with a TTY, the
+	// controlling terminal).
+	Wire(in, out, errOut *os.File, tty bool) (int, error)
+	// Started runs once the command started, or failed to.
+	Started()
+	// Done runs once the command has exited.
+	Done()
 }
 
 // forwarded are the signals passed on to the command instead of ending
@@ -66,15 +82,23 @@ func Run(cmd *exec.Cmd, o Options) (int, error) {
 }
 
 func runPlain(cmd *exec.Cmd, o Options) (int, error) {
-	// The descriptors are handed to the command as they are: no copying
-	// goroutine in between, EOF and half-close behave as for any pipe.
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
+	if o.Wiring != nil {
+		if _, err := o.Wiring.Wire(o.Stdin, o.Stdout, o.Stderr, false); err != nil {
+			return 0, err
+		}
+		defer o.Wiring.Done()
+	} else {
+		// The descriptors are handed to the command as they are: no
+		// copying goroutine in between, EOF and half-close behave as for
+		// any pipe.
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
+	}
 	forward := func(s os.Signal) { _ = cmd.Process.Signal(s) }
 	var stdinPipe *os.File
 	if o.Signal != nil {
 		cmd.SysProcAttr.Setpgid = true
 		forward = func(s os.Signal) { go o.Signal(s) }
-		if o.Stdin != nil && term.IsTerminal(int(o.Stdin.Fd())) {
+		if o.Wiring == nil && o.Stdin != nil && term.IsTerminal(int(o.Stdin.Fd())) {
 			// Outside the terminal's foreground group podman may not read
 			// the terminal (SIGTTIN): lazaret reads it and feeds a pipe.
 			r, w, err := os.Pipe()
@@ -88,7 +112,11 @@ func runPlain(cmd *exec.Cmd, o Options) (int, error) {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
-	if err := cmd.Start(); err != nil {
+	err := cmd.Start()
+	if o.Wiring != nil {
+		o.Wiring.Started()
+	}
+	if err != nil {
 		if stdinPipe != nil {
 			stdinPipe.Close()
 		}
@@ -109,11 +137,14 @@ func runTTY(cmd *exec.Cmd, o Options) (code int, err error) {
 	if isTerm {
 		size, _ = pty.GetsizeFull(o.Stdin)
 	}
-	ptmx, err := pty.StartWithSize(cmd, size)
+	ptmx, err := startPTY(cmd, size, o.Wiring)
 	if err != nil {
 		return 0, err
 	}
 	defer ptmx.Close()
+	if o.Wiring != nil {
+		defer o.Wiring.Done()
+	}
 
 	restore, err := rawMode(cmd, o.Stdin, isTerm)
 	if err != nil {
@@ -172,6 +203,40 @@ func runTTY(cmd *exec.Cmd, o Options) (code int, err error) {
 		close(winch)
 	}
 	return code, err
+}
+
+// startPTY starts cmd on a new PTY of size (as pty.StartWithSize) and
+// returns the PTY's master: cmd, or the command w wires, gets the
+// terminal as its standard streams and controlling terminal, in a new
+// session.
+func startPTY(cmd *exec.Cmd, size *pty.Winsize, w Wiring) (*os.File, error) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer tty.Close()
+	if size != nil {
+		_ = pty.Setsize(ptmx, size)
+	}
+	ctty := 0
+	if w != nil {
+		if ctty, err = w.Wire(tty, tty, tty, true); err != nil {
+			ptmx.Close()
+			return nil, err
+		}
+	} else {
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	}
+	cmd.SysProcAttr.Setsid, cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, true, ctty
+	err = cmd.Start()
+	if w != nil {
+		w.Started()
+	}
+	if err != nil {
+		ptmx.Close()
+		return nil, err
+	}
+	return ptmx, nil
 }
 
 // rawMode puts the terminal stdin in raw mode (when isTerm) and returns

@@ -131,3 +131,57 @@ func TestTTYRestoresTerminal(t *testing.T) {
 		t.Fatalf("terminal mode not restored:\nbefore %+v\nafter  %+v", before, after)
 	}
 }
+
+// fdWiring hands the streams to the command as its descriptors 3, 4, 5
+// (the way runsc exec's wiring passes them on) and records its calls.
+type fdWiring struct {
+	cmd   *exec.Cmd
+	calls []string
+}
+
+func (w *fdWiring) Wire(in, out, errOut *os.File, tty bool) (int, error) {
+	w.calls = append(w.calls, "wire")
+	w.cmd.ExtraFiles = append(w.cmd.ExtraFiles, in, out, errOut)
+	return 3, nil
+}
+func (w *fdWiring) Started() { w.calls = append(w.calls, "started") }
+func (w *fdWiring) Done()    { w.calls = append(w.calls, "done") }
+
+func TestWiringPlain(t *testing.T) {
+	inR, inW, _ := os.Pipe()
+	_, _ = inW.WriteString("data\n")
+	inW.Close()
+	defer inR.Close()
+	out, err := os.Create(t.TempDir() + "/out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd := exec.Command("sh", "-c", "cat <&3 >&4; exit 3")
+	w := &fdWiring{cmd: cmd}
+	// The command's own stdin/stdout stay unset: only the wiring's
+	// descriptors carry the data.
+	code, err := Run(cmd, Options{Stdin: inR, Stdout: out, Stderr: out, Wiring: w})
+	if err != nil || code != 3 {
+		t.Fatalf("code %d err %v", code, err)
+	}
+	if b, _ := os.ReadFile(out.Name()); string(b) != "data\n" {
+		t.Errorf("output %q", b)
+	}
+	if strings.Join(w.calls, ",") != "wire,started,done" {
+		t.Errorf("calls %v", w.calls)
+	}
+}
+
+func TestWiringTTY(t *testing.T) {
+	null := devNull(t)
+	cmd := exec.Command("sh", "-c", "test -t 3 && test -t 4 && exit 4; exit 9")
+	w := &fdWiring{cmd: cmd}
+	code, err := Run(cmd, Options{TTY: true, Stdin: null, Stdout: null, Stderr: null, Wiring: w})
+	if err != nil || code != 4 {
+		t.Fatalf("code %d err %v (want 4: the wired descriptors are the PTY)", code, err)
+	}
+	if strings.Join(w.calls, ",") != "wire,started,done" {
+		t.Errorf("calls %v", w.calls)
+	}
+}

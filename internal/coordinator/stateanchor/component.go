@@ -118,7 +118,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	}
 	imgc := make(chan inspected, 1)
 	go func() {
-		img, err := c.opt.Podman.InspectImage(ctx, c.opt.Image)
+		img, err := c.inspectImage(ctx)
 		imgc <- inspected{img, err}
 	}()
 	sweepErr := c.sweep(ctx)
