@@ -216,8 +216,10 @@ dns = [%q]
 [profiles.warm]
 image = %q
 warm_pool = 1
+persistent_dirs = []
 [profiles.cold]
 image = %q
+persistent_dirs = []
 `, filepath.Join(root, "data"), b.kubeconfig, b.ns, b.netdImage, b.dns, b.image, b.image)
 	if err := os.WriteFile(b.config, []byte(cfg), 0o600); err != nil {
 		return nil, cleanup, err
