@@ -260,10 +260,10 @@ func TestNetdPod(t *testing.T) {
 		t.Errorf("netd does not say it runs without a firewall:\n%s", logs)
 	}
 	run := n.run
-	// The startup probe, as the kubelet runs it in netd's container.
-	probe := n.spec.Container.StartupProbe.Exec.Command
+	// The readiness probe, as the kubelet runs it in netd's container.
+	probe := n.spec.Container.ReadinessProbe.Exec.Command
 	if out, err := Podman(t, append([]string{"exec", netd}, probe...)...); err != nil {
-		t.Errorf("startup probe %v: %v %s", probe, err, out)
+		t.Errorf("readiness probe %v: %v %s", probe, err, out)
 	}
 	if _, err := Podman(t, append([]string{"exec", netd}, append(slices.Clone(probe), "127.0.0.1:5354")...)...); err == nil {
 		t.Error("control: the probe passes against a port where nothing answers")

@@ -71,7 +71,7 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
-// probe is the pod's startup probe (an exec probe: the kubelet's TCP and
+// probe is the pod's readiness probe (an exec probe: the kubelet's TCP and
 // UDP probes dial the pod's address, and netd answers on loopback only):
 // it asks the resolver at the address given (127.0.0.1:53 by default) for
 // a name no policy allows and exits 0 on any answer to its query.
@@ -82,8 +82,8 @@ func probe(args []string) int {
 	}
 	// Asked again every probeRetry until probeWait has passed: the first
 	// probe of a starting pod then passes the moment netd answers,
-	// instead of failing and waiting a whole probe period (1 s) for the
-	// next one; the agent container starts only after it.
+	// instead of failing and waiting a whole probe period for the next
+	// one; the claim is Ready only after it.
 	deadline := time.Now().Add(probeWait)
 	var err error
 	for {
@@ -99,9 +99,9 @@ func probe(args []string) int {
 	return 1
 }
 
-// The startup probe's patience: below its timeoutSeconds (internal/netdpod).
+// The readiness probe's patience: below its timeoutSeconds (internal/netdpod).
 const (
-	probeWait  = 2 * time.Second
+	probeWait  = 5 * time.Second
 	probeRetry = 20 * time.Millisecond
 )
 

@@ -68,8 +68,8 @@ type Options struct {
 // Spec is what the backend puts into the pod (and beside it).
 type Spec struct {
 	// Container is the native sidecar: an init container with restart
-	// policy Always, whose exec startup probe queries the resolver, so
-	// the agent container starts only once netd answers.
+	// policy Always, whose exec readiness probe queries the resolver, so
+	// the pod (and the claim) is Ready only once netd answers.
 	Container corev1.Container
 	// ConfigMapData is the ConfigMap named Options.Name: policy, the
 	// secrets' hosts and placeholders, the CA certificate and bundle, the
@@ -156,11 +156,17 @@ func container(o Options, args []string, mounts []corev1.VolumeMount) corev1.Con
 		Args:            args,
 		RestartPolicy:   ptr(corev1.ContainerRestartPolicyAlways),
 		VolumeMounts:    mounts,
-		StartupProbe: &corev1.Probe{
+		// A readiness probe, not a startup probe: the kubelet runs a
+		// started container's first readiness probe at once, where a
+		// startup probe waits for its next period (1 s at least) and holds
+		// the agent container back until it passes; the agent container
+		// now starts beside netd and the claim turns Ready when both are.
+		// Later probes are rare: each is a process started in gVisor.
+		ReadinessProbe: &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/lazaret-netd", "probe"}}},
-			PeriodSeconds:    1,
-			TimeoutSeconds:   3,
-			FailureThreshold: 30,
+			PeriodSeconds:    10,
+			TimeoutSeconds:   6,
+			FailureThreshold: 3,
 		},
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},

@@ -143,8 +143,8 @@ func TestSecuritySpecPinned(t *testing.T) {
 	if s.Container.RestartPolicy == nil || *s.Container.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 		t.Error("not a native sidecar (restartPolicy Always)")
 	}
-	if s.Container.StartupProbe == nil || s.Container.StartupProbe.Exec == nil {
-		t.Error("no startup probe")
+	if s.Container.ReadinessProbe == nil || s.Container.ReadinessProbe.Exec == nil {
+		t.Error("no readiness probe")
 	}
 	// The run and secret volumes are netd's alone.
 	for _, m := range s.AgentVolumeMounts {
