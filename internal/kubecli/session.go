@@ -71,12 +71,14 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 		command = interactiveShell
 	}
 	pidFile := "/tmp/.lazaret-kube-" + randomID() + ".pid"
-	if !r.tty {
-		// Without a terminal signals must be delivered in the sandbox
-		// (the exec stream carries none): the command records its pid,
-		// then becomes the command.
-		command = append([]string{"/bin/sh", "-c", `echo $$ 2>/dev/null >"$0"; exec "$@"`, pidFile}, command...)
+	esc, err := g.startEscalation(ctx, cfg, c, t, run.pod, command)
+	if err != nil {
+		// As locally: the session runs, without Host Escalation.
+		g.log.Warn("host escalation is unavailable in this session", "err", err)
 	}
+	defer esc.close()
+	command = sessionCommand(esc, command, pidFile, r.tty)
+	stdin, stdout := esc.streams(g.io.In, g.io.Out)
 	tm, err := openTerminal(in, out, r.tty)
 	if err != nil {
 		return err
@@ -89,7 +91,7 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 	defer stop()
 	code, err := c.ExecIn(ectx, kube.ExecRequest{
 		Pod: run.pod, Container: kubespec.ContainerName, Command: command,
-		Stdin: g.io.In, Stdout: g.io.Out, Stderr: g.io.ErrOut, TTY: r.tty, Sizes: tm.Sizes(),
+		Stdin: stdin, Stdout: stdout, Stderr: g.io.ErrOut, TTY: r.tty, Sizes: tm.Sizes(),
 	})
 	tm.close()
 	g.syncAfter(c, run.pod, gt)

@@ -1,0 +1,287 @@
+//go:build kube
+
+package kube_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/session"
+)
+
+// escBuild builds the in-sandbox escalation client (the C front end and
+// holder, the Go client) of this tree once and points lazaret-kube at
+// them, so the pod runs the holder and relay this lazaret-kube speaks to.
+func escBuild(t *testing.T) {
+	t.Helper()
+	dir := filepath.Join(backendBuild(t), "escalate")
+	if _, err := os.Stat(filepath.Join(dir, "lazaret-escalate")); err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		gobuild := exec.Command("go", "build", "-o", filepath.Join(dir, "lazaret-escalate-go"), "./cmd/lazaret-escalate")
+		gobuild.Dir = "../.."
+		gobuild.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cbuild := exec.Command("gcc", "-static", "-O2", "-Wall", "-s", "-o", filepath.Join(dir, "lazaret-escalate"),
+			"cmd/lazaret-escalate-c/main.c", "cmd/lazaret-escalate-c/holder.c")
+		cbuild.Dir = "../.."
+		for _, c := range []*exec.Cmd{gobuild, cbuild} {
+			if out, err := c.CombinedOutput(); err != nil {
+				t.Fatalf("%v: %v\n%s", c.Args, err, out)
+			}
+		}
+	}
+	t.Setenv("LAZARET_ESCALATE", filepath.Join(dir, "lazaret-escalate"))
+	t.Setenv("LAZARET_ESCALATE_GO", filepath.Join(dir, "lazaret-escalate-go"))
+}
+
+// escToken is a random word only the host workspace holds.
+func escToken(t *testing.T, ws string) string {
+	t.Helper()
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	tok := "host-only-" + hex.EncodeToString(b[:])
+	if err := os.WriteFile(filepath.Join(ws, "host-marker"), []byte(tok+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+const escClient = "/run/lazaret/bin/lazaret-escalate"
+
+// TestBackendEscalation: a request from a cluster session reaches the
+// host through the relay in the pod and the API server: an auto-approved
+// command runs on the host, in the host workspace (it reads a file only
+// the host has), and its output and exit code come back; a request the
+// policy does not approve, from a session without a terminal, is denied
+// (126) and audited; a request with no session delegation (the agent's
+// own, outside the session's holder) is refused, while the same command
+// from the session runs (positive control).
+func TestBackendEscalation(t *testing.T) {
+	escBuild(t)
+	e := newBackendEnv(t, "allow_unenforced_egress = true\n[escalation]\nauto_approve = [\"cat host-marker\", \"false\"]")
+	tok := escToken(t, e.ws)
+	if _, err := os.Stat(filepath.Join(e.ws, "host-marker")); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := e.lazaret(nil, "exec", "e2e", "--", "sh", "-c",
+		`test ! -e host-marker && echo not-in-pod; `+escClient+` -- cat host-marker`)
+	if code != 0 || !strings.Contains(out, "not-in-pod") || !strings.Contains(out, tok) {
+		t.Fatalf("auto-approved request: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if strings.Contains(out, "lazaret-holder-ready") || strings.Contains(out, "\x1b_") {
+		t.Errorf("the holder's marker reached the output: %q", out)
+	}
+	// A host command's exit code comes back.
+	if _, errOut, code := e.lazaret(nil, "exec", "e2e", "--", escClient, "--", "false"); code != 1 {
+		t.Errorf("exit code through escalation: %d, want 1; %s", code, errOut)
+	}
+	// Not auto-approved, no terminal: denied and audited.
+	out, errOut, code = e.lazaret(nil, "exec", "e2e", "--", escClient, "--reason", "test", "--", "touch", "host-written")
+	if code != 126 {
+		t.Errorf("unapproved request without a terminal: exit %d, want 126\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "host-written")); err == nil {
+		t.Error("the unapproved command ran on the host")
+	}
+	audit := e.mustLazaret(nil, "audit", "e2e")
+	for _, want := range []string{"escalation.request", "escalation.decision", "escalation.result", "touch", "denied"} {
+		if !strings.Contains(audit, want) {
+			t.Errorf("audit trail lacks %q:\n%s", want, audit)
+		}
+	}
+	// A request signed under a session the host never registered (the
+	// agent's forgery, sent through the same relay and TLS): refused and
+	// audited; the genuine request above ran (positive control).
+	forged, err := session.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := forged.Delegate(domain.Hash("e2e", e.ws), time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = e.lazaret(nil, "exec", "e2e", "--", "sh", "-c",
+		"unset LAZARET_SESSION_SOCKET; export "+strings.Join(d.Env(), " ")+"; exec "+escClient+" -- cat host-marker")
+	if code != 125 || strings.Contains(out, tok) {
+		t.Errorf("a forged request: exit %d, want 125\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if audit := e.mustLazaret(nil, "audit", "e2e"); !strings.Contains(audit, "escalation.rejected") || !strings.Contains(audit, "unknown session") {
+		t.Errorf("the forged request is not audited as rejected:\n%s", audit)
+	}
+}
+
+// escAttack runs as root in a second session of the same pod: it looks
+// for the first session's delegated key in every holder's, signer's and
+// control victim's /proc (environ, descriptors, maps, mem, and the bytes
+// still waiting on each one's stdin), then asks every other session's
+// holder socket to sign a request.
+const escAttack = `
+for p in /proc/[0-9]*; do
+  pid=${p#/proc/}
+  [ "$pid" = "$PPID" ] || [ "$pid" = "$$" ] && continue
+  cl=$(tr '\0' ' ' < $p/cmdline 2>/dev/null)
+  case "$cl" in
+  "/run/lazaret/bin/lazaret-escalate __session "*|"lazaret-escalate-go __signer "*|*" control-victim "*) ;;
+  *) continue ;;
+  esac
+  case "$cl" in *" attacker "*) continue ;; esac
+  echo "target $pid $cl"
+  if grep -a -o 'LAZARET_DELEGATED_KEY=[A-Za-z0-9_-]*' $p/environ 2>/dev/null; then echo "environ-read $pid"; else echo "environ-denied $pid"; fi
+  if readlink $p/fd/0 >/dev/null 2>&1; then echo "fd-read $pid"; else echo "fd-denied $pid"; fi
+  if cat $p/maps >/dev/null 2>&1; then echo "maps-read $pid"; else echo "maps-denied $pid"; fi
+  if (exec 3<$p/mem) 2>/dev/null; then echo "mem-open $pid"; else echo "mem-denied $pid"; fi
+  got=$(timeout 3 head -c 200 $p/fd/0 2>/dev/null | tr -c 'A-Za-z0-9_=-' ' ')
+  [ -n "$got" ] && echo "stdin-read $pid $got"
+done
+for s in /tmp/lazaret-session-*/sock; do
+  [ "$s" = "$LAZARET_SESSION_SOCKET" ] && continue
+  out=$(LAZARET_SESSION_SOCKET=$s /run/lazaret/bin/lazaret-escalate -- echo stolen-signature 2>&1); echo "foreign-socket rc=$? $out"
+done
+out=$(/run/lazaret/bin/lazaret-escalate -- echo own-signature 2>&1); echo "own-socket rc=$? $out"
+echo attack-done
+`
+
+// TestBackendSessionAnchorIsolation: two sessions on one cluster sandbox.
+// Root in the second can neither read the first's delegated key (its
+// holder took it from stdin only once non-dumpable) nor get a request
+// signed as the first through its holder. Controls, in the same pod and
+// by the same script: a key in a plain process's environment is read,
+// and bytes waiting on a plain process's stdin (the delegation written
+// without the holder's handshake) are read; the attacker's own session
+// does get its requests signed.
+func TestBackendSessionAnchorIsolation(t *testing.T) {
+	escBuild(t)
+	e := newBackendEnv(t, "allow_unenforced_egress = true\n[escalation]\nauto_approve = [\"echo victim-ok\", \"echo own-signature\", \"echo stolen-signature\"]")
+	oldKey := "control" + escRandom(t)
+	pipeSecret := "pipesecret" + escRandom(t)
+	victim := e.background("", "exec", "e2e", "--", "sh", "-c", escClient+` -- echo victim-ok; echo victim-ready; sleep 600`, "session-one")
+	victim.waitFor(t, "victim-ready")
+	if !strings.Contains(victim.output(), "victim-ok") {
+		t.Fatalf("session one cannot escalate:\n%s", victim.output())
+	}
+	// Controls: the old ways a key reached a process.
+	env := e.background("", "exec", "e2e", "--", "sh", "-c", "export LAZARET_DELEGATED_KEY="+oldKey+"; exec sh -c 'echo env-ready; sleep 600' control-victim")
+	env.waitFor(t, "env-ready")
+	pipe := e.background(pipeSecret+"\n", "exec", "e2e", "--", "sh", "-c", "echo pipe-ready; sleep 600", "control-victim")
+	pipe.waitFor(t, "pipe-ready")
+
+	out, errOut, _ := e.lazaret(nil, "exec", "e2e", "--", "sh", "-c", escAttack, "attacker")
+	all := out + errOut
+	t.Logf("attack:\n%s", all)
+	if !strings.Contains(all, "attack-done") {
+		t.Fatal("the attack did not run to its end")
+	}
+	holders := 0
+	for _, line := range strings.Split(all, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "target" || (strings.Contains(line, "control-victim") && f[2] != escClient) {
+			continue
+		}
+		holders++
+		for _, want := range []string{"environ-denied ", "fd-denied ", "maps-denied ", "mem-denied "} {
+			if !strings.Contains(all, want+f[1]+"\n") {
+				t.Errorf("session process %s: no %q", f[1], want)
+			}
+		}
+		if strings.Contains(all, "stdin-read "+f[1]+" ") {
+			t.Errorf("session process %s: its stdin was read", f[1])
+		}
+	}
+	if holders < 2 || !strings.Contains(all, "lazaret-escalate-go __signer ") {
+		t.Errorf("the attack found %d session processes (session one's signer among them: %v)", holders, strings.Contains(all, "lazaret-escalate-go __signer "))
+	}
+	if !strings.Contains(all, "LAZARET_DELEGATED_KEY="+oldKey) {
+		t.Error("control: the key in a plain environment was not read")
+	}
+	if !strings.Contains(all, pipeSecret) {
+		t.Error("control: the bytes waiting on a plain process's stdin were not read")
+	}
+	for _, line := range strings.Split(all, "\n") {
+		if strings.HasPrefix(line, "LAZARET_DELEGATED_KEY=") && line != "LAZARET_DELEGATED_KEY="+oldKey {
+			t.Errorf("a delegated key other than the control's was read: %s", line)
+		}
+	}
+	foreign := 0
+	for _, line := range strings.Split(all, "\n") {
+		if strings.HasPrefix(line, "foreign-socket ") {
+			foreign++
+			if !strings.HasPrefix(line, "foreign-socket rc=125 ") || strings.Contains(line, "stolen-signature") {
+				t.Errorf("a request was signed through another session's holder: %s", line)
+			}
+		}
+	}
+	if foreign == 0 {
+		t.Error("the attack found no other session's socket")
+	}
+	if !strings.Contains(all, "own-socket rc=0 own-signature") {
+		t.Error("control: the attacker's own session did not get its request signed")
+	}
+}
+
+func escRandom(t *testing.T) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// escProc is a lazaret running in the background, its output collected.
+type escProc struct {
+	cmd *exec.Cmd
+	mu  sync.Mutex
+	out bytes.Buffer
+}
+
+func (p *escProc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
+}
+
+func (p *escProc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+func (p *escProc) waitFor(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for !strings.Contains(p.output(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q from %v:\n%s", s, p.cmd.Args, p.output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// background starts `lazaret --backend kubernetes ARGS` with stdin (kept
+// open until the test ends) and stops it at the end of the test.
+func (e *backendEnv) background(stdin string, args ...string) *escProc {
+	e.t.Helper()
+	p := &escProc{}
+	p.cmd = exec.Command(e.bin, append([]string{"--backend", "kubernetes", "--config", e.cfg, "--workspace", e.ws}, args...)...)
+	pr, pw := io.Pipe()
+	go func() { _, _ = pw.Write([]byte(stdin)) }()
+	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = pr, p, p
+	if err := p.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		_ = pw.Close()
+		_ = p.cmd.Wait()
+	})
+	return p
+}
