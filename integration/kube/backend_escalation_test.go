@@ -20,32 +20,6 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/session"
 )
 
-// escBuild builds the in-sandbox escalation client (the C front end and
-// holder, the Go client) of this tree once and points lazaret-kube at
-// them, so the pod runs the holder and relay this lazaret-kube speaks to.
-func escBuild(t *testing.T) {
-	t.Helper()
-	dir := filepath.Join(backendBuild(t), "escalate")
-	if _, err := os.Stat(filepath.Join(dir, "lazaret-escalate")); err != nil {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		gobuild := exec.Command("go", "build", "-o", filepath.Join(dir, "lazaret-escalate-go"), "./cmd/lazaret-escalate")
-		gobuild.Dir = "../.."
-		gobuild.Env = append(os.Environ(), "CGO_ENABLED=0")
-		cbuild := exec.Command("gcc", "-static", "-O2", "-Wall", "-s", "-o", filepath.Join(dir, "lazaret-escalate"),
-			"cmd/lazaret-escalate-c/main.c", "cmd/lazaret-escalate-c/holder.c")
-		cbuild.Dir = "../.."
-		for _, c := range []*exec.Cmd{gobuild, cbuild} {
-			if out, err := c.CombinedOutput(); err != nil {
-				t.Fatalf("%v: %v\n%s", c.Args, err, out)
-			}
-		}
-	}
-	t.Setenv("LAZARET_ESCALATE", filepath.Join(dir, "lazaret-escalate"))
-	t.Setenv("LAZARET_ESCALATE_GO", filepath.Join(dir, "lazaret-escalate-go"))
-}
-
 // escToken is a random word only the host workspace holds.
 func escToken(t *testing.T, ws string) string {
 	t.Helper()
@@ -69,12 +43,8 @@ const escClient = "/run/lazaret/bin/lazaret-escalate"
 // own, outside the session's holder) is refused, while the same command
 // from the session runs (positive control).
 func TestBackendEscalation(t *testing.T) {
-	escBuild(t)
 	e := newBackendEnv(t, "allow_unenforced_egress = true\n[escalation]\nauto_approve = [\"cat host-marker\", \"false\"]")
 	tok := escToken(t, e.ws)
-	if _, err := os.Stat(filepath.Join(e.ws, "host-marker")); err != nil {
-		t.Fatal(err)
-	}
 	out, errOut, code := e.lazaret(nil, "exec", "e2e", "--", "sh", "-c",
 		`test ! -e host-marker && echo not-in-pod; `+escClient+` -- cat host-marker`)
 	if code != 0 || !strings.Contains(out, "not-in-pod") || !strings.Contains(out, tok) {
@@ -82,6 +52,16 @@ func TestBackendEscalation(t *testing.T) {
 	}
 	if strings.Contains(out, "lazaret-holder-ready") || strings.Contains(out, "\x1b_") {
 		t.Errorf("the holder's marker reached the output: %q", out)
+	}
+	// The client the pod's init container installed is read-only to root
+	// in the sandbox (a replaced holder would receive a later session's
+	// delegation); the same write elsewhere works (control).
+	out, errOut, _ = e.lazaret(nil, "exec", "e2e", "--", "sh", "-c",
+		`for f in /tmp/lazaret-escalate `+escClient+` /run/lazaret/bin/lazaret-escalate-go; do if echo x 2>/dev/null >$f; then echo "wrote $f"; else echo "refused $f"; fi; done;`+
+			` mount -o remount,rw /run/lazaret/bin 2>/dev/null && echo remounted; mv /run/lazaret/bin /run/lazaret/moved 2>/dev/null && echo moved; true`)
+	if !strings.Contains(out, "wrote /tmp/lazaret-escalate") || !strings.Contains(out, "refused "+escClient) ||
+		!strings.Contains(out, "refused /run/lazaret/bin/lazaret-escalate-go") || strings.Contains(out, "remounted") || strings.Contains(out, "moved") {
+		t.Errorf("the escalation client is not read-only in the sandbox:\n%s%s", out, errOut)
 	}
 	// A host command's exit code comes back.
 	if _, errOut, code := e.lazaret(nil, "exec", "e2e", "--", escClient, "--", "false"); code != 1 {
@@ -119,6 +99,15 @@ func TestBackendEscalation(t *testing.T) {
 	}
 	if audit := e.mustLazaret(nil, "audit", "e2e"); !strings.Contains(audit, "escalation.rejected") || !strings.Contains(audit, "unknown session") {
 		t.Errorf("the forged request is not audited as rejected:\n%s", audit)
+	}
+	// Last (it would break the sandbox): the client's path cannot be
+	// taken over by moving a directory above the read-only mount aside
+	// and making a new one.
+	out, errOut, _ = e.lazaret(nil, "exec", "e2e", "--", "sh", "-c",
+		`mv /run/lazaret /run/lazaret-moved 2>&1 && echo parent-moved; mv /run /run-moved 2>&1 && echo run-moved; grep -E ' /run' /proc/mounts; true`)
+	t.Logf("moving the client's parents:\n%s%s", out, errOut)
+	if strings.Contains(out, "moved\n") {
+		t.Errorf("a parent of the client's read-only mount could be moved aside:\n%s", out)
 	}
 }
 
@@ -162,20 +151,19 @@ echo attack-done
 // without the holder's handshake) are read; the attacker's own session
 // does get its requests signed.
 func TestBackendSessionAnchorIsolation(t *testing.T) {
-	escBuild(t)
 	e := newBackendEnv(t, "allow_unenforced_egress = true\n[escalation]\nauto_approve = [\"echo victim-ok\", \"echo own-signature\", \"echo stolen-signature\"]")
 	oldKey := "control" + escRandom(t)
 	pipeSecret := "pipesecret" + escRandom(t)
-	victim := e.background("", "exec", "e2e", "--", "sh", "-c", escClient+` -- echo victim-ok; echo victim-ready; sleep 600`, "session-one")
-	victim.waitFor(t, "victim-ready")
+	victim := e.background("", "exec", "e2e", "--", "sh", "-c", escClient+` --timeout 60s -- echo victim-ok; echo victim-ready; sleep 600`, "session-one")
+	victim.waitFor(t, e, "victim-ready")
 	if !strings.Contains(victim.output(), "victim-ok") {
 		t.Fatalf("session one cannot escalate:\n%s", victim.output())
 	}
 	// Controls: the old ways a key reached a process.
 	env := e.background("", "exec", "e2e", "--", "sh", "-c", "export LAZARET_DELEGATED_KEY="+oldKey+"; exec sh -c 'echo env-ready; sleep 600' control-victim")
-	env.waitFor(t, "env-ready")
+	env.waitFor(t, e, "env-ready")
 	pipe := e.background(pipeSecret+"\n", "exec", "e2e", "--", "sh", "-c", "echo pipe-ready; sleep 600", "control-victim")
-	pipe.waitFor(t, "pipe-ready")
+	pipe.waitFor(t, e, "pipe-ready")
 
 	out, errOut, _ := e.lazaret(nil, "exec", "e2e", "--", "sh", "-c", escAttack, "attacker")
 	all := out + errOut
@@ -255,12 +243,13 @@ func (p *escProc) output() string {
 	return p.out.String()
 }
 
-func (p *escProc) waitFor(t *testing.T, s string) {
+func (p *escProc) waitFor(t *testing.T, e *backendEnv, s string) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	for !strings.Contains(p.output(), s) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no %q from %v:\n%s", s, p.cmd.Args, p.output())
+			ps, _, _ := e.lazaret(nil, "exec", "e2e", "--", "sh", "-c", `for p in /proc/[0-9]*; do echo "$p $(tr '\0' ' ' < $p/cmdline)"; done`)
+			t.Fatalf("no %q from %v:\n%s\nprocesses in the pod:\n%s", s, p.cmd.Args, p.output(), ps)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -271,7 +260,7 @@ func (p *escProc) waitFor(t *testing.T, s string) {
 func (e *backendEnv) background(stdin string, args ...string) *escProc {
 	e.t.Helper()
 	p := &escProc{}
-	p.cmd = exec.Command(e.bin, append([]string{"--backend", "kubernetes", "--config", e.cfg, "--workspace", e.ws}, args...)...)
+	p.cmd = exec.Command(e.bin, append([]string{"--backend", "kubernetes", "--config", e.cfg, "--workspace", e.ws, "--verbose"}, args...)...)
 	pr, pw := io.Pipe()
 	go func() { _, _ = pw.Write([]byte(stdin)) }()
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = pr, p, p

@@ -110,3 +110,13 @@ const (
 	EnvSocket = "LAZARET_ESCALATE_SOCKET"
 	EnvTLSDir = "LAZARET_TLS_DIR"
 )
+
+// The installer of a cluster pod (netdpod): `/lazaret-escalate-go
+// __install DIR` in the netd image copies the image's escalation client
+// into DIR.
+const (
+	InstallVerb     = "__install"
+	InstallerBinary = "lazaret-escalate-go"
+	// FrontEndBinary is the C front end beside it in the image.
+	FrontEndBinary = "lazaret-escalate"
+)

@@ -21,7 +21,8 @@ import (
 
 // Host Escalation of a cluster sandbox, one per lazaret-kube shell/exec
 // (docs/KUBERNETES.md, "Host Escalation"): this process is the session's
-// coordinator. It makes a Trust Anchor in memory, starts the relay
+// coordinator. The pod's init container put the client, read-only, at
+// /run/lazaret/bin (internal/netdpod). It makes a Trust Anchor in memory, starts the relay
 // (`lazaret-escalate-go __relay DIR`) in the agent container through the
 // API server's exec, serves the connections the relay carries with the
 // shared escalation server (internal/escalation: the same verification,
@@ -48,12 +49,9 @@ type escSession struct {
 // startEscalation sets Host Escalation up for one session in pod, or
 // returns nil when the configuration turns it off. Nothing it started
 // outlives an error.
-func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *kube.Client, t *target, pod string, command []string) (*escSession, error) {
+func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *kube.Client, t *target, pod string, command []string, ask escprompt.Prompter) (*escSession, error) {
 	if !cfg.Escalation.Enabled {
 		return nil, nil
-	}
-	if err := g.installClient(ctx, c, pod); err != nil {
-		return nil, err
 	}
 	anchor, err := trust.NewMemory(t.profile.Name, t.hash)
 	if err != nil {
@@ -64,9 +62,9 @@ func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *ku
 		return nil, err
 	}
 	reg := escalation.NewRegistry()
-	// No prompter yet: a request that is not auto-approved is denied and
-	// audited, as locally for a session without a terminal.
-	if _, err := reg.Register(&escalation.Session{ID: sess.ID, Public: sess.Public,
+	// Without a terminal (ask nil) a request that is not auto-approved is
+	// denied and audited, as locally.
+	if _, err := reg.Register(&escalation.Session{ID: sess.ID, Public: sess.Public, Prompt: ask,
 		Command: command, PID: os.Getpid(), Started: time.Now()}); err != nil {
 		return nil, err
 	}

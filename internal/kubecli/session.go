@@ -71,28 +71,24 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 		command = interactiveShell
 	}
 	pidFile := "/tmp/.lazaret-kube-" + randomID() + ".pid"
-	esc, err := g.startEscalation(ctx, cfg, c, t, run.pod, command)
-	if err != nil {
-		// As locally: the session runs, without Host Escalation.
-		g.log.Warn("host escalation is unavailable in this session", "err", err)
-	}
-	defer esc.close()
-	command = sessionCommand(esc, command, pidFile, r.tty)
-	stdin, stdout := esc.streams(g.io.In, g.io.Out)
+	// Not ctx: SIGINT is the command's, not lazaret's.
+	ectx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sio := g.startSessionIO(ctx, cfg, c, t, run.pod, command, r.tty, cancel)
+	defer sio.close()
+	command = sessionCommand(sio.esc, command, pidFile, r.tty)
 	tm, err := openTerminal(in, out, r.tty)
 	if err != nil {
 		return err
 	}
 	defer tm.close()
-	// Not ctx: SIGINT is the command's, not lazaret's.
-	ectx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	stop := g.forwardSignals(c, run.pod, pidFile, r.tty, cancel)
 	defer stop()
 	code, err := c.ExecIn(ectx, kube.ExecRequest{
 		Pod: run.pod, Container: kubespec.ContainerName, Command: command,
-		Stdin: stdin, Stdout: stdout, Stderr: g.io.ErrOut, TTY: r.tty, Sizes: tm.Sizes(),
+		Stdin: sio.stdin, Stdout: sio.stdout, Stderr: g.io.ErrOut, TTY: r.tty, Sizes: tm.Sizes(),
 	})
+	sio.close() // the prompt, if one is up, before the terminal's modes
 	tm.close()
 	g.syncAfter(c, run.pod, gt)
 	var se *kube.StartError

@@ -82,3 +82,27 @@ func TestRelayNeedsBundleFirst(t *testing.T) {
 		t.Fatalf("relative DIR: exit %d", code)
 	}
 }
+
+// TestInstall copies the two binaries beside the executable, 0555.
+func TestInstall(t *testing.T) {
+	self, _ := os.Executable()
+	dir := filepath.Dir(self)
+	for _, n := range []string{escrelay.FrontEndBinary, escrelay.InstallerBinary} {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, n), []byte(n), 0o755); err != nil {
+				t.Skip("cannot place the binaries beside the test:", err)
+			}
+			defer os.Remove(filepath.Join(dir, n))
+		}
+	}
+	out := t.TempDir()
+	if code := InstallMain([]string{out}, io.Discard); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, n := range []string{escrelay.FrontEndBinary, escrelay.InstallerBinary} {
+		fi, err := os.Stat(filepath.Join(out, n))
+		if err != nil || fi.Mode().Perm() != 0o555 {
+			t.Errorf("%s: %v %v", n, fi, err)
+		}
+	}
+}
