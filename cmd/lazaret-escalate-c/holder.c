@@ -377,6 +377,29 @@ static int serve(int ln, const char *go)
 	}
 }
 
+/* path_append adds dir at the end of PATH unless it is there (the
+ * Kubernetes backend: the client's directory, as the local backend's
+ * container environment has it). */
+static int path_append(const char *dir)
+{
+	const char *path = getenv("PATH");
+	size_t n;
+	char *p, *q;
+	if (path == NULL || *path == 0)
+		return setenv("PATH", dir, 1) == 0;
+	n = strlen(dir);
+	for (q = (char *)path; (p = strstr(q, dir)) != NULL; q = p + 1)
+		if ((p == path || p[-1] == ':') && (p[n] == 0 || p[n] == ':'))
+			return 1;
+	p = malloc(strlen(path) + n + 2);
+	if (p == NULL)
+		return 0;
+	sprintf(p, "%s:%s", path, dir);
+	n = setenv("PATH", p, 1) == 0;
+	free(p);
+	return (int)n;
+}
+
 int holder_main(int argc, char **argv, const char *go)
 {
 	char dir[256], path[300];
@@ -394,6 +417,11 @@ int holder_main(int argc, char **argv, const char *go)
 			 * and TLS directory), never a secret. */
 			if (putenv(argv[1]) != 0) {
 				say("cannot set", argv[1]);
+				return EXIT_USAGE;
+			}
+		} else if (argc > 1 && strcmp(argv[0], "--path-append") == 0) {
+			if (!path_append(argv[1])) {
+				say("cannot extend PATH with", argv[1]);
 				return EXIT_USAGE;
 			}
 		} else if (argc > 0 && strcmp(argv[0], "--stdin") == 0) {

@@ -204,7 +204,7 @@ func TestHolderStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(stdin []byte) (string, string) {
-		cmd := exec.Command(fe, "__session", "--stdin", "--env", "LAZARET_TLS_DIR=/x/tls", "--", "sh", "-c", `env | grep ^LAZARET_ | sort; cat`)
+		cmd := exec.Command(fe, "__session", "--stdin", "--path-append", "/bin", "--path-append", "/x/bin", "--env", "LAZARET_TLS_DIR=/x/tls", "--", "sh", "-c", `env | grep -E '^(LAZARET_|PATH=)' | sort; cat`)
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + t.TempDir()}
 		var out, errOut bytes.Buffer
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &out, &errOut
@@ -218,7 +218,8 @@ func TestHolderStdin(t *testing.T) {
 	if !ok {
 		t.Fatalf("output does not start with the marker: %q", out)
 	}
-	if !strings.Contains(rest, "LAZARET_SESSION_SOCKET=") || !strings.Contains(rest, "LAZARET_TLS_DIR=/x/tls") || !strings.HasSuffix(rest, "user input") {
+	if !strings.Contains(rest, "LAZARET_SESSION_SOCKET=") || !strings.Contains(rest, "LAZARET_TLS_DIR=/x/tls") || !strings.HasSuffix(rest, "user input") ||
+		!strings.Contains(rest, "PATH=/usr/bin:/bin:/x/bin\n") {
 		t.Errorf("command saw %q (stderr %q)", rest, errOut)
 	}
 	if strings.Contains(rest, "LAZARET_DELEGATED_KEY") || strings.Contains(rest, "LAZARET_DELEGATION") {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/session"
 )
@@ -273,4 +274,42 @@ func (e *backendEnv) background(stdin string, args ...string) *escProc {
 		_ = p.cmd.Wait()
 	})
 	return p
+}
+
+// TestBackendEscalationPrompt: at a terminal, a request that is not
+// auto-approved pauses the pod's output and shows the prompt on the
+// session's terminal (the asking argv resolved on the host, the reason);
+// A runs it on the host, D denies it (126). The delegation the holder
+// read from the terminal was never echoed onto it.
+func TestBackendEscalationPrompt(t *testing.T) {
+	e := newBackendEnv(t, "allow_unenforced_egress = true")
+	e.mustLazaret(nil, "exec", "e2e", "--", "true") // claim first
+	script := escClient + ` --reason "need host" -- touch "$1"; echo "rc=$?"`
+	for _, c := range []struct {
+		key, word, want string
+		created         bool
+	}{{"a", "approved-file", "rc=0", true}, {"d", "denied-file", "rc=126", false}} {
+		tm := ptytest.Open(t)
+		cmd := exec.Command(e.bin, "--backend", "kubernetes", "--config", e.cfg, "--workspace", e.ws, "exec", "-t", "e2e", "--", "sh", "-c", script, "sh", c.word)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tm.TTY, tm.TTY, tm.TTY
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		tm.WaitFor(t, "abort lazaret")
+		for _, want := range []string{"need host", "/usr/bin/touch", c.word} {
+			if !tm.Shows(want) {
+				t.Errorf("prompt lacks %q:\n%s", want, tm.Output())
+			}
+		}
+		_, _ = tm.Ptmx.Write([]byte(c.key))
+		tm.WaitFor(t, c.want)
+		_ = cmd.Wait()
+		_, err := os.Stat(filepath.Join(e.ws, c.word))
+		if (err == nil) != c.created {
+			t.Errorf("%s: host file exists %v, want %v\n%s", c.key, err == nil, c.created, tm.Output())
+		}
+		if tm.Shows(session.EnvDelegatedKey) || tm.Shows("holder-ready") {
+			t.Errorf("the delegation or the marker reached the terminal:\n%q", tm.Output())
+		}
+	}
 }

@@ -174,7 +174,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 // the session's relay; pidFile (without a terminal) receives the
 // command's pid for signal delivery.
 func (e *escSession) wrap(command []string, pidFile string) []string {
-	argv := []string{escprompt.SandboxClient, session.HolderVerb, session.HolderStdinFlag,
+	argv := []string{escprompt.SandboxClient, session.HolderVerb, session.HolderStdinFlag, "--path-append", escprompt.SandboxBinDir,
 		"--env", escrelay.EnvSocket + "=" + path.Join(e.dir, escrelay.Socket),
 		"--env", escrelay.EnvTLSDir + "=" + path.Join(e.dir, escrelay.TLSDir)}
 	if pidFile != "" {
