@@ -14,6 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/kube"
 )
@@ -140,5 +141,41 @@ func TestEscalationThroughTheRelay(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(e.ws, "host-written")); err == nil {
 		t.Fatal("the unapproved command ran")
+	}
+}
+
+// TestEscalationPromptOnTheTerminal: a TTY session asks its terminal: the
+// prompt shows the request and A runs it on the host, D denies it; the
+// pod's output resumes after.
+func TestEscalationPromptOnTheTerminal(t *testing.T) {
+	bin := escBinaries(t)
+	e := newEnv(t, "[cluster]\nnamespace = \"agents\"\n[profiles.dev]\nimage = \"agent:1\"\n")
+	e.record(enforced)
+	e.readyAfter(1, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse})
+	e.cluster.Exec.Run = localPod(t, bin, t.TempDir())
+	for _, c := range []struct {
+		key, word, want string
+		created         bool
+	}{{"a", "approved", "rc=0", true}, {"d", "denied", "rc=126", false}} {
+		tm := ptytest.Open(t)
+		g := newGlobals(IO{In: tm.TTY, Out: tm.TTY, ErrOut: tm.TTY})
+		g.connect = func(config.Cluster) (*kube.Client, error) { return e.cluster.Client, nil }
+		g.now = func() time.Time { return fixedNow }
+		g.poll = time.Millisecond
+		done := make(chan int, 1)
+		go func() {
+			done <- run(g, []string{"lazaret-kube", "--config", e.cfgFile, "--workspace", e.ws, "exec", "-t", "dev", "--", "sh", "-c",
+				`"$FE" --reason "need host" -- touch "$1"; echo "rc=$?"`, "sh", c.word})
+		}()
+		tm.WaitFor(t, "abort lazaret")
+		if !tm.Shows("need host") || !tm.Shows("/usr/bin/touch") {
+			t.Fatalf("prompt:\n%s", tm.Output())
+		}
+		_, _ = tm.Ptmx.Write([]byte(c.key))
+		tm.WaitFor(t, c.want)
+		<-done
+		if _, err := os.Stat(filepath.Join(e.ws, c.word)); (err == nil) != c.created {
+			t.Errorf("%s: host file exists %v, want %v\n%s", c.key, err == nil, c.created, tm.Output())
+		}
 	}
 }
