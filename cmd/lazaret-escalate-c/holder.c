@@ -443,6 +443,9 @@ int holder_main(int argc, char **argv, const char *go)
 		say("no command", NULL);
 		return EXIT_USAGE;
 	}
+	/* --env may name the Go client (the Kubernetes backend's path). */
+	if (getenv("LAZARET_ESCALATE_FALLBACK") != NULL)
+		go = getenv("LAZARET_ESCALATE_FALLBACK");
 	tty = isatty(0);
 	unsetenv("LAZARET_DELEGATED_KEY");
 	unsetenv("LAZARET_DELEGATION");

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,7 +32,7 @@ func escToken(t *testing.T, ws string) string {
 	return tok
 }
 
-const escClient = "/run/lazaret/bin/lazaret-escalate"
+const escClient = "/lazaret/lazaret-escalate"
 
 // TestBackendEscalation: a request from a cluster session reaches the
 // host through the relay in the pod and the API server: an auto-approved
@@ -58,10 +57,10 @@ func TestBackendEscalation(t *testing.T) {
 	// in the sandbox (a replaced holder would receive a later session's
 	// delegation); the same write elsewhere works (control).
 	out, errOut, _ = e.lazaret(nil, "exec", "e2e", "--", "sh", "-c",
-		`for f in /tmp/lazaret-escalate `+escClient+` /run/lazaret/bin/lazaret-escalate-go; do if echo x 2>/dev/null >$f; then echo "wrote $f"; else echo "refused $f"; fi; done;`+
-			` mount -o remount,rw /run/lazaret/bin 2>/dev/null && echo remounted; mv /run/lazaret/bin /run/lazaret/moved 2>/dev/null && echo moved; true`)
+		`for f in /tmp/lazaret-escalate `+escClient+` /lazaret/lazaret-escalate-go; do if echo x 2>/dev/null >$f; then echo "wrote $f"; else echo "refused $f"; fi; done;`+
+			` mount -o remount,rw /lazaret 2>/dev/null && echo remounted; true`)
 	if !strings.Contains(out, "wrote /tmp/lazaret-escalate") || !strings.Contains(out, "refused "+escClient) ||
-		!strings.Contains(out, "refused /run/lazaret/bin/lazaret-escalate-go") || strings.Contains(out, "remounted") || strings.Contains(out, "moved") {
+		!strings.Contains(out, "refused /lazaret/lazaret-escalate-go") || strings.Contains(out, "remounted") {
 		t.Errorf("the escalation client is not read-only in the sandbox:\n%s%s", out, errOut)
 	}
 	// A host command's exit code comes back.
@@ -101,14 +100,16 @@ func TestBackendEscalation(t *testing.T) {
 	if audit := e.mustLazaret(nil, "audit", "e2e"); !strings.Contains(audit, "escalation.rejected") || !strings.Contains(audit, "unknown session") {
 		t.Errorf("the forged request is not audited as rejected:\n%s", audit)
 	}
-	// Last (it would break the sandbox): the client's path cannot be
-	// taken over by moving a directory above the read-only mount aside
-	// and making a new one.
+	// Last (it breaks the sandbox): the client's path cannot be taken
+	// over by moving it aside and making a new one: its mount point is
+	// directly below "/", and a mount point cannot be renamed. Control:
+	// root renames a directory that holds a mount point (the relay's
+	// directory's parent, and /run).
 	out, errOut, _ = e.lazaret(nil, "exec", "e2e", "--", "sh", "-c",
-		`mv /run/lazaret /run/lazaret-moved 2>&1 && echo parent-moved; mv /run /run-moved 2>&1 && echo run-moved; grep -E ' /run' /proc/mounts; true`)
-	t.Logf("moving the client's parents:\n%s%s", out, errOut)
-	if strings.Contains(out, "moved\n") {
-		t.Errorf("a parent of the client's read-only mount could be moved aside:\n%s", out)
+		`mv /lazaret /lazaret-moved 2>/dev/null && echo client-moved; mkdir -p /run/lazaret; mv /run /run-moved 2>&1 && echo run-moved; grep -E ' /lazaret' /proc/mounts; true`)
+	t.Logf("moving the client's mount point:\n%s%s", out, errOut)
+	if strings.Contains(out, "client-moved") || !strings.Contains(out, "run-moved") || !strings.Contains(out, " /lazaret ") {
+		t.Errorf("the client's mount point could be moved, or the control failed:\n%s", out)
 	}
 }
 
@@ -123,7 +124,7 @@ for p in /proc/[0-9]*; do
   [ "$pid" = "$PPID" ] || [ "$pid" = "$$" ] && continue
   cl=$(tr '\0' ' ' < $p/cmdline 2>/dev/null)
   case "$cl" in
-  "/run/lazaret/bin/lazaret-escalate __session "*|"lazaret-escalate-go __signer "*|*" control-victim "*) ;;
+  "/lazaret/lazaret-escalate __session "*|"lazaret-escalate-go __signer "*|*" control-victim "*) ;;
   *) continue ;;
   esac
   case "$cl" in *" attacker "*) continue ;; esac
@@ -137,9 +138,9 @@ for p in /proc/[0-9]*; do
 done
 for s in /tmp/lazaret-session-*/sock; do
   [ "$s" = "$LAZARET_SESSION_SOCKET" ] && continue
-  out=$(LAZARET_SESSION_SOCKET=$s /run/lazaret/bin/lazaret-escalate -- echo stolen-signature 2>&1); echo "foreign-socket rc=$? $out"
+  out=$(LAZARET_SESSION_SOCKET=$s lazaret-escalate -- echo stolen-signature 2>&1); echo "foreign-socket rc=$? $out"
 done
-out=$(/run/lazaret/bin/lazaret-escalate -- echo own-signature 2>&1); echo "own-socket rc=$? $out"
+out=$(lazaret-escalate -- echo own-signature 2>&1); echo "own-socket rc=$? $out"
 echo attack-done
 `
 
@@ -155,15 +156,21 @@ func TestBackendSessionAnchorIsolation(t *testing.T) {
 	e := newBackendEnv(t, "allow_unenforced_egress = true\n[escalation]\nauto_approve = [\"echo victim-ok\", \"echo own-signature\", \"echo stolen-signature\"]")
 	oldKey := "control" + escRandom(t)
 	pipeSecret := "pipesecret" + escRandom(t)
-	victim := e.background("", "exec", "e2e", "--", "sh", "-c", escClient+` --timeout 60s -- echo victim-ok; echo victim-ready; sleep 600`, "session-one")
+	victim := e.background("", "exec", "e2e", "--", "sh", "-c", escClient+` --timeout 60s -- echo victim-ok; echo victim-ready; sleep 600; true`, "session-one")
 	victim.waitFor(t, e, "victim-ready")
 	if !strings.Contains(victim.output(), "victim-ok") {
 		t.Fatalf("session one cannot escalate:\n%s", victim.output())
 	}
-	// Controls: the old ways a key reached a process.
-	env := e.background("", "exec", "e2e", "--", "sh", "-c", "export LAZARET_DELEGATED_KEY="+oldKey+"; exec sh -c 'echo env-ready; sleep 600' control-victim")
+	// Controls: the old ways a key reached a process, in plain execs of
+	// the same container (kubectl, no holder): in its environment, and
+	// waiting on its stdin (the frame written without the handshake).
+	// (The tier's image links only a few applets; its sh runs the rest.)
+	pod := strings.TrimSpace(e.mustLazaret(nil, "exec", "e2e", "--", "sh", "-c", "hostname"))
+	env := e.kubectlBackground("", "exec", "-n", e.namespace, pod, "-c", "agent", "--", "sh", "-c",
+		"export LAZARET_DELEGATED_KEY="+oldKey+"; exec sh -c 'echo env-ready; sleep 600; true' control-victim")
 	env.waitFor(t, e, "env-ready")
-	pipe := e.background(pipeSecret+"\n", "exec", "e2e", "--", "sh", "-c", "echo pipe-ready; sleep 600", "control-victim")
+	pipe := e.kubectlBackground(pipeSecret+"\n", "exec", "-i", "-n", e.namespace, pod, "-c", "agent", "--",
+		"sh", "-c", "echo pipe-ready; sleep 600; true", "control-victim")
 	pipe.waitFor(t, e, "pipe-ready")
 
 	out, errOut, _ := e.lazaret(nil, "exec", "e2e", "--", "sh", "-c", escAttack, "attacker")
@@ -191,7 +198,7 @@ func TestBackendSessionAnchorIsolation(t *testing.T) {
 	if holders < 2 || !strings.Contains(all, "lazaret-escalate-go __signer ") {
 		t.Errorf("the attack found %d session processes (session one's signer among them: %v)", holders, strings.Contains(all, "lazaret-escalate-go __signer "))
 	}
-	if !strings.Contains(all, "LAZARET_DELEGATED_KEY="+oldKey) {
+	if !strings.Contains(all, "\nLAZARET_DELEGATED_KEY="+oldKey+"\nenviron-read ") {
 		t.Error("control: the key in a plain environment was not read")
 	}
 	if !strings.Contains(all, pipeSecret) {
@@ -217,6 +224,14 @@ func TestBackendSessionAnchorIsolation(t *testing.T) {
 	if !strings.Contains(all, "own-socket rc=0 own-signature") {
 		t.Error("control: the attacker's own session did not get its request signed")
 	}
+	// Measured, not asserted: does gVisor make a process whose
+	// executable its (capability-less) root cannot read non-dumpable from
+	// its execve on, as Linux does? That would close the window between a
+	// holder's execve and its prctl.
+	m := e.kube("exec", "-n", e.namespace, pod, "-c", "agent", "--", "sh", "-c", `b=$(command -v busybox); mkdir -p /tmp/r /tmp/x; cp "$b" /tmp/r/sleep; cp "$b" /tmp/x/sleep; chmod 0755 /tmp/r/sleep; chmod 0111 /tmp/x/sleep
+for d in r x; do /tmp/$d/sleep 30 & p=$!; sleep 1; if cat /proc/$p/environ >/dev/null 2>&1; then echo "$d dumpable"; else echo "$d non-dumpable"; fi; kill $p; done
+/tmp/r/sleep 30 & p=$!; sleep 1; sh -c "cat /proc/$p/environ >/dev/null 2>&1 && echo child-of-plain-sh dumpable || echo child-of-plain-sh non-dumpable"; kill $p`)
+	t.Logf("exec-only binaries (r: mode 0755, x: mode 0111):\n%s", m)
 }
 
 func escRandom(t *testing.T) string {
@@ -256,12 +271,21 @@ func (p *escProc) waitFor(t *testing.T, e *backendEnv, s string) {
 	}
 }
 
+// kubectlBackground starts kubectl ARGS like background.
+func (e *backendEnv) kubectlBackground(stdin string, args ...string) *escProc {
+	e.t.Helper()
+	return e.startBackground(exec.Command(e.kubectl, append([]string{"--kubeconfig", e.kubecfg}, args...)...), stdin)
+}
+
 // background starts `lazaret --backend kubernetes ARGS` with stdin (kept
 // open until the test ends) and stops it at the end of the test.
 func (e *backendEnv) background(stdin string, args ...string) *escProc {
 	e.t.Helper()
-	p := &escProc{}
-	p.cmd = exec.Command(e.bin, append([]string{"--backend", "kubernetes", "--config", e.cfg, "--workspace", e.ws, "--verbose"}, args...)...)
+	return e.startBackground(exec.Command(e.bin, append([]string{"--backend", "kubernetes", "--config", e.cfg, "--workspace", e.ws, "--verbose"}, args...)...), stdin)
+}
+
+func (e *backendEnv) startBackground(cmd *exec.Cmd, stdin string) *escProc {
+	p := &escProc{cmd: cmd}
 	pr, pw := io.Pipe()
 	go func() { _, _ = pw.Write([]byte(stdin)) }()
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = pr, p, p
@@ -269,7 +293,10 @@ func (e *backendEnv) background(stdin string, args ...string) *escProc {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		// Killed, not stopped: a stopped session's exec stream lasts as
+		// long as its orphans hold its output (the pod goes with the
+		// namespace).
+		_ = p.cmd.Process.Kill()
 		_ = pw.Close()
 		_ = p.cmd.Wait()
 	})

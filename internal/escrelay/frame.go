@@ -111,6 +111,24 @@ const (
 	EnvTLSDir = "LAZARET_TLS_DIR"
 )
 
+// BinDir is where a cluster pod's agent container finds the escalation
+// client: a read-only volume mounted directly below "/". Measured under
+// gVisor: root in the container (no capabilities) can rename a directory
+// holding a mount point, /run included, and then make a new one with
+// programs of its own at the old path, but cannot rename the mount point
+// itself (EBUSY), nor "/"; so no ancestor of the client's path can be
+// swapped, and a later session's holder is lazaret's.
+const BinDir = "/lazaret"
+
+// The client's programs there, and the variable that names the Go
+// client to the front end and the holder (which starts it as the
+// session's signer).
+const (
+	BinFrontEnd = BinDir + "/" + FrontEndBinary
+	BinGoClient = BinDir + "/" + InstallerBinary
+	EnvGoClient = "LAZARET_ESCALATE_FALLBACK"
+)
+
 // The installer of a cluster pod (netdpod): `/lazaret-escalate-go
 // __install DIR` in the netd image copies the image's escalation client
 // into DIR.

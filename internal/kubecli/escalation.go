@@ -113,7 +113,7 @@ func (g *globals) startRelay(ctx context.Context, c *kube.Client, pod, dir strin
 	exited := make(chan error, 1)
 	go func() {
 		_, err := c.ExecIn(ctx, kube.ExecRequest{Pod: pod, Container: kubespec.ContainerName,
-			Command: []string{escprompt.SandboxGoClient, escrelay.Verb, dir}, Stdin: inR, Stdout: outW, Stderr: logWriter{g}})
+			Command: []string{escrelay.BinGoClient, escrelay.Verb, dir}, Stdin: inR, Stdout: outW, Stderr: logWriter{g}})
 		_ = outW.Close()
 		_ = inR.Close()
 		exited <- err
@@ -174,7 +174,8 @@ func (w logWriter) Write(p []byte) (int, error) {
 // the session's relay; pidFile (without a terminal) receives the
 // command's pid for signal delivery.
 func (e *escSession) wrap(command []string, pidFile string) []string {
-	argv := []string{escprompt.SandboxClient, session.HolderVerb, session.HolderStdinFlag, "--path-append", escprompt.SandboxBinDir,
+	argv := []string{escrelay.BinFrontEnd, session.HolderVerb, session.HolderStdinFlag, "--path-append", escrelay.BinDir,
+		"--env", escrelay.EnvGoClient + "=" + escrelay.BinGoClient,
 		"--env", escrelay.EnvSocket + "=" + path.Join(e.dir, escrelay.Socket),
 		"--env", escrelay.EnvTLSDir + "=" + path.Join(e.dir, escrelay.TLSDir)}
 	if pidFile != "" {

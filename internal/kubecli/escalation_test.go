@@ -48,7 +48,7 @@ func localPod(t *testing.T, bin, root string) func(kube.ExecRequest) (int, error
 	return func(r kube.ExecRequest) (int, error) {
 		args := make([]string, len(r.Command))
 		for i, a := range r.Command {
-			a = strings.ReplaceAll(a, "/run/lazaret/bin/", bin+"/")
+			a = strings.ReplaceAll(a, "/lazaret/lazaret-escalate", bin+"/lazaret-escalate")
 			args[i] = strings.ReplaceAll(a, "/run/lazaret/kube/", root+"/")
 		}
 		cmd := exec.Command(args[0], args[1:]...)

@@ -91,7 +91,7 @@ func FuzzMarkerStrip(f *testing.F) {
 func TestSessionCommand(t *testing.T) {
 	e := &escSession{dir: "/run/lazaret/kube/S"}
 	got := strings.Join(sessionCommand(e, []string{"make"}, "/tmp/p", false), " ")
-	want := "/run/lazaret/bin/lazaret-escalate __session --stdin --path-append /run/lazaret/bin --env LAZARET_ESCALATE_SOCKET=/run/lazaret/kube/S/sock --env LAZARET_TLS_DIR=/run/lazaret/kube/S/tls --pidfile /tmp/p -- make"
+	want := "/lazaret/lazaret-escalate __session --stdin --path-append /lazaret --env LAZARET_ESCALATE_FALLBACK=/lazaret/lazaret-escalate-go --env LAZARET_ESCALATE_SOCKET=/run/lazaret/kube/S/sock --env LAZARET_TLS_DIR=/run/lazaret/kube/S/tls --pidfile /tmp/p -- make"
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}

@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/lazaret-dev/lazaret/internal/escprompt"
 )
 
 // TestEscalationInstaller: with Escalation the pod gets the installer
@@ -27,7 +25,7 @@ func TestEscalationInstaller(t *testing.T) {
 		t.Errorf("installer %+v", ic)
 	}
 	i := slices.IndexFunc(s.AgentVolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == EscalateVolume })
-	if i < 0 || !s.AgentVolumeMounts[i].ReadOnly || s.AgentVolumeMounts[i].MountPath != escprompt.SandboxBinDir {
+	if i < 0 || !s.AgentVolumeMounts[i].ReadOnly || s.AgentVolumeMounts[i].MountPath != "/lazaret" {
 		t.Errorf("agent mounts %+v", s.AgentVolumeMounts)
 	}
 	if !slices.ContainsFunc(s.Volumes, func(v corev1.Volume) bool { return v.Name == EscalateVolume && v.EmptyDir != nil }) {
