@@ -53,6 +53,7 @@ func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *ku
 	if !cfg.Escalation.Enabled {
 		return nil, nil
 	}
+	began := time.Now()
 	anchor, err := trust.NewMemory(t.profile.Name, t.hash)
 	if err != nil {
 		return nil, err
@@ -91,6 +92,7 @@ func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *ku
 		cancel()
 		return nil, err
 	}
+	g.log.Debug("escalation relay ready", "took", time.Since(began).Round(time.Millisecond))
 	go func() {
 		defer close(e.done)
 		if err := srv.Serve(sctx, host); err != nil {
