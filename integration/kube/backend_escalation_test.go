@@ -161,10 +161,9 @@ echo attack-done
 // by the same script: a key in a plain process's environment is read,
 // and bytes waiting on a plain process's stdin (the delegation written
 // without the holder's handshake) are read; the attacker's own session
-// does get its requests signed. (Measured: the stdin of a plain exec is
-// not a pipe in the sandbox but the runtime's host descriptor, which
-// cannot be reopened through /proc; the pipe control is therefore an
-// in-sandbox pipe.)
+// does get its requests signed. (Measured: a plain exec's stdin is the
+// runtime's host descriptor, "host:[N]", not an in-sandbox pipe; the
+// stdin control is an in-sandbox pipe, which the same script reads.)
 func TestBackendSessionAnchorIsolation(t *testing.T) {
 	e := newBackendEnv(t, "allow_unenforced_egress = true\n[escalation]\nauto_approve = [\"echo victim-ok\", \"echo own-signature\", \"echo stolen-signature\"]")
 	oldKey := "control" + escRandom(t)
