@@ -173,16 +173,12 @@ func (w logWriter) Write(p []byte) (int, error) {
 }
 
 // wrap runs command under the session holder in --stdin mode, pointed at
-// the session's relay; pidFile (without a terminal) receives the
-// command's pid for signal delivery.
-func (e *escSession) wrap(command []string, pidFile string) []string {
+// the session's relay.
+func (e *escSession) wrap(command []string) []string {
 	argv := []string{escrelay.BinFrontEnd, session.HolderVerb, session.HolderStdinFlag, "--path-append", escrelay.BinDir,
 		"--env", escrelay.EnvGoClient + "=" + escrelay.BinGoClient,
 		"--env", escrelay.EnvSocket + "=" + path.Join(e.dir, escrelay.Socket),
 		"--env", escrelay.EnvTLSDir + "=" + path.Join(e.dir, escrelay.TLSDir)}
-	if pidFile != "" {
-		argv = append(argv, "--pidfile", pidFile)
-	}
 	return append(append(argv, "--"), command...)
 }
 

@@ -83,19 +83,17 @@ func (m *markerStrip) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// sessionCommand is what the session's exec runs: command under the
-// holder when escalation is on, else as is; without a terminal its pid
-// goes to pidFile first (signals must be delivered in the sandbox: the
-// exec stream carries none).
+// sessionCommand is what the session's exec runs: without a terminal
+// the command records its pid in pidFile first (signals must be delivered
+// in the sandbox: the exec stream carries none) and is started by the
+// image's sh, as before Host Escalation (so its lookup is unchanged); all
+// of it under the holder when escalation is on.
 func sessionCommand(e *escSession, command []string, pidFile string, tty bool) []string {
-	if tty {
-		pidFile = ""
+	if !tty {
+		command = append([]string{"/bin/sh", "-c", `echo $$ 2>/dev/null >"$0"; exec "$@"`, pidFile}, command...)
 	}
 	if e != nil {
-		return e.wrap(command, pidFile)
-	}
-	if pidFile != "" {
-		return append([]string{"/bin/sh", "-c", `echo $$ 2>/dev/null >"$0"; exec "$@"`, pidFile}, command...)
+		return e.wrap(command)
 	}
 	return command
 }

@@ -86,19 +86,19 @@ func FuzzMarkerStrip(f *testing.F) {
 }
 
 // TestSessionCommand: under the holder in --stdin mode with the relay's
-// paths, the pid file only without a terminal; without escalation the
-// old wrapper.
+// paths; without a terminal the pid-recording sh inside it, as without
+// escalation.
 func TestSessionCommand(t *testing.T) {
 	e := &escSession{dir: "/run/lazaret/kube/S"}
-	got := strings.Join(sessionCommand(e, []string{"make"}, "/tmp/p", false), " ")
-	want := "/lazaret/lazaret-escalate __session --stdin --path-append /lazaret --env LAZARET_ESCALATE_FALLBACK=/lazaret/lazaret-escalate-go --env LAZARET_ESCALATE_SOCKET=/run/lazaret/kube/S/sock --env LAZARET_TLS_DIR=/run/lazaret/kube/S/tls --pidfile /tmp/p -- make"
-	if got != want {
-		t.Fatalf("got  %s\nwant %s", got, want)
-	}
-	if got := strings.Join(sessionCommand(e, []string{"bash"}, "/tmp/p", true), " "); strings.Contains(got, "--pidfile") {
-		t.Fatalf("with a terminal: %s", got)
-	}
-	if got := sessionCommand(nil, []string{"make"}, "/tmp/p", true); len(got) != 1 {
-		t.Fatalf("without escalation, with a terminal: %q", got)
+	holder := "/lazaret/lazaret-escalate __session --stdin --path-append /lazaret --env LAZARET_ESCALATE_FALLBACK=/lazaret/lazaret-escalate-go --env LAZARET_ESCALATE_SOCKET=/run/lazaret/kube/S/sock --env LAZARET_TLS_DIR=/run/lazaret/kube/S/tls -- "
+	pidsh := `/bin/sh -c echo $$ 2>/dev/null >"$0"; exec "$@" /tmp/p `
+	for _, c := range []struct {
+		e    *escSession
+		tty  bool
+		want string
+	}{{e, false, holder + pidsh + "make"}, {e, true, holder + "make"}, {nil, false, pidsh + "make"}, {nil, true, "make"}} {
+		if got := strings.Join(sessionCommand(c.e, []string{"make"}, "/tmp/p", c.tty), " "); got != c.want {
+			t.Errorf("escalation %v, tty %v:\n got  %s\n want %s", c.e != nil, c.tty, got, c.want)
+		}
 	}
 }
