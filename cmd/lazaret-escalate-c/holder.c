@@ -45,6 +45,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "holder.h"
@@ -57,6 +58,14 @@
  * report that host escalation is unavailable. */
 #define MAX_SIGNER_STARTS 3
 #define EXIT_USAGE 2
+/* --stdin (the Kubernetes backend, whose exec passes no descriptor): the
+ * marker the holder writes once it is non-dumpable (and, on a terminal,
+ * has turned echo off), and the frame it then reads from stdin: 4 hex
+ * digits of length, then that many bytes of the lines descriptor 3 would
+ * carry (internal/session: HolderReady, StdinFrame). An APC string: a
+ * terminal shows nothing of it should it ever reach one. */
+#define READY_MARKER "\033_lazaret-holder-ready\033\\"
+#define FRAME_HDR 4
 
 static char key[MAX_KEY];
 static size_t keylen;
@@ -118,6 +127,61 @@ static int read_key(void)
 		return 0;
 	}
 	return 1;
+}
+
+/* read_full reads exactly n bytes from fd. */
+static int read_full(int fd, char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t r = read(fd, p, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return 0;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 1;
+}
+
+/* read_key_stdin takes the delegation from stdin (--stdin): the process is
+ * already non-dumpable, so nothing can reopen its stdin through
+ * /proc/PID/fd once the frame is on its way; on a terminal, echo and the
+ * line discipline are off while it arrives (the key is never echoed into
+ * the session's output) and restored without flushing what the user typed
+ * after it. Only then is the ready marker written: the CLI sends the frame
+ * after it, never before. */
+static int read_key_stdin(void)
+{
+	struct termios saved, raw;
+	char hdr[FRAME_HDR + 1];
+	unsigned long n;
+	char *end;
+	int term = isatty(0) && tcgetattr(0, &saved) == 0, ok;
+	if (term) {
+		raw = saved;
+		raw.c_iflag &= ~(tcflag_t)(IGNBRK | BRKINT | PARMRK | ISTRIP | INLCR | IGNCR | ICRNL | IXON);
+		raw.c_lflag &= ~(tcflag_t)(ECHO | ECHONL | ICANON | ISIG | IEXTEN);
+		raw.c_cc[VMIN] = 1;
+		raw.c_cc[VTIME] = 0;
+		if (tcsetattr(0, TCSANOW, &raw) != 0)
+			return 0;
+	}
+	ok = write(1, READY_MARKER, sizeof READY_MARKER - 1) == (ssize_t)(sizeof READY_MARKER - 1) &&
+	     read_full(0, hdr, FRAME_HDR);
+	if (ok) {
+		hdr[FRAME_HDR] = 0;
+		n = strtoul(hdr, &end, 16);
+		ok = *end == 0 && n > 0 && n < sizeof key && read_full(0, key, n);
+		keylen = ok ? n : 0;
+	}
+	if (term)
+		tcsetattr(0, TCSANOW, &saved);
+	if (!ok) {
+		memset(key, 0, sizeof key);
+		keylen = 0;
+	}
+	return ok;
 }
 
 /* listen_session makes the session socket in a new private directory. */
@@ -313,16 +377,61 @@ static int serve(int ln, const char *go)
 	}
 }
 
+/* path_append adds dir at the end of PATH unless it is there (the
+ * Kubernetes backend: the client's directory, as the local backend's
+ * container environment has it). */
+static int path_append(const char *dir)
+{
+	const char *path = getenv("PATH");
+	size_t n;
+	char *p, *q;
+	if (path == NULL || *path == 0)
+		return setenv("PATH", dir, 1) == 0;
+	n = strlen(dir);
+	for (q = (char *)path; (p = strstr(q, dir)) != NULL; q = p + 1)
+		if ((p == path || p[-1] == ':') && (p[n] == 0 || p[n] == ':'))
+			return 1;
+	p = malloc(strlen(path) + n + 2);
+	if (p == NULL)
+		return 0;
+	sprintf(p, "%s:%s", path, dir);
+	n = setenv("PATH", p, 1) == 0;
+	free(p);
+	return (int)n;
+}
+
 int holder_main(int argc, char **argv, const char *go)
 {
 	char dir[256], path[300];
 	int ln = -1, code;
 	const char *pidfile = NULL;
+	int from_stdin = 0, got;
 	/* First thing: nothing of this process is readable from outside
 	 * from here on. */
 	prctl(PR_SET_DUMPABLE, 0);
-	if (argc > 1 && strcmp(argv[0], "--pidfile") == 0) {
-		pidfile = argv[1];
+	for (;;) {
+		if (argc > 1 && strcmp(argv[0], "--pidfile") == 0) {
+			pidfile = argv[1];
+		} else if (argc > 1 && strcmp(argv[0], "--env") == 0 && strchr(argv[1], '=') != NULL) {
+			/* Paths of the session (the Kubernetes backend's socket
+			 * and TLS directory), never a secret. */
+			if (putenv(argv[1]) != 0) {
+				say("cannot set", argv[1]);
+				return EXIT_USAGE;
+			}
+		} else if (argc > 1 && strcmp(argv[0], "--path-append") == 0) {
+			if (!path_append(argv[1])) {
+				say("cannot extend PATH with", argv[1]);
+				return EXIT_USAGE;
+			}
+		} else if (argc > 0 && strcmp(argv[0], "--stdin") == 0) {
+			from_stdin = 1;
+			argc--;
+			argv++;
+			continue;
+		} else {
+			break;
+		}
 		argc -= 2;
 		argv += 2;
 	}
@@ -334,11 +443,15 @@ int holder_main(int argc, char **argv, const char *go)
 		say("no command", NULL);
 		return EXIT_USAGE;
 	}
+	/* --env may name the Go client (the Kubernetes backend's path). */
+	if (getenv("LAZARET_ESCALATE_FALLBACK") != NULL)
+		go = getenv("LAZARET_ESCALATE_FALLBACK");
 	tty = isatty(0);
 	unsetenv("LAZARET_DELEGATED_KEY");
 	unsetenv("LAZARET_DELEGATION");
-	if (!read_key()) {
-		say("host escalation is unavailable in this session", "no delegation on descriptor 3");
+	got = from_stdin ? read_key_stdin() : read_key();
+	if (!got) {
+		say("host escalation is unavailable in this session", from_stdin ? "no delegation on stdin" : "no delegation on descriptor 3");
 	} else {
 		prctl(PR_SET_CHILD_SUBREAPER, 1);
 		ln = listen_session(dir, sizeof dir, path, sizeof path);

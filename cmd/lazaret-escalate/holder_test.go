@@ -183,3 +183,50 @@ func TestHolderPidfile(t *testing.T) {
 		t.Fatalf("the pidfile symlink was followed (or not reported): %s", out)
 	}
 }
+
+// TestHolderStdin: in --stdin mode (the Kubernetes backend) the holder
+// writes the ready marker before reading anything, then takes exactly the
+// frame from stdin: the command gets the rest of stdin, the --env
+// variables and the session socket, never the delegation. A malformed
+// frame leaves the session without escalation, the command still runs.
+func TestHolderStdin(t *testing.T) {
+	fe := buildFrontEnd(t)
+	s, err := session.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.Delegate("sandbox", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, err := d.StdinFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(stdin []byte) (string, string) {
+		cmd := exec.Command(fe, "__session", "--stdin", "--path-append", "/bin", "--path-append", "/x/bin", "--env", "LAZARET_TLS_DIR=/x/tls", "--", "sh", "-c", `env | grep -E '^(LAZARET_|PATH=)' | sort; cat`)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + t.TempDir()}
+		var out, errOut bytes.Buffer
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &out, &errOut
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v: %s", err, errOut.String())
+		}
+		return out.String(), errOut.String()
+	}
+	out, errOut := run(append(frame, "user input"...))
+	rest, ok := strings.CutPrefix(out, session.HolderReady)
+	if !ok {
+		t.Fatalf("output does not start with the marker: %q", out)
+	}
+	if !strings.Contains(rest, "LAZARET_SESSION_SOCKET=") || !strings.Contains(rest, "LAZARET_TLS_DIR=/x/tls") || !strings.HasSuffix(rest, "user input") ||
+		!strings.Contains(rest, "PATH=/usr/bin:/bin:/x/bin\n") {
+		t.Errorf("command saw %q (stderr %q)", rest, errOut)
+	}
+	if strings.Contains(rest, "LAZARET_DELEGATED_KEY") || strings.Contains(rest, "LAZARET_DELEGATION") {
+		t.Errorf("the delegation reached the command: %q", rest)
+	}
+	out, errOut = run([]byte("zzzzwhatever"))
+	if strings.Contains(out, "LAZARET_SESSION_SOCKET=") || !strings.Contains(errOut, "no delegation on stdin") {
+		t.Errorf("malformed frame: stdout %q stderr %q", out, errOut)
+	}
+}

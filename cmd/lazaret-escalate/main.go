@@ -28,6 +28,7 @@ import (
 	"os"
 
 	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
+	"github.com/lazaret-dev/lazaret/internal/escrelay"
 )
 
 // init makes a session's signer non-dumpable before anything else of the
@@ -41,6 +42,12 @@ func init() {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == client.SignerVerb {
 		os.Exit(client.SignerMain(os.Args[2:], os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == escrelay.InstallVerb {
+		os.Exit(client.InstallMain(os.Args[2:], os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == client.RelayVerb {
+		os.Exit(client.RelayMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	if len(os.Args) == 3 && os.Args[1] == client.BrokerVerb {
 		os.Exit(client.BrokerMain(os.Args[2], os.Stderr))

@@ -116,7 +116,9 @@ func (e *env) claims() []kubespec.SandboxClaim {
 	return cl
 }
 
-const plainCfg = "[cluster]\nnamespace = \"agents\"\n"
+// plainCfg turns Host Escalation off: its tests (escalation_test.go)
+// answer the relay's and the holder's execs.
+const plainCfg = "[escalation]\nenabled = false\n[cluster]\nnamespace = \"agents\"\n"
 
 func TestExecRunsInClaimedSandbox(t *testing.T) {
 	e := newEnv(t, plainCfg+"[profiles.dev]\nimage = \"agent:1\"\nwarm_pool = 2\n")

@@ -46,7 +46,7 @@ func (g *globals) networkSidecar(ctx context.Context, cfg *config.Config, c *kub
 	}
 	pull := corev1.PullPolicy(cfg.Cluster.ImagePullPolicy)
 	return func(pol netpolicy.Policy, configMap string) (*kubespec.Sidecar, error) {
-		o := netdpod.Options{Image: image, PullPolicy: pull, Policy: pol, Upstreams: ups, Name: configMap}
+		o := netdpod.Options{Image: image, PullPolicy: pull, Policy: pol, Upstreams: ups, Name: configMap, Escalation: cfg.Escalation.Enabled}
 		var labels map[string]string
 		if secrets != nil {
 			secrets.options(&o)
@@ -59,6 +59,6 @@ func (g *globals) networkSidecar(ctx context.Context, cfg *config.Config, c *kub
 		return &kubespec.Sidecar{Container: spec.Container, ConfigMapData: spec.ConfigMapData, Volumes: spec.Volumes,
 			DNSPolicy: spec.DNSPolicy, DNSConfig: spec.DNSConfig, Upstreams: ups,
 			SecretName: netdpod.SecretName(configMap), SecretData: spec.SecretData,
-			AgentEnv: spec.AgentEnv, AgentVolumeMounts: spec.AgentVolumeMounts, Labels: labels}, nil
+			AgentEnv: spec.AgentEnv, AgentVolumeMounts: spec.AgentVolumeMounts, Labels: labels, InitContainers: spec.InitContainers}, nil
 	}, nil
 }

@@ -72,26 +72,24 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 		command = interactiveShell
 	}
 	pidFile := "/tmp/.lazaret-kube-" + randomID() + ".pid"
-	if !r.tty {
-		// Without a terminal signals must be delivered in the sandbox
-		// (the exec stream carries none): the command records its pid,
-		// then becomes the command.
-		command = append([]string{"/bin/sh", "-c", `echo $$ 2>/dev/null >"$0"; exec "$@"`, pidFile}, command...)
-	}
+	// Not ctx: SIGINT is the command's, not lazaret's.
+	ectx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sio := g.startSessionIO(ctx, cfg, c, t, run.pod, command, r.tty, cancel)
+	defer sio.close()
+	command = sessionCommand(sio.esc, command, pidFile, r.tty)
 	tm, err := openTerminal(in, out, r.tty)
 	if err != nil {
 		return err
 	}
 	defer tm.close()
-	// Not ctx: SIGINT is the command's, not lazaret's.
-	ectx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	stop := g.forwardSignals(c, run.pod, pidFile, r.tty, cancel)
 	defer stop()
 	code, err := c.ExecIn(ectx, kube.ExecRequest{
 		Pod: run.pod, Container: kubespec.ContainerName, Command: command,
-		Stdin: g.io.In, Stdout: g.io.Out, Stderr: g.io.ErrOut, TTY: r.tty, Sizes: tm.Sizes(),
+		Stdin: sio.stdin, Stdout: sio.stdout, Stderr: g.io.ErrOut, TTY: r.tty, Sizes: tm.Sizes(),
 	})
+	sio.close() // the prompt, if one is up, before the terminal's modes
 	tm.close()
 	g.syncAfter(c, run.pod, gt)
 	var se *kube.StartError

@@ -42,6 +42,9 @@ type Sidecar struct {
 	AgentEnv          []corev1.EnvVar
 	AgentVolumeMounts []corev1.VolumeMount
 	Labels            map[string]string
+	// InitContainers run before the sidecar (the escalation client's
+	// installer).
+	InitContainers []corev1.Container
 }
 
 // SidecarFunc builds the sidecar for a policy; configMap is the name of
@@ -243,7 +246,7 @@ func addSidecar(pod *corev1.PodSpec, np *NetworkPolicySpec, in Input, configMap 
 	if err != nil {
 		return nil, nil, fmt.Errorf("network sidecar: %w", err)
 	}
-	pod.InitContainers = append(pod.InitContainers, sc.Container)
+	pod.InitContainers = append(append(pod.InitContainers, sc.InitContainers...), sc.Container)
 	agent := &pod.Containers[0]
 	// A variable the profile sets itself (a CA variable pointing at its
 	// own bundle) keeps the profile's value, as locally; the

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
@@ -40,7 +41,39 @@ func ImageRefFor(bin string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("lazaret-netd %s: %w", bin, err)
 	}
+	if clients := escalationClients(bin); clients != nil {
+		// The image also carries the escalation client: its tag names
+		// all three binaries.
+		h := sha256.New()
+		fmt.Fprintf(h, "lazaret-netd %s\n", sum)
+		for _, c := range clients {
+			cs, err := fileSHA256(c)
+			if err != nil {
+				return "", fmt.Errorf("escalation client %s: %w", c, err)
+			}
+			fmt.Fprintf(h, "%s %s\n", filepath.Base(c), cs)
+		}
+		sum = hex.EncodeToString(h.Sum(nil))
+	}
 	return ImageName + ":" + version.Version + "-" + sum[:contentTagLen], nil
+}
+
+// escalationClients are the escalation client's binaries beside the netd
+// binary at bin (an installation or `make build` has them), nil when
+// either is missing. The image carries them for Kubernetes pods, whose
+// init container copies them into the agent's read-only volume
+// (internal/netdpod); the local sidecar never runs them.
+func escalationClients(bin string) []string {
+	dir := filepath.Dir(bin)
+	var out []string
+	for _, name := range []string{locate.Escalate, locate.EscalateGo} {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+			return nil
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // contentTagLen hex digits of the binary's SHA-256 end a content tag.
@@ -88,6 +121,7 @@ const (
 // no shell, no libc, nothing for an attacker who reached the sidecar to use.
 const containerfile = `FROM scratch
 COPY lazaret-netd /lazaret-netd
+%s
 LABEL %s=%q lazaret.version=%q lazaret.netd.sha256=%q
 USER 0:0
 ENTRYPOINT ["/lazaret-netd"]
@@ -115,12 +149,23 @@ func BuildImage(ctx context.Context, pc *podman.Client, netdBinary, tag string) 
 	if err := copyFile(netdBinary, filepath.Join(dir, "lazaret-netd")); err != nil {
 		return fmt.Errorf("build context: %w", err)
 	}
+	var extra strings.Builder
+	for _, c := range escalationClients(netdBinary) {
+		if err := checkStatic(c); err != nil {
+			return err
+		}
+		name := filepath.Base(c)
+		if err := copyFile(c, filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("build context: %w", err)
+		}
+		fmt.Fprintf(&extra, "COPY %s /%s\n", name, name)
+	}
 	sum, err := fileSHA256(netdBinary)
 	if err != nil {
 		return fmt.Errorf("build context: %w", err)
 	}
 	cf := filepath.Join(dir, "Containerfile")
-	if err := os.WriteFile(cf, fmt.Appendf(nil, containerfile, imageTitleLabel, imageTitle, version.Version, sum), 0o644); err != nil {
+	if err := os.WriteFile(cf, fmt.Appendf(nil, containerfile, extra.String(), imageTitleLabel, imageTitle, version.Version, sum), 0o644); err != nil {
 		return fmt.Errorf("build context: %w", err)
 	}
 	// --network none: the build must never need a registry or the network;
@@ -151,12 +196,12 @@ func fileSHA256(path string) (string, error) {
 func checkStatic(path string) error {
 	f, err := elf.Open(path)
 	if err != nil {
-		return fmt.Errorf("lazaret-netd binary %s: %w", path, err)
+		return fmt.Errorf("%s binary %s: %w", filepath.Base(path), path, err)
 	}
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
-			return fmt.Errorf("lazaret-netd binary %s: %w (build it with CGO_ENABLED=0)", path, ErrNotStatic)
+			return fmt.Errorf("%s binary %s: %w (build it with CGO_ENABLED=0)", filepath.Base(path), path, ErrNotStatic)
 		}
 	}
 	return nil

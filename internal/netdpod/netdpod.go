@@ -52,6 +52,9 @@ type Options struct {
 	Upstreams []netip.AddrPort
 	// Name is the ConfigMap's name; the Secret is SecretName(Name).
 	Name string
+	// Escalation installs the escalation client from the image into the
+	// agent container, read-only (escalate.go).
+	Escalation bool
 
 	// Secrets (values and placeholders), with SecretEnv naming the
 	// variable under which the agent sees each secret's placeholder
@@ -86,6 +89,9 @@ type Spec struct {
 	// bundle and the placeholders, nothing else.
 	AgentVolumeMounts []corev1.VolumeMount
 	AgentEnv          []corev1.EnvVar
+	// InitContainers run before the sidecar: the escalation client's
+	// installer (Options.Escalation).
+	InitContainers []corev1.Container `json:",omitempty"`
 }
 
 // SecretName is the name of the Secret holding a sandbox's values.
@@ -141,6 +147,9 @@ func Sidecar(o Options) (Spec, error) {
 		mounts = append(mounts, smounts...)
 	}
 	s.Container = container(o, args, mounts)
+	if o.Escalation {
+		s.addEscalation(o)
+	}
 	return s, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/escrelay"
 	"github.com/lazaret-dev/lazaret/internal/escwire"
 	"github.com/lazaret-dev/lazaret/internal/session"
 	"github.com/lazaret-dev/lazaret/internal/trust"
@@ -27,8 +28,8 @@ import (
 const (
 	DefaultSocket = "/run/lazaret/escalate.sock"
 	DefaultTLSDir = "/run/lazaret/tls"
-	EnvSocket     = "LAZARET_ESCALATE_SOCKET"
-	EnvTLSDir     = "LAZARET_TLS_DIR"
+	EnvSocket     = escrelay.EnvSocket
+	EnvTLSDir     = escrelay.EnvTLSDir
 	// EnvTrace, when set to 1, makes the client print its phase timings to
 	// stderr (for bench/escalation).
 	EnvTrace = "LAZARET_ESCALATE_TRACE"

@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/lazaret-dev/lazaret/internal/cli/prompt"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/prompt"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 

@@ -14,9 +14,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/cli/prompt"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/escprompt"
+	"github.com/lazaret-dev/lazaret/internal/prompt"
 	"github.com/lazaret-dev/lazaret/internal/session"
 )
 
@@ -62,15 +62,7 @@ func New(o Options) (*Link, error) {
 	t := newTermOwner()
 	l := &Link{anchor: a, opts: o, term: t}
 	l.runner = &prompt.Runner{TTY: o.TTY, OnAbort: o.Abort, Pause: t.escalationPause(o.Pause), Resume: t.escalationResume(o.Resume),
-		Resolve: func(argv0 string, r escprompt.PromptRequest) (string, error) {
-			// Resolved as the coordinator will (it checks again and refuses
-			// a difference).
-			path := r.Path
-			if path == "" {
-				path = escprompt.SafePath(os.Getenv("PATH"))
-			}
-			return escprompt.Resolve(argv0, r.HostDir, escprompt.SafePath(path))
-		}}
+		Resolve: prompt.ResolveAsServer}
 	return l, nil
 }
 

@@ -1,3 +1,7 @@
+// Package escalation is the coordinator's Host Escalation component: the
+// Trust Anchor and TLS directory of one sandbox, its escalation socket served
+// by the shared internal/escalation server, the client's mounts and broker,
+// and the session registrations arriving on the control socket.
 package escalation
 
 import (
@@ -17,6 +21,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/escalation"
 	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
@@ -70,14 +75,14 @@ type ComponentOptions struct {
 // socket. It implements sandbox.Component.
 type Component struct {
 	o        ComponentOptions
-	registry *Registry
+	registry *escalation.Registry
 
 	mu     sync.Mutex
 	anchor *trust.Anchor
 	ln     net.Listener
 	cancel context.CancelFunc
 	done   chan struct{}
-	server *Server
+	server *escalation.Server
 	// brokerCancel stops a broker start still waiting or under way.
 	brokerCancel context.CancelFunc
 }
@@ -99,14 +104,14 @@ func NewComponent(o ComponentOptions) *Component {
 	if o.Podman == nil {
 		o.Podman = &podman.Client{Log: o.Log}
 	}
-	return &Component{o: o, registry: NewRegistry()}
+	return &Component{o: o, registry: escalation.NewRegistry()}
 }
 
 // Name implements sandbox.Component.
 func (c *Component) Name() string { return "escalation" }
 
 // Registry is where sessions are registered (tests register directly).
-func (c *Component) Registry() *Registry { return c.registry }
+func (c *Component) Registry() *escalation.Registry { return c.registry }
 
 // SandboxID is the id in the sandbox's certificate SAN and in every
 // delegation: the Domain Anchor hash (one sandbox per domain).
@@ -148,10 +153,10 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 		return err
 	}
 	home, _ := os.UserHomeDir()
-	srv := NewServer(Config{
+	srv := escalation.NewServer(escalation.Config{
 		Profile: a.Profile, SandboxID: a.Hash, Workspace: a.Workspace, Registry: c.registry,
-		Policy:   &Policy{AutoApprove: c.o.AutoApprove, Path: escprompt.SafePath(os.Getenv("PATH")), Workspace: a.Workspace},
-		Executor: &Executor{Env: MinimalEnv(os.Getenv("PATH"), home, os.Getenv("LANG"))},
+		Policy:   &escalation.Policy{AutoApprove: c.o.AutoApprove, Path: escprompt.SafePath(os.Getenv("PATH")), Workspace: a.Workspace},
+		Executor: &escalation.Executor{Env: escalation.MinimalEnv(os.Getenv("PATH"), home, os.Getenv("LANG"))},
 		Auditor:  c.o.Auditor, Log: c.o.Log,
 	}, ta.ServerConfig())
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -308,7 +313,7 @@ func (c *Component) handleRegister(ctx context.Context, r *ctl.Request) (any, er
 		return nil, ctl.Errorf(ctl.ErrBadRequest.Code, "%s: public_key must be an Ed25519 key", escprompt.TypeRegister)
 	}
 	sess := r.Session
-	unregister, err := c.registry.Register(&Session{ID: sess.ID, Public: ed25519.PublicKey(req.PublicKey), Prompt: ctlPrompter{sess},
+	unregister, err := c.registry.Register(&escalation.Session{ID: sess.ID, Public: ed25519.PublicKey(req.PublicKey), Prompt: ctlPrompter{sess},
 		Command: sess.Command, PID: sess.PeerPID, Started: sess.Attached})
 	if err != nil {
 		return nil, ctl.Errorf(ctl.ErrBadRequest.Code, "%s: %v", escprompt.TypeRegister, err)
@@ -336,16 +341,6 @@ func (p ctlPrompter) Prompt(ctx context.Context, r escprompt.PromptRequest) (esc
 		return escprompt.Answer{Action: escprompt.Deny}, fmt.Errorf("asking the session: %w", err)
 	}
 	return a, nil
-}
-
-// LogAuditor writes audit events to the coordinator log (used when no
-// state store is wired).
-func LogAuditor(log *slog.Logger) Auditor {
-	return AuditFunc(func(_ context.Context, e Event) error {
-		log.Info("audit", "kind", e.Kind, "stage", e.Stage, "reason", e.Reason, "request", e.RequestID,
-			"session", e.SessionID, "argv", e.Argv, "command", e.Command, "decision", e.Decision, "exit", e.ExitCode)
-		return nil
-	})
 }
 
 // RotateNow rotates the sandbox's client certificate at once (tests; the

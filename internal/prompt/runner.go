@@ -209,3 +209,14 @@ func cookedOutput(tty *os.File) func() {
 func FlushInput(tty *os.File) error {
 	return unix.IoctlSetInt(int(tty.Fd()), unix.TCFLSH, unix.TCIFLUSH)
 }
+
+// ResolveAsServer resolves an edited command's argv0 as the escalation
+// server will (through the request's PATH, else this process's, made
+// safe): the server resolves again and refuses a difference.
+func ResolveAsServer(argv0 string, r escprompt.PromptRequest) (string, error) {
+	path := r.Path
+	if path == "" {
+		path = escprompt.SafePath(os.Getenv("PATH"))
+	}
+	return escprompt.Resolve(argv0, r.HostDir, escprompt.SafePath(path))
+}

@@ -164,6 +164,15 @@ func (s *Server) Handle(ctx context.Context, raw net.Conn) {
 	_ = raw.SetDeadline(time.Now().Add(handshakeTimeout))
 	tc := tls.Server(raw, s.tls)
 	if err := tc.HandshakeContext(ctx); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			// The peer hung up before authenticating, asking nothing: a
+			// session's signer killed with its session while it
+			// handshook a warm connection ahead (through a cluster
+			// sandbox's relay that takes several round trips). A
+			// certificate or protocol failure is another error.
+			s.cfg.Log.Debug("escalation connection closed during the handshake")
+			return
+		}
 		s.reject(ctx, nil, &Rejection{StageMTLS, "TLS handshake: " + err.Error()})
 		return
 	}

@@ -1,7 +1,10 @@
-// Package escalation is the coordinator's side of Host Escalation: the
-// verification pipeline for requests arriving on the escalation socket, the
-// auto-approve engine, routing to the requesting session's prompt, and the
-// executor that runs an approved command on the host without a shell.
+// Package escalation is the host's side of Host Escalation, shared by the
+// coordinator (internal/coordinator/escalation wraps it as a sandbox
+// component) and lazaret-kube (a cluster sandbox's requests arrive through
+// the API server): the verification pipeline for requests arriving over
+// mutual TLS, the replay check, the auto-approve engine, routing to the
+// requesting session's prompt, the audit events, and the executor that
+// runs an approved command on the host without a shell.
 package escalation
 
 import (

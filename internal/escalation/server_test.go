@@ -626,3 +626,32 @@ func TestServerConnectionWithoutRequestIsNotARejection(t *testing.T) {
 		t.Errorf("a stray byte: rejection stage %q, want %q", stage, StageDecode)
 	}
 }
+
+// A peer that hangs up in the middle of the handshake (a signer killed
+// with its session while it prepared a warm connection) asked nothing:
+// no rejection. A client with a certificate of another CA is still one
+// (positive control).
+func TestServerAbandonedHandshakeIsNotARejection(t *testing.T) {
+	r := newRig(t)
+	raw, err := net.Dial("unix", r.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A ClientHello's first bytes, then nothing.
+	if _, err := raw.Write([]byte{0x16, 0x03, 0x01, 0x00, 0x40, 0x01}); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	time.Sleep(200 * time.Millisecond)
+	if n := r.eventCount(EventRejected); n != 0 {
+		t.Errorf("an abandoned handshake was audited: %d rejections", n)
+	}
+	other, err := trust.NewCA(time.Hour, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, _ = r.sendWith(r.clientCert(trust.SAN("claude", testSandbox), time.Now().Add(-time.Minute), time.Now().Add(time.Hour), other), r.request([]string{"true"}))
+	if stage := r.lastRejection(); stage != StageMTLS {
+		t.Errorf("a certificate of another CA: rejection stage %q, want %q", stage, StageMTLS)
+	}
+}

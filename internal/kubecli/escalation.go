@@ -1,0 +1,192 @@
+package kubecli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/escalation"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
+	"github.com/lazaret-dev/lazaret/internal/escrelay"
+	"github.com/lazaret-dev/lazaret/internal/kube"
+	"github.com/lazaret-dev/lazaret/internal/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/session"
+	"github.com/lazaret-dev/lazaret/internal/trust"
+)
+
+// Host Escalation of a cluster sandbox, one per lazaret-kube shell/exec
+// (docs/KUBERNETES.md, "Host Escalation"): this process is the session's
+// coordinator. The pod's init container put the client, read-only, at
+// /run/lazaret/bin (internal/netdpod). It makes a Trust Anchor in memory, starts the relay
+// (`lazaret-escalate-go __relay DIR`) in the agent container through the
+// API server's exec, serves the connections the relay carries with the
+// shared escalation server (internal/escalation: the same verification,
+// replay check, auto-approve policy, executor and audit as locally), and
+// runs the session's command under the holder in --stdin mode, which
+// receives the session's delegation on its stdin once it is non-dumpable.
+
+// escRunDir is where each session's relay directory lives in the pod.
+const escRunDir = "/run/lazaret/kube"
+
+// relayStartTimeout bounds the wait for the relay's socket.
+const relayStartTimeout = 30 * time.Second
+
+// escSession is Host Escalation for one session.
+type escSession struct {
+	dir   string
+	frame []byte
+	// ready is closed when the holder's HolderReady marker was seen.
+	ready  chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startEscalation sets Host Escalation up for one session in pod, or
+// returns nil when the configuration turns it off. Nothing it started
+// outlives an error.
+func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *kube.Client, t *target, pod string, command []string, ask escprompt.Prompter) (*escSession, error) {
+	if !cfg.Escalation.Enabled {
+		return nil, nil
+	}
+	began := time.Now()
+	anchor, err := trust.NewMemory(t.profile.Name, t.hash)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := session.New()
+	if err != nil {
+		return nil, err
+	}
+	reg := escalation.NewRegistry()
+	// Without a terminal (ask nil) a request that is not auto-approved is
+	// denied and audited, as locally.
+	if _, err := reg.Register(&escalation.Session{ID: sess.ID, Public: sess.Public, Prompt: ask,
+		Command: command, PID: os.Getpid(), Started: time.Now()}); err != nil {
+		return nil, err
+	}
+	del, err := sess.Delegate(t.hash, session.DefaultDelegationTTL, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	frame, err := del.StdinFrame()
+	if err != nil {
+		return nil, err
+	}
+	home, _ := os.UserHomeDir()
+	srv := escalation.NewServer(escalation.Config{
+		Profile: t.profile.Name, SandboxID: t.hash, Workspace: t.workspace, Registry: reg,
+		Policy:   &escalation.Policy{AutoApprove: cfg.Escalation.AutoApprove, Path: escprompt.SafePath(os.Getenv("PATH")), Workspace: t.workspace},
+		Executor: &escalation.Executor{Env: escalation.MinimalEnv(os.Getenv("PATH"), home, os.Getenv("LANG"))},
+		Auditor:  escalation.EntryAuditor(g.auditTo(cfg, t)), Log: g.log,
+	}, anchor.ServerConfig())
+	e := &escSession{dir: path.Join(escRunDir, sess.ID), frame: frame, ready: make(chan struct{}), done: make(chan struct{})}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.cancel = cancel
+	host, err := g.startRelay(sctx, c, pod, e.dir, anchor)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	g.log.Debug("escalation relay ready", "took", time.Since(began).Round(time.Millisecond))
+	go func() {
+		defer close(e.done)
+		if err := srv.Serve(sctx, host); err != nil {
+			g.log.Warn("escalation server", "err", err)
+		}
+	}()
+	return e, nil
+}
+
+// startRelay runs the relay in pod and returns its host end once the
+// relay listens; the relay and its rotation stop with ctx.
+func (g *globals) startRelay(ctx context.Context, c *kube.Client, pod, dir string, anchor *trust.Memory) (*escrelay.Host, error) {
+	bundle, err := anchor.ClientBundle()
+	if err != nil {
+		return nil, err
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	host := escrelay.NewHost(inW)
+	exited := make(chan error, 1)
+	go func() {
+		_, err := c.ExecIn(ctx, kube.ExecRequest{Pod: pod, Container: kubespec.ContainerName,
+			Command: []string{escrelay.BinGoClient, escrelay.Verb, dir}, Stdin: inR, Stdout: outW, Stderr: logWriter{g}})
+		_ = outW.Close()
+		_ = inR.Close()
+		exited <- err
+	}()
+	go func() {
+		if err := host.Run(outR); err != nil {
+			g.log.Warn("escalation relay", "err", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		_ = inW.Close() // the relay's stdin ends: it removes its directory
+	}()
+	// The first frame: the relay writes the bundle before it listens.
+	if err := host.Send(escrelay.Frame{Type: escrelay.Bundle, Payload: bundle}); err != nil {
+		return nil, fmt.Errorf("escalation relay: %w", err)
+	}
+	select {
+	case <-host.Ready():
+	case err := <-exited:
+		return nil, fmt.Errorf("escalation relay in pod %s ended before it listened: %w", pod, errors.Join(err, errors.New("no socket")))
+	case <-time.After(relayStartTimeout):
+		return nil, fmt.Errorf("escalation relay in pod %s: no socket after %s", pod, relayStartTimeout)
+	}
+	go g.rotate(ctx, host, anchor)
+	return host, nil
+}
+
+// rotate sends a fresh client bundle at half its lifetime.
+func (g *globals) rotate(ctx context.Context, host *escrelay.Host, anchor *trust.Memory) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-host.Done():
+			return
+		case <-time.After(anchor.Lifetime() / 2):
+		}
+		b, err := anchor.ClientBundle()
+		if err == nil {
+			err = host.Send(escrelay.Frame{Type: escrelay.Bundle, Payload: b})
+		}
+		if err != nil {
+			g.log.Warn("escalation: rotating the client certificate", "err", err)
+		}
+	}
+}
+
+// logWriter sends the relay's stderr to the debug log.
+type logWriter struct{ g *globals }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.g.log.Debug("escalation relay", "stderr", string(p))
+	return len(p), nil
+}
+
+// wrap runs command under the session holder in --stdin mode, pointed at
+// the session's relay.
+func (e *escSession) wrap(command []string) []string {
+	argv := []string{escrelay.BinFrontEnd, session.HolderVerb, session.HolderStdinFlag, "--path-append", escrelay.BinDir,
+		"--env", escrelay.EnvGoClient + "=" + escrelay.BinGoClient,
+		"--env", escrelay.EnvSocket + "=" + path.Join(e.dir, escrelay.Socket),
+		"--env", escrelay.EnvTLSDir + "=" + path.Join(e.dir, escrelay.TLSDir)}
+	return append(append(argv, "--"), command...)
+}
+
+// close stops the relay and the server (commands in flight are killed).
+func (e *escSession) close() {
+	if e == nil {
+		return
+	}
+	e.cancel()
+	<-e.done
+}
