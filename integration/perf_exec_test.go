@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,7 +123,10 @@ func TestRunscExecDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrapper := filepath.Join(e.Root, "runsc-wrap")
-	script := fmt.Sprintf("#!/bin/sh\nfor f in /proc/$$/fd/*; do n=${f##*/}; [ \"$n\" -lt 10 ] && printf '%%s=%%s\\n' \"$n\" \"$(readlink $f | cut -d'[' -f1)\"; done | sort > %s/$$\nexec %s \"$@\"\n", rec, real)
+	// find writes the record itself (-fprintf), from a child, while the
+	// wrapper shell waits holding exactly what it inherited: a shell
+	// redirection or pipeline would open descriptors in the shell itself.
+	script := fmt.Sprintf("#!/bin/sh\nfind /proc/$$/fd/ -mindepth 1 -fprintf %s/$$ '%%f=%%l\\n'\nexec %s \"$@\"\n", rec, real)
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -167,11 +171,23 @@ func TestRunscExecDescriptors(t *testing.T) {
 	}
 }
 
+// readRec is the wrapper's record as "N=TARGET" lines for descriptors
+// below 10, sorted, the target cut before any "[".
 func readRec(t *testing.T, dir string, pid int) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, strconv.Itoa(pid)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		fd, target, ok := strings.Cut(l, "=")
+		if n, err := strconv.Atoi(fd); !ok || err != nil || n >= 10 {
+			continue
+		}
+		target, _, _ = strings.Cut(target, "[")
+		lines = append(lines, fd+"="+target+"\n")
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "")
 }

@@ -266,6 +266,7 @@ func TestBackendEnforcementRefusal(t *testing.T) {
 	}
 	// The positive control: the same start with the override runs.
 	if _, errOut, code := e.lazaret(nil, "exec", "--allow-unenforced-egress", "e2e", "--", "true"); code != 0 {
-		t.Errorf("with --allow-unenforced-egress: exit %d %s", code, errOut)
+		t.Fatalf("with --allow-unenforced-egress: exit %d %s", code, errOut)
 	}
+	checkGeneratedPolicy(t, e)
 }
