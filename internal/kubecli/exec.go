@@ -21,7 +21,7 @@ func newExecCmd(g *globals) *cobra.Command {
 	var tty bool
 	o := startOptions{}
 	cmd := &cobra.Command{
-		Use:   "exec [PROFILE] -- COMMAND [ARG...]",
+		Use:   "exec [PROFILE] [--] COMMAND [ARG...]",
 		Short: "Run a command in the cluster sandbox of this directory",
 		Long: `Run a command in the sandbox of PROFILE (default "default") for the current
 directory on the cluster, claiming one if needed. Standard input, output and

@@ -138,6 +138,19 @@ func (g *globals) loadConfig() (*config.Config, error) {
 }
 
 // client loads the configuration and connects to its cluster.
+// clientFor is client, and the target of profile in this workspace.
+func (g *globals) clientFor(profile string) (*config.Config, *kube.Client, *target, error) {
+	cfg, c, err := g.client()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	t, err := g.resolve(cfg, profile)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, c, t, nil
+}
+
 func (g *globals) client() (*config.Config, *kube.Client, error) {
 	cfg, err := g.loadConfig()
 	if err != nil {

@@ -39,11 +39,7 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 // exit codes: the command's own, 126/127 when the sandbox cannot run it,
 // 125 when the exec itself failed.
 func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
-	cfg, c, err := g.client()
-	if err != nil {
-		return err
-	}
-	t, err := g.resolve(cfg, r.profile)
+	cfg, c, t, err := g.clientFor(r.profile)
 	if err != nil {
 		return err
 	}

@@ -58,11 +58,7 @@ func firstOf(args []string) string {
 }
 
 func (g *globals) runState(ctx context.Context, profile string) error {
-	cfg, c, err := g.client()
-	if err != nil {
-		return err
-	}
-	t, err := g.resolve(cfg, profile)
+	cfg, c, t, err := g.clientFor(profile)
 	if err != nil {
 		return err
 	}
@@ -103,11 +99,7 @@ func (g *globals) runState(ctx context.Context, profile string) error {
 }
 
 func (g *globals) runStateReset(ctx context.Context, profile string, yes bool) error {
-	cfg, c, err := g.client()
-	if err != nil {
-		return err
-	}
-	t, err := g.resolve(cfg, profile)
+	cfg, c, t, err := g.clientFor(profile)
 	if err != nil {
 		return err
 	}

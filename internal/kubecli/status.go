@@ -33,11 +33,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 }
 
 func (g *globals) runStatus(ctx context.Context, profile string) error {
-	cfg, c, err := g.client()
-	if err != nil {
-		return err
-	}
-	t, err := g.resolve(cfg, profile)
+	_, c, t, err := g.clientFor(profile)
 	if err != nil {
 		return err
 	}

@@ -34,11 +34,7 @@ and only lazaret's refs move. A command's end syncs too.`,
 // runSync syncs the running sandbox of profile for this workspace; with
 // report it says what moved. It reports whether a sandbox was there.
 func (g *globals) runSync(ctx context.Context, profile string, report bool) (bool, error) {
-	cfg, c, err := g.client()
-	if err != nil {
-		return false, err
-	}
-	t, err := g.resolve(cfg, profile)
+	cfg, c, t, err := g.clientFor(profile)
 	if err != nil {
 		return false, err
 	}
