@@ -225,8 +225,12 @@ func TestNetworkSidecar(t *testing.T) {
 	if spec.Network != "ns:"+a.Netns() || !slices.Equal(spec.DNS, []string{"127.0.0.1"}) {
 		t.Fatalf("Prepare set network %q, dns %q", spec.Network, spec.DNS)
 	}
-	// The agent starts beside the sidecar, as the coordinator starts it;
-	// until Started the namespace has no uplink.
+	// The agent starts beside the sidecar, as the coordinator starts it
+	// (its create once the namespace is pinned: Ready); until Started the
+	// namespace has no uplink.
+	if err := comp.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
 	f.startAgent(agent, spec.Network)
 	if err := comp.Started(ctx, agent); err != nil {
 		t.Fatal(err)

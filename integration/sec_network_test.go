@@ -53,6 +53,11 @@ func newSecNet(t *testing.T, tag, cfg string, hostAddrs []netip.Addr) *secNet {
 	if err := s.comp.Prepare(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
+	// The namespace is pinned once Ready returns (the coordinator's start
+	// gate waits for it the same way).
+	if err := s.comp.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
 	f.startAgent(s.agent, spec.Network)
 	if err := s.comp.Started(ctx, s.agent); err != nil {
 		t.Fatal(err)

@@ -89,7 +89,9 @@ func (s *saEnv) startNet(comp *stateanchor.Component, image, network string, ext
 	if strings.HasPrefix(network, "ns:") {
 		spec.DNS = []string{"127.0.0.1"}
 	}
-	if err := comp.Prepare(ctx, spec); err != nil {
+	// Without the coordinator's start gate, the overlays must be mounted
+	// before podman runs.
+	if err := prepareReady(ctx, comp, spec); err != nil {
 		_ = comp.Close(ctx)
 		s.t.Fatalf("prepare: %v", err)
 	}
@@ -113,6 +115,15 @@ func (s *saEnv) stop(comp *stateanchor.Component) {
 	if err := comp.Close(ctx); err != nil {
 		s.t.Errorf("close: %v", err)
 	}
+}
+
+// prepareReady prepares comp and waits for its overlays (what the
+// coordinator's start gate does for a real start).
+func prepareReady(ctx context.Context, comp *stateanchor.Component, spec *podman.ContainerSpec) error {
+	if err := comp.Prepare(ctx, spec); err != nil {
+		return err
+	}
+	return comp.Ready(ctx)
 }
 
 // sh runs script in the sandbox and returns its stdout; a failure fails
@@ -402,7 +413,7 @@ func TestStateAnchorHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	comp := stateanchor.New(stateanchor.Options{Anchor: &h.Anchor, Image: config.DefaultImage, Dirs: []string{"/usr", "/var"}, Podman: &podman.Client{}, Driver: h.Driver})
-	if err := comp.Prepare(context.Background(), &podman.ContainerSpec{}); err != nil {
+	if err := prepareReady(context.Background(), comp, &podman.ContainerSpec{}); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Println("mounted")
@@ -421,7 +432,7 @@ func testCrashRecovery(t *testing.T, driver string) {
 	// touch it.
 	other := newSAEnv(t)
 	otherComp := stateanchor.New(stateanchor.Options{Anchor: other.anchor, Image: config.DefaultImage, Dirs: []string{"/opt/other"}, Podman: other.pc, Driver: driver})
-	if err := otherComp.Prepare(context.Background(), &podman.ContainerSpec{}); err != nil {
+	if err := prepareReady(context.Background(), otherComp, &podman.ContainerSpec{}); err != nil {
 		t.Fatal(err)
 	}
 	defer otherComp.Close(context.Background())

@@ -336,9 +336,17 @@ func (c *coordinator) start(ctx context.Context) error {
 		return err
 	}
 	sandbox.Finalize(spec, a)
-	c.runAttempt = true
 	runStart := time.Now()
+	gate, err := openGate(ctx, c.comps, spec, a.GateSocket(), runStart, c.log)
+	if err != nil {
+		return err
+	}
+	c.runAttempt = true
 	id, err := c.pm.RunDetached(ctx, spec)
+	if gerr := gate.finish(); gerr != nil {
+		// The components' own failure explains a run the gate refused.
+		return gerr
+	}
 	if err != nil {
 		return err
 	}

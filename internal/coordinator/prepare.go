@@ -11,6 +11,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/startgate"
 )
 
 // prepareAll runs every component's Prepare concurrently, each on its own
@@ -140,4 +141,64 @@ func mergeSlice[T any](dst, base, changed []T) []T {
 		}
 	}
 	return slices.Clone(changed)
+}
+
+// startGate is the start gate of one container run: it opens once every
+// Deferred component is ready (internal/startgate). A nil *startGate (no
+// component deferred any work) does nothing.
+type startGate struct {
+	gate   *startgate.Gate
+	result chan error
+}
+
+// openGate listens on path when a component deferred work past Prepare,
+// names the gate in spec and opens it when they are all ready.
+func openGate(ctx context.Context, comps []sandbox.Component, spec *podman.ContainerSpec, path string, runStart time.Time, log *slog.Logger) (*startGate, error) {
+	var deferred []sandbox.Component
+	for _, comp := range comps {
+		if _, ok := comp.(sandbox.Deferred); ok {
+			deferred = append(deferred, comp)
+		}
+	}
+	if len(deferred) == 0 {
+		return nil, nil
+	}
+	g, err := startgate.Listen(path)
+	if err != nil {
+		// Nothing waits yet: let the deferred work end before Close.
+		for _, comp := range deferred {
+			_ = comp.(sandbox.Deferred).Ready(ctx)
+		}
+		return nil, err
+	}
+	if spec.Annotations == nil {
+		spec.Annotations = map[string]string{}
+	}
+	spec.Annotations[startgate.Annotation] = g.Path()
+	sg := &startGate{gate: g, result: make(chan error, 1)}
+	go func() {
+		var first error
+		for _, comp := range deferred {
+			err := comp.(sandbox.Deferred).Ready(ctx)
+			log.Info("component ready", "component", comp.Name(), "after_run", time.Since(runStart).Round(time.Millisecond), "ok", err == nil)
+			if err != nil && first == nil {
+				first = fmt.Errorf("%s: %w", comp.Name(), err)
+			}
+		}
+		g.Open(first)
+		sg.result <- first
+	}()
+	return sg, nil
+}
+
+// finish waits for the deferred work's outcome (also when the run failed
+// before its create, so that Close never races the work) and closes the
+// gate.
+func (sg *startGate) finish() error {
+	if sg == nil {
+		return nil
+	}
+	err := <-sg.result
+	_ = sg.gate.Close()
+	return err
 }

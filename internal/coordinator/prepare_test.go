@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/startgate"
 )
 
 type fakeComp struct {
@@ -117,5 +121,91 @@ func TestPrepareAllErrorCancelsOthers(t *testing.T) {
 	err := prepareAll(context.Background(), comps, spec, slog.New(slog.DiscardHandler))
 	if !errors.Is(err, boom) || err.Error() != "fails: boom" {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+type deferredComp struct {
+	fakeComp
+	ready chan error
+}
+
+func (d *deferredComp) Ready(ctx context.Context) error {
+	select {
+	case err := <-d.ready:
+		d.ready <- err // later calls see the same outcome
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func gatePath(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "cgate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "g.sock")
+}
+
+func TestStartGateOpensWhenDeferredWorkIsReady(t *testing.T) {
+	d := &deferredComp{fakeComp{name: "sa"}, make(chan error, 1)}
+	spec := baseSpec()
+	sg, err := openGate(context.Background(), []sandbox.Component{&fakeComp{name: "net"}, d}, spec, gatePath(t), time.Now(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := spec.Annotations[startgate.Annotation]
+	if path == "" {
+		t.Fatal("the spec names no gate")
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- startgate.Wait(context.Background(), path) }()
+	select {
+	case err := <-waited:
+		t.Fatalf("the gate opened before the work was ready: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	d.ready <- nil
+	if err := <-waited; err != nil {
+		t.Fatalf("create after ready: %v", err)
+	}
+	if err := sg.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("gate socket left after the run: %v", err)
+	}
+}
+
+func TestStartGateFailsTheCreateWithTheComponentsError(t *testing.T) {
+	d := &deferredComp{fakeComp{name: "stateanchor"}, make(chan error, 1)}
+	spec := baseSpec()
+	sg, err := openGate(context.Background(), []sandbox.Component{d}, spec, gatePath(t), time.Now(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.ready <- errors.New("mounting the overlay on /usr: boom")
+	werr := startgate.Wait(context.Background(), spec.Annotations[startgate.Annotation])
+	if werr == nil || !strings.Contains(werr.Error(), "stateanchor: mounting the overlay on /usr: boom") {
+		t.Fatalf("create: %v", werr)
+	}
+	if err := sg.finish(); err == nil || !strings.Contains(err.Error(), "stateanchor: mounting") {
+		t.Fatalf("finish: %v", err)
+	}
+}
+
+func TestNoGateWithoutDeferredWork(t *testing.T) {
+	spec := baseSpec()
+	sg, err := openGate(context.Background(), []sandbox.Component{&fakeComp{name: "net"}}, spec, gatePath(t), time.Now(), slog.New(slog.DiscardHandler))
+	if err != nil || sg != nil {
+		t.Fatalf("openGate = %v, %v", sg, err)
+	}
+	if _, ok := spec.Annotations[startgate.Annotation]; ok {
+		t.Error("gate annotation without a gate")
+	}
+	if err := sg.finish(); err != nil {
+		t.Fatal(err)
 	}
 }

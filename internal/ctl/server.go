@@ -3,7 +3,6 @@ package ctl
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -11,8 +10,6 @@ import (
 	"sort"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/lazaret-dev/lazaret/internal/unixsock"
 	"github.com/lazaret-dev/lazaret/internal/version"
@@ -133,28 +130,8 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// peerCred returns the credentials of the process at the other end.
-func peerCred(nc net.Conn) (*unix.Ucred, error) {
-	uc, ok := nc.(*net.UnixConn)
-	if !ok {
-		return nil, fmt.Errorf("not a unix socket")
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return nil, err
-	}
-	return cred, cerr
-}
-
 func (s *Server) serveConn(nc net.Conn) {
-	cred, err := peerCred(nc)
+	cred, err := unixsock.PeerCred(nc)
 	if err != nil || int(cred.Uid) != s.UID {
 		// Another user (or an unknown peer) never gets a byte back.
 		if err == nil {

@@ -115,6 +115,10 @@ func (a *Anchor) EscalationSocket() string { return filepath.Join(a.SocketDir, a
 // NetdSocket is the control socket of the network sidecar.
 func (a *Anchor) NetdSocket() string { return filepath.Join(a.RuntimeDir, "netd-"+a.Hash+".sock") }
 
+// GateSocket is the coordinator's start gate (internal/startgate): the
+// runsc shim holds the agent container's create there.
+func (a *Anchor) GateSocket() string { return filepath.Join(a.RuntimeDir, "gate-"+a.Hash+".sock") }
+
 // Netns is where the sandbox's network namespace is pinned (a bind mount
 // in podman's mount namespace; an empty file on the host).
 func (a *Anchor) Netns() string { return filepath.Join(a.RuntimeDir, "netns-"+a.Hash) }
@@ -122,7 +126,7 @@ func (a *Anchor) Netns() string { return filepath.Join(a.RuntimeDir, "netns-"+a.
 // RuntimeSockets are the UNIX sockets the domain's coordinator and its
 // components bind: what a dead coordinator leaves behind.
 func (a *Anchor) RuntimeSockets() []string {
-	return []string{a.ControlSocket(), a.NetdSocket(), a.EscalationSocket()}
+	return []string{a.ControlSocket(), a.NetdSocket(), a.EscalationSocket(), a.GateSocket()}
 }
 
 // Container is the agent sandbox container name.

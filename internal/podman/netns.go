@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/execx"
@@ -26,8 +27,8 @@ import (
 // whatever a crashed predecessor left there.
 const netnsCreateScript = `set -eu
 umount -- "$1" 2>/dev/null || true
-rm -f -- "$1"
-: > "$1"
+if [ -L "$1" ] || { [ -e "$1" ] && [ ! -f "$1" ]; }; then rm -rf -- "$1"; fi
+[ -e "$1" ] || : > "$1"
 exec unshare --net="$1" true
 `
 
@@ -35,6 +36,22 @@ exec unshare --net="$1" true
 const netnsRemoveScript = `umount -- "$1" 2>/dev/null
 rm -f -- "$1"
 `
+
+// ReserveNetns makes the empty file a namespace is later pinned on, so
+// that a container spec can name it (podman only checks that the path
+// exists; the runtime joins the namespace at create, and fails on the
+// plain file). An existing regular file is kept: it may carry a crashed
+// predecessor's pin, which CreateNetns replaces.
+func ReserveNetns(path string) error {
+	if !strings.HasPrefix(path, "/") {
+		return fmt.Errorf("network namespace path %q is not absolute", path)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("reserving the network namespace %s: %w", path, err)
+	}
+	return f.Close()
+}
 
 // CreateNetns pins a new, empty network namespace at path (a file in a
 // private directory; it must not be under a shared mount).

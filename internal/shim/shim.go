@@ -4,14 +4,17 @@
 package shim
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/runscflags"
+	"github.com/lazaret-dev/lazaret/internal/startgate"
 )
 
 // ShimName is the name under which the lazaret binary acts as the runsc
@@ -161,11 +164,64 @@ func RunShim(args []string) error {
 	if err != nil {
 		return fmt.Errorf("lazaret-runsc: %w (run `lazaret doctor`)", err)
 	}
+	if bundle, ok := createBundle(args); ok {
+		if err := waitAtGate(bundle); err != nil {
+			return fmt.Errorf("lazaret-runsc: %w", err)
+		}
+	}
 	argv := ShimArgs(real, args, DetectPlatform())
 	if err := syscall.Exec(real, argv, os.Environ()); err != nil {
 		return fmt.Errorf("lazaret-runsc: exec %s: %w", real, err)
 	}
 	return nil
+}
+
+// gateTimeout bounds how long a create waits for the coordinator's
+// answer; the coordinator answers or dies (closing the connection) well
+// before.
+const gateTimeout = 5 * time.Minute
+
+// waitAtGate holds a create whose spec names a start gate until the
+// coordinator opens it (internal/startgate).
+func waitAtGate(bundle string) error {
+	path, err := startgate.FromBundle(bundle)
+	if err != nil || path == "" {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), gateTimeout)
+	defer cancel()
+	return startgate.Wait(ctx, path)
+}
+
+// createBundle reports whether args (the runtime's argv) are a create,
+// and its bundle directory: --bundle's value, or runsc's default, the
+// working directory.
+func createBundle(args []string) (string, bool) {
+	if len(args) <= 1 {
+		return "", false
+	}
+	rest := args[1:]
+	sub := subcommandIndex(rest)
+	if sub < 0 || rest[sub] != "create" {
+		return "", false
+	}
+	for i := sub + 1; i < len(rest); i++ {
+		a := rest[i]
+		if a == "--" {
+			break
+		}
+		name := strings.TrimLeft(a, "-")
+		if len(a)-len(name) == 0 || len(a)-len(name) > 2 {
+			continue
+		}
+		if v, ok := strings.CutPrefix(name, "bundle="); ok {
+			return v, true
+		}
+		if name == "bundle" && i+1 < len(rest) {
+			return rest[i+1], true
+		}
+	}
+	return ".", true
 }
 
 // ExitSetup is the shim's exit status when runsc could not be executed:

@@ -27,3 +27,14 @@ type Component interface {
 	// call more than once and after a failed Prepare.
 	Close(ctx context.Context) error
 }
+
+// Deferred is a Component whose Prepare returns before all its work is
+// done: it has added its mounts to the spec, but their sources are still
+// being made. The coordinator starts the container meanwhile and holds
+// the runtime's create at its start gate (internal/startgate) until
+// every Deferred component's Ready has returned; an error from Ready
+// fails the start as Prepare's would. Ready may be called more than once
+// and returns the same result; Close waits for the work to end.
+type Deferred interface {
+	Ready(ctx context.Context) error
+}

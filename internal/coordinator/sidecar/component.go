@@ -81,12 +81,14 @@ type Component struct {
 	err       error // a policy the configuration could not express
 	autoImage bool  // o.Image was empty: Prepare picks the content tag
 
-	netns   bool               // the namespace is pinned
+	netns   bool               // the namespace's pin may exist
 	cancel  context.CancelFunc // stops the background start
+	pinned  chan struct{}      // closed when the namespace is pinned (or failed to be)
+	pinE    error              // that result, read after pinned is closed
 	ready   chan struct{}      // closed when the background start ended
 	readyE  error              // its result, read after ready is closed
 	uplink  *podman.Uplink
-	started bool // the sidecar container may exist
+	started bool // the sidecar container may exist (set by the background start)
 
 	hostAddrs []netip.Addr  // what netd was last told
 	closing   chan struct{} // closed when Close begins: Watch ends quietly
@@ -181,8 +183,9 @@ func (c *Component) Spec() (*podman.ContainerSpec, error) {
 	}, nil
 }
 
-// Prepare pins the sandbox's network namespace, starts the sidecar into
-// it in the background and points spec at it, with netd's resolver.
+// Prepare points spec at the sandbox's network namespace, with netd's
+// resolver, and in the background pins the namespace (Ready) and starts
+// the sidecar into it (Started).
 func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) error {
 	if c.err != nil {
 		return c.err
@@ -192,27 +195,14 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 			return err
 		}
 	}
-	var netdBin string
-	var err error
-	if c.autoImage {
-		// A content tag: no podman call is needed to know it holds the
-		// installed lazaret-netd. Without one installed, netdimage.ImageRef() is
-		// used as it is.
-		if ref, bin, err := netdimage.InstalledImageRef(); err == nil {
-			c.o.Image, netdBin = ref, bin
-		}
+	// A policy netd cannot be given fails the start here, not later.
+	if _, err := jsonPolicy(c.o.Policy); err != nil {
+		return err
 	}
+	var err error
 	// Without the host's addresses netd could open them: fail the start.
 	if c.hostAddrs, err = c.o.HostAddrs(); err != nil {
 		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
-	}
-	sspec, err := c.Spec()
-	if err != nil {
-		return err
-	}
-	inv, err := c.o.Podman.RunArgs(sspec)
-	if err != nil {
-		return err
 	}
 	ln, err := listenControl(c.o.Anchor.NetdSocket())
 	if err != nil {
@@ -223,24 +213,73 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	if err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
+	// The agent's podman run needs only the pin's file (it checks that
+	// the path exists; runsc joins the namespace at create, which the
+	// start gate holds until Ready). The namespace itself is pinned in
+	// the background, then the sidecar is started into it.
 	c.netns = true
-	if err := c.o.Podman.CreateNetns(ctx, c.o.Anchor.Netns()); err != nil {
+	if err := podman.ReserveNetns(c.o.Anchor.Netns()); err != nil {
 		lf.Close()
 		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
 	}
-	c.started = true
 	// The background start outlives Prepare's context (prepareAll cancels
 	// it when every component has returned); Close cancels it.
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.cancel, c.ready = cancel, make(chan struct{})
+	c.cancel, c.ready, c.pinned = cancel, make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(c.ready)
 		defer lf.Close()
-		c.readyE = c.start(bctx, sspec.Name, inv, lf, netdBin)
+		c.pinE = c.o.Podman.CreateNetns(bctx, c.o.Anchor.Netns())
+		if c.pinE != nil {
+			c.pinE = fmt.Errorf("%w: %w", ErrSidecarFailed, c.pinE)
+		}
+		close(c.pinned)
+		if c.readyE = c.pinE; c.readyE != nil {
+			return
+		}
+		c.started = true
+		c.readyE = c.runSidecar(bctx, lf)
 	}()
 	spec.Network = "ns:" + c.o.Anchor.Netns()
 	spec.DNS = []string{"127.0.0.1"}
 	return nil
+}
+
+// Ready implements sandbox.Deferred: the agent's runtime may join the
+// namespace once it is pinned (the sidecar's own start goes on; Started
+// waits for it).
+func (c *Component) Ready(ctx context.Context) error {
+	if c.pinned == nil {
+		return nil
+	}
+	select {
+	case <-c.pinned:
+		return c.pinE
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// runSidecar picks the sidecar's image and starts it (start).
+func (c *Component) runSidecar(ctx context.Context, lf *os.File) error {
+	var netdBin string
+	if c.autoImage {
+		// A content tag: no podman call is needed to know it holds the
+		// installed lazaret-netd. Without one installed, netdimage.ImageRef() is
+		// used as it is.
+		if ref, bin, err := netdimage.InstalledImageRef(); err == nil {
+			c.o.Image, netdBin = ref, bin
+		}
+	}
+	sspec, err := c.Spec()
+	if err != nil {
+		return err
+	}
+	inv, err := c.o.Podman.RunArgs(sspec)
+	if err != nil {
+		return err
+	}
+	return c.start(ctx, sspec.Name, inv, lf, netdBin)
 }
 
 // start runs the sidecar, waits for its ruleset and attaches the uplink.

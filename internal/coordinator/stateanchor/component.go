@@ -66,8 +66,14 @@ type Component struct {
 	root    string                  // canonical overlay root (Store.Root)
 	lock    *statestore.ProfileLock // hold of a shared root, nil otherwise
 	imageID string                  // image mount this component holds, "" when none
-	mu      sync.Mutex              // guards mounted while Prepare mounts side by side
+	mu      sync.Mutex              // guards mounted while the overlays mount side by side
 	mounted []string                // merged dirs this component mounted
+
+	// The overlays are mounted in the background after Prepare: done is
+	// closed when that ends, with mountErr its outcome; cancel stops it.
+	done     chan struct{}
+	mountErr error
+	cancel   context.CancelFunc
 }
 
 // New returns the State Anchor component for opt.
@@ -141,11 +147,52 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	}
 	ed.Close()
 
-	if err := c.mountDirs(ctx, base, empty, img); err != nil {
-		return err
+	// The bind mounts' sources must exist for podman's checks; the
+	// overlays are mounted on them while podman starts (Ready).
+	for _, dir := range c.opt.Dirs {
+		if err := c.makeMergedDir(dir); err != nil {
+			return fmt.Errorf("state anchor %s: %w", dir, err)
+		}
 	}
 	spec.Mounts = append(spec.Mounts, c.bindMounts()...)
+	// Cancelled by Close only: Prepare's context ends when the
+	// coordinator's prepare step does, before the mounts are needed.
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.cancel = cancel
+	c.done = make(chan struct{})
+	go func() {
+		defer close(c.done)
+		start := time.Now()
+		c.mountErr = c.mountDirs(mctx, base, empty, img)
+		c.log.Debug("overlays mounted", "took", time.Since(start).Round(time.Millisecond), "ok", c.mountErr == nil)
+	}()
 	return nil
+}
+
+// Ready implements sandbox.Deferred: it waits for the overlays Prepare
+// started mounting. The container's runtime is held until it returns nil.
+func (c *Component) Ready(ctx context.Context) error {
+	if c.done == nil {
+		return nil // nothing to mount
+	}
+	select {
+	case <-c.done:
+		return c.mountErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// makeMergedDir creates the dir the overlay of dir is mounted on, in the
+// vault, so that the bind mount's source exists before the overlay does.
+func (c *Component) makeMergedDir(dir string) error {
+	odir, _, _, merged := c.paths(dir)
+	od, err := vault.Open(c.root, filepath.Base(odir), true, 0o755)
+	if err != nil {
+		return err
+	}
+	defer od.Close()
+	return os.MkdirAll(od.Join(filepath.Base(merged)), 0o755)
 }
 
 // openRoot creates (or seals) the overlay root of this domain as a vault,
@@ -334,6 +381,12 @@ func (c *Component) Started(context.Context, string) error { return nil }
 // than once and after a failed Prepare. The container must be stopped
 // first; a mount still in use is detached lazily.
 func (c *Component) Close(ctx context.Context) error {
+	if c.done != nil {
+		// A start that failed elsewhere: stop mounting, then undo what
+		// did mount.
+		c.cancel()
+		<-c.done
+	}
 	var errs []error
 	if len(c.mounted) > 0 {
 		args := append([]string{"bash", "-c", unmountScript, "stateanchor-unmount"}, c.mounted...)
