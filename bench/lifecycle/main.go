@@ -254,6 +254,8 @@ func startBreakdown(path string) map[string][]time.Duration {
 		switch m[1] {
 		case "component prepared":
 			key, val = "prepare "+f["component"], f["took"]
+		case "component ready":
+			key, val = "ready "+f["component"]+" (deferred work, after the agent's podman run began; the start gate waits for it)", f["after_run"]
 		case "component started":
 			key, val = "started "+f["component"]+" (after the agent's podman run began)", f["after_run"]
 		case "container started":
