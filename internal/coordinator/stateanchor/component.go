@@ -56,8 +56,9 @@ const (
 )
 
 // Component mounts the State Anchor of one domain. It implements
-// sandbox.Component: Prepare mounts and adds the bind mounts to the
-// container spec, Close unmounts. It is not safe for concurrent use; the
+// sandbox.Component and sandbox.Deferred: Prepare adds the bind mounts to
+// the container spec and starts mounting, Ready waits for the mounts,
+// Close unmounts. It is not safe for concurrent use; the
 // Session Coordinator, which holds the domain's lock, drives it.
 type Component struct {
 	opt Options
@@ -92,9 +93,10 @@ func New(opt Options) *Component {
 func (c *Component) Name() string { return "stateanchor" }
 
 // Prepare implements sandbox.Component. It first removes whatever a crashed
-// predecessor left of this domain's overlays, then mounts one
-// fuse-overlayfs per persistent dir on the current image and binds each
-// merged view over its dir in spec.
+// predecessor left of this domain's overlays, makes each persistent dir's
+// mount point and binds it over its dir in spec, then mounts one overlay
+// per dir on the current image in the background: the coordinator's start
+// gate holds the container's create until Ready.
 func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) error {
 	if len(c.opt.Dirs) == 0 {
 		return nil
@@ -256,7 +258,7 @@ func (c *Component) paths(dir string) (base, changes, work, merged string) {
 
 // mountDirs mounts every dir's overlay side by side: each is a podman
 // namespace entry, a shell and a fuse-overlayfs start of its own (about
-// 60-80 ms each, on the cold start's critical path), and they touch
+// 60-80 ms each, overlapping podman's start since the start gate), and they touch
 // nothing in common but c.mounted. The first error is returned; what did
 // mount is in c.mounted for Close.
 func (c *Component) mountDirs(ctx context.Context, base, empty string, img *podman.ImageInfo) error {
