@@ -9,6 +9,8 @@
 //     `podman exec <container> true`;
 //   - both again with the command through podman exec instead of runsc
 //     exec (LAZARET_EXEC_PATH=podman), in the same rounds;
+//   - cold again with the start gate off (LAZARET_START_GATE=off: the
+//     State Anchor's mounts and the namespace pin before podman run);
 //   - teardown: from the last CLI's exit until the coordinator has removed
 //     the container and its control socket;
 //   - idle coordinator RSS.
@@ -55,6 +57,13 @@ func (b *bench) lazaret(args ...string) *exec.Cmd {
 // of runsc exec (internal/cli, LAZARET_EXEC_PATH).
 func viaPodman(cmd *exec.Cmd) *exec.Cmd {
 	cmd.Env = append(os.Environ(), "LAZARET_EXEC_PATH=podman")
+	return cmd
+}
+
+// withoutGate makes the coordinator mount and pin before the agent's
+// podman run instead of behind the start gate (LAZARET_START_GATE=off).
+func withoutGate(cmd *exec.Cmd) *exec.Cmd {
+	cmd.Env = append(os.Environ(), "LAZARET_START_GATE=off")
 	return cmd
 }
 
@@ -128,7 +137,7 @@ func run() error {
 	}
 	waitGone(sock, 30*time.Second)
 
-	var bare, cold, coldPodman, teardown []time.Duration
+	var bare, cold, coldPodman, coldNoGate, teardown []time.Duration
 	for range n {
 		d, err := timed(exec.Command("podman", "run", "--rm", "--pull=never", "--runtime", shim, "--network", "none", image, "true"))
 		if err != nil {
@@ -151,6 +160,14 @@ func run() error {
 			return err
 		}
 		coldPodman = append(coldPodman, d)
+		if !waitGone(sock, 30*time.Second) {
+			return fmt.Errorf("the coordinator did not exit within 30s")
+		}
+		// The same with the start gate off (the sequential start before it).
+		if d, err = timed(withoutGate(b.lazaret("exec", "default", "--", "true"))); err != nil {
+			return err
+		}
+		coldNoGate = append(coldNoGate, d)
 		if !waitGone(sock, 30*time.Second) {
 			return fmt.Errorf("the coordinator did not exit within 30s")
 		}
@@ -209,6 +226,7 @@ func run() error {
 	fmt.Println("|---|---|---|---|---|")
 	fmt.Printf("| cold `exec default -- true` vs `podman run --rm … true` | %s | %s | %s | ≤ 1.0 |\n", ms(median(cold)), ms(median(bare)), ratio(median(cold), median(bare)))
 	fmt.Printf("| cold, the command through podman exec (`LAZARET_EXEC_PATH=podman`) | %s | %s | %s | |\n", ms(median(coldPodman)), ms(median(bare)), ratio(median(coldPodman), median(bare)))
+	fmt.Printf("| cold, the start gate off (`LAZARET_START_GATE=off`: mounts and pin before podman run) | %s | %s | %s | |\n", ms(median(coldNoGate)), ms(median(bare)), ratio(median(coldNoGate), median(bare)))
 	fmt.Printf("| warm `exec -- true` vs `podman exec <ctr> true` | %s | %s | %s | ≤ 1.05 |\n", ms(median(warm)), ms(median(pexec)), ratio(median(warm), median(pexec)))
 	fmt.Printf("| warm, through podman exec (`LAZARET_EXEC_PATH=podman`) | %s | %s | %s | |\n", ms(median(warmPodman)), ms(median(pexec)), ratio(median(warmPodman), median(pexec)))
 	fmt.Printf("| teardown after the last CLI exits | %s | | | ≤ 3 s |\n", ms(median(teardown)))

@@ -343,7 +343,7 @@ func (c *coordinator) start(ctx context.Context) error {
 	}
 	c.runAttempt = true
 	id, err := c.pm.RunDetached(ctx, spec)
-	if gerr := gate.finish(); gerr != nil {
+	if gerr := gate.finish(err == nil); gerr != nil {
 		// The components' own failure explains a run the gate refused.
 		return gerr
 	}

@@ -171,7 +171,7 @@ func TestStartGateOpensWhenDeferredWorkIsReady(t *testing.T) {
 	if err := <-waited; err != nil {
 		t.Fatalf("create after ready: %v", err)
 	}
-	if err := sg.finish(); err != nil {
+	if err := sg.finish(true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
@@ -191,7 +191,7 @@ func TestStartGateFailsTheCreateWithTheComponentsError(t *testing.T) {
 	if werr == nil || !strings.Contains(werr.Error(), "stateanchor: mounting the overlay on /usr: boom") {
 		t.Fatalf("create: %v", werr)
 	}
-	if err := sg.finish(); err == nil || !strings.Contains(err.Error(), "stateanchor: mounting") {
+	if err := sg.finish(false); err == nil || !strings.Contains(err.Error(), "stateanchor: mounting") {
 		t.Fatalf("finish: %v", err)
 	}
 }
@@ -205,7 +205,21 @@ func TestNoGateWithoutDeferredWork(t *testing.T) {
 	if _, ok := spec.Annotations[startgate.Annotation]; ok {
 		t.Error("gate annotation without a gate")
 	}
-	if err := sg.finish(); err != nil {
+	if err := sg.finish(true); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStartGateBypassIsAnError: a run that succeeded although nothing
+// waited at the gate (a runtime other than the shim) fails the start.
+func TestStartGateBypassIsAnError(t *testing.T) {
+	d := &deferredComp{fakeComp{name: "sa"}, make(chan error, 1)}
+	d.ready <- nil
+	sg, err := openGate(context.Background(), []sandbox.Component{d}, baseSpec(), gatePath(t), time.Now(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sg.finish(true); !errors.Is(err, ErrGateBypassed) {
+		t.Fatalf("finish = %v, want ErrGateBypassed", err)
 	}
 }
