@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -41,9 +42,6 @@ func main() {
 	fmt.Printf("%s %d %d %.0f\n", os.Args[1], n, d.Nanoseconds(), float64(d.Nanoseconds())/float64(max(n, 1)))
 }
 
-// sink keeps the CPU loop from being optimised away.
-var sink uint64
-
 func measure(what string, args []string) (int, error) {
 	switch what {
 	case "cpu":
@@ -54,7 +52,7 @@ func measure(what string, args []string) (int, error) {
 				x = x*6364136223846793005 + 1442695040888963407
 			}
 		}
-		sink = x
+		runtime.KeepAlive(x) // the loop is not optimised away
 		return n, err
 	case "mem":
 		mib, err := strconv.Atoi(args[0])
