@@ -19,6 +19,14 @@
 // to the host. It runs as the unprivileged podman user with LAZARET_BIN
 // naming the built binaries and GOROOT_SRC a Go installation to copy
 // (default /usr/local/go); BUILD_N sets the rounds (default 3).
+//
+// Two options for measuring one variable at a time (docs/PERFORMANCE.md,
+// #20): BUILD_RUNSC_FLAGS, extra global runsc flags (space-separated) that
+// a wrapper of the lazaret-runsc shim appends after lazaret's own (later
+// flags win; they reach every runsc the shim starts, not the CLI's own
+// runsc exec, which reads the running sandbox's state), and BUILD_PLACES,
+// the places to time (default "host direct branch"; the host is always
+// timed, as the reference of the ratios).
 package main
 
 import (
@@ -65,11 +73,10 @@ func run() error {
 	if src == "" {
 		src = "/usr/local/go"
 	}
-	target := os.Getenv("BUILD_TARGET")
+	target, n := os.Getenv("BUILD_TARGET"), 3
 	if target == "" {
 		target = "encoding/json"
 	}
-	n := 3
 	if v, err := strconv.Atoi(os.Getenv("BUILD_N")); err == nil && v > 0 {
 		n = v
 	}
@@ -78,9 +85,14 @@ func run() error {
 		return err
 	}
 	config := filepath.Join(root, "config.toml")
+	env, err := shimEnv(root, bin, os.Getenv("BUILD_RUNSC_FLAGS"))
+	if err != nil {
+		return err
+	}
 	lz := func(dir string, args ...string) *exec.Cmd {
 		cmd := exec.Command(filepath.Join(bin, "lazaret"), append([]string{"--config", config}, args...)...)
 		cmd.Dir = dir
+		cmd.Env = env
 		return cmd
 	}
 	defer func() {
@@ -95,16 +107,14 @@ func run() error {
 	if err := os.WriteFile(config, fmt.Appendf(nil, "data_root = %q\n\n[profiles.default]\npersist = \"workspace\"\n", filepath.Join(root, "data")), 0o600); err != nil {
 		return err
 	}
-	places := []*place{{name: "host"}, {name: "direct"}, {name: "branch"}}
-	for _, p := range places {
-		p.dir = filepath.Join(root, p.name)
-		if err := copyTree(src, filepath.Join(p.dir, "goroot")); err != nil {
-			return err
-		}
-	}
-	if err := gitInit(places[2].dir); err != nil {
+	places, err := placesFrom(os.Getenv("BUILD_PLACES"))
+	if err != nil {
 		return err
 	}
+	if err := prepare(places, root, src); err != nil {
+		return err
+	}
+	load0 := loadAvg()
 	places[0].run = func(target string) (time.Duration, error) {
 		return timedBuild(exec.Command("sh", "-c", buildScript, "build", target), places[0].dir)
 	}
@@ -126,19 +136,52 @@ func run() error {
 	if _, err := places[0].run(target); err != nil {
 		return err
 	}
+	times, err := rounds(places, target, n)
+	if err != nil {
+		return err
+	}
+	printTable(places, times, target, n, load0)
+	return nil
+}
+
+// prepare gives every place its copy of the Go tree under root (the
+// branch place's committed in a repository).
+func prepare(places []*place, root, src string) error {
+	for _, p := range places {
+		p.dir = filepath.Join(root, p.name)
+		if err := copyTree(src, filepath.Join(p.dir, "goroot")); err != nil {
+			return err
+		}
+		if p.name == "branch" {
+			if err := gitInit(p.dir); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// rounds times n builds in every place, the order rotated round by round.
+func rounds(places []*place, target string, n int) (map[string][]time.Duration, error) {
 	times := map[string][]time.Duration{}
 	for i := range n {
 		for j := range places {
 			p := places[(i+j)%len(places)]
 			d, err := p.run(target)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			times[p.name] = append(times[p.name], d)
 		}
 	}
+	return times, nil
+}
+
+// printTable prints the markdown table of medians and ratios to the host.
+func printTable(places []*place, times map[string][]time.Duration, target string, n int, load0 string) {
 	host := median(times["host"])
 	fmt.Printf("\n### Workspace build: `go build %s`, fresh cache (median of %d, alternated, %s)\n\n", target, n, time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Printf("runsc flags added: %q; load average %s at the start, %s at the end\n\n", os.Getenv("BUILD_RUNSC_FLAGS"), load0, loadAvg())
 	fmt.Println("| where | median | all rounds | ratio to the host | goal |")
 	fmt.Println("|---|---|---|---|---|")
 	for _, p := range places {
@@ -153,7 +196,53 @@ func run() error {
 		}
 		fmt.Printf("| %s | %.1f s | %s | %.2f | %s |\n", p.name, m.Seconds(), strings.Join(all, " / "), float64(m)/float64(host), goal)
 	}
-	return nil
+}
+
+// placesFrom returns the places BUILD_PLACES names, the host first.
+func placesFrom(spec string) ([]*place, error) {
+	if spec == "" {
+		spec = "host direct branch"
+	}
+	places := []*place{{name: "host"}}
+	for _, n := range strings.Fields(spec) {
+		switch n {
+		case "host":
+		case "direct", "branch":
+			places = append(places, &place{name: n})
+		default:
+			return nil, fmt.Errorf("BUILD_PLACES: unknown place %q (host, direct, branch)", n)
+		}
+	}
+	return places, nil
+}
+
+// shimEnv returns lazaret's environment: with extra runsc flags, a
+// wrapper of the shim in root that appends them, named by LAZARET_SHIM.
+func shimEnv(root, bin, flags string) ([]string, error) {
+	env := os.Environ()
+	if strings.TrimSpace(flags) == "" {
+		return env, nil
+	}
+	for _, f := range strings.Fields(flags) {
+		if !strings.HasPrefix(f, "--") || strings.ContainsAny(f, "'\\\"$`") {
+			return nil, fmt.Errorf("BUILD_RUNSC_FLAGS: %q is not a --flag[=value]", f)
+		}
+	}
+	wrapper := filepath.Join(root, "lazaret-runsc")
+	script := fmt.Sprintf("#!/bin/bash\nexec -a lazaret-runsc '%s' %s \"$@\"\n", filepath.Join(bin, "lazaret-runsc"), flags)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		return nil, err
+	}
+	return append(env, "LAZARET_SHIM="+wrapper), nil
+}
+
+// loadAvg is the 1-minute load average.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 // timedBuild runs cmd in dir and returns the build time it printed.
