@@ -329,7 +329,14 @@ func BenchmarkCLI100k(b *testing.B) {
 	if bin == "" {
 		b.Skip("LAZARET_BIN not set")
 	}
-	root := b.TempDir()
+	// Not b.TempDir: the domain's State Anchor root is a mode-000 vault
+	// holding files of the sandbox's mapped users, which only root of
+	// podman's user namespace can remove.
+	root, err := os.MkdirTemp("", "lazaret-bench-store-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = exec.Command("podman", "unshare", "rm", "-rf", root).Run() })
 	ws := filepath.Join(root, "ws")
 	os.MkdirAll(ws, 0o755)
 	cfg := filepath.Join(root, "config.toml")
