@@ -95,9 +95,19 @@ func run() error {
 		cmd.Env = env
 		return cmd
 	}
+	var holds []*exec.Cmd
 	defer func() {
+		// Stop while the holding sessions are attached: stop then waits
+		// for the teardown. Killing the holders first would start the
+		// teardown on its own, stop would return at once, and the rm
+		// below could take the runtime wrapper (BUILD_RUNSC_FLAGS) away
+		// before podman removed the container with it.
 		for _, d := range []string{"direct", "branch"} {
 			_ = lz(filepath.Join(root, d), "stop").Run()
+		}
+		for _, h := range holds {
+			_ = h.Process.Kill()
+			_ = h.Wait()
 		}
 		_ = exec.Command("podman", "unshare", "rm", "-rf", root).Run()
 		_ = os.RemoveAll(root)
@@ -124,7 +134,7 @@ func run() error {
 		if err := hold.Start(); err != nil {
 			return err
 		}
-		defer func() { _ = hold.Process.Kill(); _ = hold.Wait() }()
+		holds = append(holds, hold)
 		p.run = func(target string) (time.Duration, error) {
 			return timedBuild(lz(p.dir, "exec", "--", "sh", "-c", buildScript, "build", target), p.dir)
 		}
