@@ -54,6 +54,9 @@ func TestSpec(t *testing.T) {
 		"--preserve-fds 1",
 		netdimage.ImageRef() + " --control-fd 3 --policy ",
 		"--upstream " + SlirpResolver,
+		// Without a working directory podman 4 reads the image's
+		// /etc/passwd twice, each a re-exec of itself (~130 ms).
+		"--workdir /",
 	} {
 		if !strings.Contains(line, want) {
 			t.Errorf("sidecar argv lacks %q:\n%s", want, line)
