@@ -140,11 +140,11 @@ func run() error {
 		}
 		// Warm-up (and the sandbox's start): not timed.
 		if _, err := p.run(target); err != nil {
-			return err
+			return fmt.Errorf("%s, warm-up: %w", p.name, err)
 		}
 	}
 	if _, err := places[0].run(target); err != nil {
-		return err
+		return fmt.Errorf("%s, warm-up: %w", places[0].name, err)
 	}
 	times, err := rounds(places, target, n)
 	if err != nil {
@@ -179,7 +179,7 @@ func rounds(places []*place, target string, n int) (map[string][]time.Duration, 
 			p := places[(i+j)%len(places)]
 			d, err := p.run(target)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%s, round %d: %w", p.name, i+1, err)
 			}
 			times[p.name] = append(times[p.name], d)
 		}
