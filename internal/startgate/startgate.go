@@ -60,14 +60,11 @@ type Gate struct {
 	passed    atomic.Int32 // creates answered ok
 }
 
-// Listen makes the gate's socket at path (a file already there, left by a
+// Listen makes the gate's socket at path (a socket already there, left by a
 // dead coordinator, is removed first: path is in the user's private
 // runtime directory).
 func Listen(path string) (*Gate, error) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("start gate: %w", err)
-	}
-	ln, err := unixsock.Listen(path)
+	ln, err := unixsock.ListenReplacing(path)
 	if err != nil {
 		return nil, fmt.Errorf("start gate: %w", err)
 	}

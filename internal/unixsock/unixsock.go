@@ -6,6 +6,7 @@ package unixsock
 
 import (
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 
@@ -27,6 +28,21 @@ func Listen(path string) (*net.UnixListener, error) {
 		return nil, fmt.Errorf("socket %s: %w", path, err)
 	}
 	return ln, nil
+}
+
+// ListenReplacing is Listen after removing the socket a dead process left
+// at path: callers hold the lock that makes any socket there stale. Any
+// other kind of file at path is an error and stays.
+func ListenReplacing(path string) (*net.UnixListener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	return Listen(path)
 }
 
 // PeerCred returns the credentials the kernel recorded for the process at

@@ -124,3 +124,35 @@ func TestListenMode(t *testing.T) {
 		t.Fatal("bound over an existing socket")
 	}
 }
+
+// TestListenReplacing: a socket a dead process left is replaced; any other
+// file at the path is refused and kept (control: plain Listen refuses the
+// stale socket, so the replacement is what made the bind work).
+func TestListenReplacing(t *testing.T) {
+	path := filepath.Join(privateDir(t), "s.sock")
+	old, err := unixsock.Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.SetUnlinkOnClose(false)
+	old.Close() // the stale socket stays, as a killed process leaves it
+	if _, err := unixsock.Listen(path); err == nil {
+		t.Fatal("control: Listen bound over a stale socket")
+	}
+	ln, err := unixsock.ListenReplacing(path)
+	if err != nil {
+		t.Fatalf("ListenReplacing over a stale socket: %v", err)
+	}
+	ln.Close()
+
+	file := filepath.Join(privateDir(t), "data")
+	if err := os.WriteFile(file, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unixsock.ListenReplacing(file); err == nil {
+		t.Fatal("ListenReplacing replaced a regular file")
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "keep" {
+		t.Fatalf("the file was touched: %q %v", b, err)
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/trust"
+	"github.com/lazaret-dev/lazaret/internal/unixsock"
 )
 
 // Paths inside the sandbox.
@@ -279,23 +280,11 @@ func (c *Component) Close(ctx context.Context) error {
 // lock, so no live one can own it) is removed first; any other file there
 // is an error.
 func listenPrivate(path string) (net.Listener, error) {
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode().Type() != fs.ModeSocket {
-			return nil, fmt.Errorf("escalation socket %s: exists and is not a socket", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("escalation socket %s: %w", path, err)
-		}
-	}
-	ln, err := net.Listen("unix", path)
+	ln, err := unixsock.ListenReplacing(path)
 	if err != nil {
 		return nil, fmt.Errorf("escalation socket: %w", err)
 	}
-	ln.(*net.UnixListener).SetUnlinkOnClose(false)
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("escalation socket: %w", err)
-	}
+	ln.SetUnlinkOnClose(false)
 	return ln, nil
 }
 

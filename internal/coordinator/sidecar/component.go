@@ -403,10 +403,7 @@ func (c *Component) Close(ctx context.Context) error {
 // dir, replacing a stale one. Never through the umask: it is process-wide
 // and the coordinator creates directories in parallel (internal/unixsock).
 func listenControl(path string) (*net.UnixListener, error) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("stale control socket: %w", err)
-	}
-	ln, err := unixsock.Listen(path)
+	ln, err := unixsock.ListenReplacing(path)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}

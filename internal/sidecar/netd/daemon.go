@@ -384,21 +384,9 @@ func (d *Daemon) serveControl(ctx context.Context, l net.Listener) {
 }
 
 func peerUID(c net.Conn) (int, error) {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return -1, fmt.Errorf("not a UNIX connection")
-	}
-	rc, err := uc.SyscallConn()
+	cred, err := unixsock.PeerCred(c)
 	if err != nil {
 		return -1, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := rc.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
-		return -1, err
-	}
-	if cerr != nil {
-		return -1, cerr
 	}
 	return int(cred.Uid), nil
 }
