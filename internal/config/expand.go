@@ -214,6 +214,7 @@ func canonicalizeChecked(p string) (string, error) {
 func canonicalize(p string) (string, error) {
 	rest := ""
 	cur := p
+	retries := 0
 	for {
 		real, err := filepath.EvalSymlinks(cur)
 		if err == nil {
@@ -222,7 +223,14 @@ func canonicalize(p string) (string, error) {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return "", ruleErrf("cannot resolve %s: %v", quoteValue(p), unwrapPathError(err))
 		}
-		if _, lerr := os.Lstat(cur); lerr == nil {
+		if fi, lerr := os.Lstat(cur); lerr == nil {
+			// Made between the two looks (a starting coordinator creates
+			// the data root while `lazaret status` reads the config):
+			// resolve again, a bounded number of times.
+			if _, serr := os.Stat(cur); (serr == nil || fi.Mode()&fs.ModeSymlink == 0) && retries < 3 {
+				retries++
+				continue
+			}
 			return "", securityErrf("%s is a dangling symlink", quoteValue(cur))
 		}
 		parent := filepath.Dir(cur)
