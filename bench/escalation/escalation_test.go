@@ -6,7 +6,9 @@
 // coordinator's verification pipeline and policy, execve of /usr/bin/true
 // on the host, the answer), with the client's own phase timings giving the
 // TLS handshake's share. The baseline is spawning /bin/true in the same
-// sandbox, i.e. what any in-sandbox process start costs. The test binary
+// sandbox, i.e. what any in-sandbox process start costs; in the same rounds
+// the loop also makes the request from its own running process, the round
+// trip without any process start. The test binary
 // itself is mounted into the sandbox and runs the timing loop there, so no
 // podman exec is inside the measurement. (It starts processes the way Go
 // does, with a vfork-like clone; a bash loop measured 11 ms for /bin/true
@@ -22,6 +24,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +34,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
@@ -64,6 +68,11 @@ type sample struct {
 	Start, Handoff, Relay, Exit int64
 	// Broker: the front end's trace lines were there (the broker answered).
 	Broker bool
+	// InProcess is the same request made from the loop's own, already
+	// running process (the Go front end's code called in-process): the
+	// round trip without any process start in the sandbox. Only in the
+	// first client's sample.
+	InProcess int64
 }
 
 // comparePath is where the optional second client (ESCBENCH_COMPARE on
@@ -114,9 +123,29 @@ func inner() int {
 		if len(clients) == 2 && i%2 == 1 {
 			round[0], round[1] = round[1], round[0]
 		}
+		var err error
+		if round[0].InProcess, err = timeInProcess(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 		_ = enc.Encode(round)
 	}
 	return 0
+}
+
+// timeInProcess makes the request of `lazaret-escalate -- true` from this
+// running process, through the same session holder or broker, and returns
+// the microseconds it took: what lazaret's protocol costs without the
+// process start that any command in the sandbox pays.
+func timeInProcess() (int64, error) {
+	var errb bytes.Buffer
+	t0 := time.Now()
+	code := client.MainContext(context.Background(), []string{"lazaret-escalate", "--", "true"}, os.Getenv, io.Discard, &errb)
+	d := time.Since(t0).Microseconds()
+	if code != 0 {
+		return 0, fmt.Errorf("in-process request: exit %d: %s", code, errb.String())
+	}
+	return d, nil
 }
 
 // timeClient runs client -- true once with its phase trace on.
@@ -375,5 +404,8 @@ func report(samples []sample) {
 	fmt.Printf("| · broker → front end: exit frame (and trace) relayed | %.2f | %.2f |\n", med(relay), p99(relay))
 	fmt.Printf("| · exit, until the loop sees it (includes writing the trace) | %.2f | %.2f |\n", med(exit), p99(exit))
 	fmt.Printf("| · the rest (between phases) | %.2f | %.2f |\n", med(rest), p99(rest))
+	if inproc := col(func(s sample) int64 { return s.InProcess }); inproc[len(inproc)-1] > 0 {
+		fmt.Printf("| same rounds: the request from the loop's running process, no process start | %.2f | %.2f |\n", med(inproc), p99(inproc))
+	}
 	fmt.Printf("\nTLS handshake share of the median round trip: %.0f %%\n", 100*med(hs)/med(total))
 }
