@@ -159,8 +159,8 @@ func TestLifecycleExecRunsc(t *testing.T) {
 		t.Fatalf("stdin piping: %+v", r)
 	}
 	// 127 is the command's (not found), not lazaret's.
-	if r := e.Run("exec", "--", "no-such-command-here"); r.Code != 127 {
-		t.Fatalf("missing command gave %d; stderr %s", r.Code, r.Stderr)
+	if r := e.Run("exec", "--", "no-such-command-here"); r.Code != 127 || r.Stderr != "lazaret: no-such-command-here: command not found\n" {
+		t.Fatalf("missing command gave %d; stderr %q", r.Code, r.Stderr)
 	}
 	if out := e.MustRun("exec", "--", "sh", "-c", "pwd; echo $LAZARET_SESSION_ID"); !regexp.MustCompile(`^/workspace\n[0-9a-f]{32}\n$`).MatchString(out) {
 		t.Fatalf("workdir/session id: %q", out)

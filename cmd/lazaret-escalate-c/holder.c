@@ -87,6 +87,21 @@ static void say(const char *a, const char *b)
 	(void)r;
 }
 
+/* command_failed reports that the session's command could not be run, as
+ * a shell would and without this program's name: the user ran `lazaret
+ * exec -- CMD` or `lazaret shell`, not the holder. */
+static void command_failed(const char *cmd, int e)
+{
+	const char *p = "lazaret: ";
+	const char *why = e == ENOENT ? "command not found" : strerror(e);
+	ssize_t r = write(2, p, strlen(p));
+	r = write(2, cmd, strlen(cmd));
+	r = write(2, ": ", 2);
+	r = write(2, why, strlen(why));
+	r = write(2, "\n", 1);
+	(void)r;
+}
+
 static void on_signal(int sig)
 {
 	int saved = errno;
@@ -251,7 +266,7 @@ static pid_t start_command(char **argv, const char *pidfile)
 		execvp(argv[0], argv);
 		{
 			int e = errno;
-			say(argv[0], strerror(e));
+			command_failed(argv[0], e);
 			_exit(e == ENOENT ? 127 : 126);
 		}
 	}

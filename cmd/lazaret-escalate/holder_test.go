@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"os"
 	"os/exec"
@@ -181,6 +182,39 @@ func TestHolderPidfile(t *testing.T) {
 	out, _ := exec.Command(fe, "__session", "--pidfile", link, "--", "true").CombinedOutput()
 	if _, err := os.Stat(target); err == nil || !strings.Contains(string(out), "cannot record the command's pid") {
 		t.Fatalf("the pidfile symlink was followed (or not reported): %s", out)
+	}
+}
+
+// TestHolderCommandNotRun: a command that cannot be run is reported as a
+// shell would (127 not found, 126 not runnable), under lazaret's name, not
+// the holder's: the user ran `lazaret exec`.
+func TestHolderCommandNotRun(t *testing.T) {
+	fe := buildFrontEnd(t)
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "script")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		cmd, stderr string
+		code        int
+	}{
+		{"no-such-command-here", "lazaret: no-such-command-here: command not found\n", 127},
+		{notExec, "lazaret: " + notExec + ": Permission denied\n", 126},
+	} {
+		cmd := exec.Command(fe, "__session", "--", c.cmd)
+		// The delegation as the CLI sends it, so the holder has nothing
+		// of its own to say.
+		r := keySocket(t, []byte(session.EnvSessionID+"=x\n"))
+		defer r.Close()
+		cmd.ExtraFiles = []*os.File{r}
+		var errb strings.Builder
+		cmd.Stderr = &errb
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != c.code || errb.String() != c.stderr {
+			t.Errorf("%s: %v, stderr %q; want exit %d, %q", c.cmd, err, errb.String(), c.code, c.stderr)
+		}
 	}
 }
 
