@@ -76,7 +76,7 @@ func configHint(errs []*config.Error, listed bool) string {
 	case e.Key != "":
 		return "fix " + key + " (see " + docRef("CONFIG.md") + ")"
 	case e.Line > 0:
-		return "fix the TOML syntax on the line named above (see docs/CONFIG.md)"
+		return "fix the TOML syntax on the line named above (see " + docRef("CONFIG.md") + ")"
 	case e.File != "":
 		return "the configuration must be a readable regular file of at most 1 MiB; pass another with --config"
 	}

@@ -3,11 +3,10 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/locate"
 )
 
 // verbLine is the lazaret command line of verb for profile, as a hint
@@ -21,27 +20,8 @@ func verbLine(verb, profile string) string {
 	return "`lazaret " + verb + " " + profile + "`"
 }
 
-// docRef names a document of docs/ as the user can open it: the copy
-// `make install` put beside this binary (PREFIX/share/doc/lazaret), else
-// its place in the lazaret repository.
-func docRef(name string) string {
-	exe, err := os.Executable()
-	if err == nil {
-		exe, err = filepath.EvalSymlinks(exe)
-	}
-	if err != nil {
-		return "docs/" + name
-	}
-	return installedDoc(exe, name)
-}
-
-func installedDoc(exe, name string) string {
-	p := filepath.Join(filepath.Dir(exe), "..", "share", "doc", "lazaret", name)
-	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-		return filepath.Clean(p)
-	}
-	return "docs/" + name
-}
+// docRef names a document of docs/ as the user can open it (locate.Doc).
+func docRef(name string) string { return locate.Doc(name) }
 
 // newTable is the CLI's table writer on w (columns two spaces apart),
 // with header as its first line when not empty.

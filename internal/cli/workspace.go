@@ -13,7 +13,9 @@ import (
 )
 
 // workspaceHint is the way out of a refused workspace.
-const workspaceHint = "cd into a project directory, or name one with --workspace DIR (see docs/CONFIG.md, \"Workspace\")"
+func workspaceHint() string {
+	return "cd into a project directory, or name one with --workspace DIR (see " + docRef("CONFIG.md") + ", \"Workspace\")"
+}
 
 // chooseWorkspace returns the canonical Agent Workspace. An explicit
 // directory (the argument, set by the CLI for its coordinator, or
@@ -58,7 +60,7 @@ func (g *globalOptions) chooseWorkspace(cfg *config.Config, p *config.Profile, e
 	if err := cfg.CheckWorkspace(ws); err != nil {
 		var we *config.WorkspaceError
 		if errors.As(err, &we) {
-			return "", withHint(err, exitSecurity, workspaceHint)
+			return "", withHint(err, exitSecurity, workspaceHint())
 		}
 		return "", err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/kube"
 	"github.com/lazaret-dev/lazaret/internal/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
@@ -74,7 +75,7 @@ func (g *globals) runDoctor(ctx context.Context, o doctorOptions) error {
 		}
 	}
 	if failed > 0 {
-		return setupError{fmt.Errorf("%d check(s) failed", failed), "fix what the FAIL lines name (docs/KUBERNETES.md)"}
+		return setupError{fmt.Errorf("%d check(s) failed", failed), "fix what the FAIL lines name (" + locate.Doc("KUBERNETES.md") + ")"}
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/exitcode"
 	"github.com/lazaret-dev/lazaret/internal/kube"
+	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
@@ -83,13 +84,13 @@ func classify(err error) (int, string) {
 		return exitcode.ExecFailed, "if the sandbox's pod is gone or broken, `lazaret --backend kubernetes stop` and run the command again"
 	case config.Errors(err) != nil:
 		if config.IsSecurity(err) {
-			return exitcode.Security, "the configuration asks for something unsafe: fix the key named above (see docs/CONFIG.md)"
+			return exitcode.Security, "the configuration asks for something unsafe: fix the key named above (see " + locate.Doc("CONFIG.md") + ")"
 		}
-		return exitcode.Config, "fix the key named above (see docs/CONFIG.md); `lazaret config check` lists every problem"
+		return exitcode.Config, "fix the key named above (see " + locate.Doc("CONFIG.md") + "); `lazaret config check` lists every problem"
 	case errors.Is(err, kube.ErrCRDMissing):
-		return exitcode.Setup, "install agent-sandbox v1.0.1 (its CRDs and controller, with the extensions) in the cluster: see docs/KUBERNETES.md"
+		return exitcode.Setup, "install agent-sandbox v1.0.1 (its CRDs and controller, with the extensions) in the cluster: see " + locate.Doc("KUBERNETES.md")
 	case errors.Is(err, kube.ErrForbidden):
-		return exitcode.Setup, "your kubeconfig's user lacks a permission named above: see docs/KUBERNETES.md for the Role lazaret needs"
+		return exitcode.Setup, "your kubeconfig's user lacks a permission named above: see " + locate.Doc("KUBERNETES.md") + " for the Role lazaret needs"
 	case errors.Is(err, kube.ErrUnreachable):
 		return exitcode.Setup, "check the cluster is up and --kubeconfig/--context point at it; `lazaret --backend kubernetes doctor`"
 	case errors.As(err, &se):

@@ -105,3 +105,27 @@ func checkExec(p string) (string, error) {
 	}
 	return abs, nil
 }
+
+// Doc names a document of the repository's docs/ as the user can open it:
+// the copy `make install` put beside this binary (PREFIX/share/doc/lazaret),
+// else its place in the lazaret repository ("docs/NAME"). Hints name
+// documents through it.
+func Doc(name string) string {
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil {
+		return "docs/" + name
+	}
+	return docBeside(exe, name)
+}
+
+// docBeside is Doc for the binary at exe.
+func docBeside(exe, name string) string {
+	p := filepath.Join(filepath.Dir(exe), "..", "share", "doc", "lazaret", name)
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+		return filepath.Clean(p)
+	}
+	return "docs/" + name
+}
