@@ -221,7 +221,7 @@ func (s *session) connect(ctx context.Context) (context.Context, context.CancelF
 	if err != nil {
 		return cctx, cancelLast, err
 	}
-	announce := s.g.directModeAnnouncer(s.p, s.a)
+	announce := s.g.startAnnouncer(ctx, s.p, s.a)
 	d := s.g.domainClient(s.a)
 	if err := s.g.startWithImage(ctx, s.p, func() error {
 		// A fresh timeout for each attempt: a pull may come between.

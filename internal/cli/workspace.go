@@ -1,15 +1,18 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
 
+	"github.com/lazaret-dev/lazaret/internal/cli/review"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
 // workspaceHint is the way out of a refused workspace.
@@ -67,20 +70,61 @@ func (g *globalOptions) chooseWorkspace(cfg *config.Config, p *config.Profile, e
 	return ws, nil
 }
 
-// directModeAnnouncer is called by a session before it connects; the
-// function it returns is called once the sandbox runs and prints the
-// direct-mode line if this session started the sandbox (there was no
-// coordinator socket): said once per start, only when the agent really
-// runs, and never by a session joining a running sandbox (whose stderr
-// stays the command's own).
-func (g *globalOptions) directModeAnnouncer(p *config.Profile, a *domain.Anchor) func() {
+// startAnnouncer is called by a session before it connects; the function
+// it returns is called once the sandbox runs and prints what a start should
+// tell, if this session started the sandbox (there was no coordinator
+// socket): in direct mode, that the agent writes the host's files; in
+// branch mode, when the agent branch lacks commits of the host's HEAD, how
+// far behind it is (counted beside the start, so it costs the start
+// nothing). Said once per start, only when the agent really runs, and
+// never by a session joining a running sandbox (whose stderr stays the
+// command's own).
+func (g *globalOptions) startAnnouncer(ctx context.Context, p *config.Profile, a *domain.Anchor) func() {
 	if _, err := os.Lstat(a.ControlSocket()); err == nil {
 		return func() {}
 	}
-	if mode, err := gitrepo.ResolveMode(p.GitMode, a.Workspace); err != nil || mode != gitrepo.ModeDirect {
+	mode, err := gitrepo.ResolveMode(p.GitMode, a.Workspace)
+	switch {
+	case err != nil:
 		return func() {}
+	case mode == gitrepo.ModeDirect:
+		return func() { fmt.Fprintln(g.io.ErrOut, directModeNotice(a.Workspace)) }
 	}
-	return func() { fmt.Fprintln(g.io.ErrOut, directModeNotice(a.Workspace)) }
+	lag := make(chan review.Lag, 1)
+	go func() {
+		l, _ := review.AgentBranchLag(ctx, g.hostGit(), a, p.GitMode)
+		lag <- l
+	}()
+	return func() {
+		select {
+		case l := <-lag:
+			if n := agentLagNotice(l, a.Profile); n != "" {
+				fmt.Fprintln(g.io.ErrOut, n)
+			}
+		case <-ctx.Done():
+		}
+	}
+}
+
+// agentLagNotice is the line a branch-mode start prints when the host's
+// HEAD has commits the agent branch lacks (the user merged its work and
+// went on, say): the agent goes on from its own tip, not from HEAD. ""
+// when it is not behind.
+func agentLagNotice(l review.Lag, profile string) string {
+	if l.Behind == 0 {
+		return ""
+	}
+	agent := gitrepo.RefMap{Profile: profile}.AgentBranch()
+	head := "your HEAD"
+	if l.HeadBranch != "" {
+		head = "your " + visible.Line(l.HeadBranch)
+	}
+	if l.Ahead > 0 {
+		return fmt.Sprintf("lazaret: %s is %s behind %s and %s ahead: the agent goes on from its own tip (review with %s)",
+			agent, gitrepo.Commits(l.Behind), head, gitrepo.Commits(l.Ahead), verbLine("log", profile))
+	}
+	return fmt.Sprintf("lazaret: %s is %s behind %s: the agent goes on from its older tip (%s starts it again from HEAD, keeping the old tip)",
+		agent, gitrepo.Commits(l.Behind), head, verbLine("reset-branch", profile))
 }
 
 // directModeNotice is the one line a sandbox start prints in direct mode:

@@ -2,11 +2,14 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/lazaret-dev/lazaret/internal/cli/review"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 )
@@ -65,9 +68,11 @@ func TestDirectModeNoticeOneLine(t *testing.T) {
 	}
 }
 
-// TestDirectModeAnnouncer: the line is printed by the session that starts
-// a direct-mode sandbox only.
-func TestDirectModeAnnouncer(t *testing.T) {
+// TestStartAnnouncer: the direct-mode line is printed by the session that
+// starts a direct-mode sandbox only; in branch mode the start says how far
+// the agent branch is behind the host's HEAD, and nothing when it is not.
+func TestStartAnnouncer(t *testing.T) {
+	ctx := context.Background()
 	base := t.TempDir()
 	ws := filepath.Join(base, "ws")
 	os.MkdirAll(ws, 0o755)
@@ -77,16 +82,55 @@ func TestDirectModeAnnouncer(t *testing.T) {
 	}
 	var b bytes.Buffer
 	g := &globalOptions{io: IO{ErrOut: &b}}
-	g.directModeAnnouncer(&config.Profile{}, a)()
+	g.startAnnouncer(ctx, &config.Profile{}, a)()
 	if !strings.Contains(b.String(), "direct mode: the agent writes "+ws) || strings.Count(b.String(), "\n") != 1 {
 		t.Errorf("starting a direct-mode sandbox: %q", b.String())
 	}
+
+	// Branch mode: a repository whose agent branch is at HEAD, then
+	// two commits behind it.
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=T", "-c", "user.email=t@t.invalid", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = ws
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	git("commit", "-q", "--allow-empty", "-m", "one")
+	git("branch", "lazaret/agent-default")
 	b.Reset()
-	g.directModeAnnouncer(&config.Profile{GitMode: "branch"}, a)()
+	g.startAnnouncer(ctx, &config.Profile{}, a)()
+	if b.Len() != 0 {
+		t.Errorf("agent branch at HEAD: %q", b.String())
+	}
+	git("commit", "-q", "--allow-empty", "-m", "two")
+	git("commit", "-q", "--allow-empty", "-m", "three")
+	g.startAnnouncer(ctx, &config.Profile{}, a)()
+	if want := "lazaret: lazaret/agent-default is 2 commits behind your main: the agent goes on from its older tip (`lazaret reset-branch` starts it again from HEAD, keeping the old tip)\n"; b.String() != want {
+		t.Errorf("agent branch behind: %q, want %q", b.String(), want)
+	}
+
+	b.Reset()
 	os.MkdirAll(filepath.Dir(a.ControlSocket()), 0o700)
 	os.WriteFile(a.ControlSocket(), nil, 0o600)
-	g.directModeAnnouncer(&config.Profile{}, a)()
+	g.startAnnouncer(ctx, &config.Profile{}, a)()
+	g.startAnnouncer(ctx, &config.Profile{GitMode: "direct"}, a)()
 	if b.Len() != 0 {
-		t.Errorf("branch mode or joining a running sandbox printed %q", b.String())
+		t.Errorf("joining a running sandbox printed %q", b.String())
+	}
+}
+
+func TestAgentLagNotice(t *testing.T) {
+	if n := agentLagNotice(review.Lag{Ahead: 2}, "claude"); n != "" {
+		t.Errorf("not behind: %q", n)
+	}
+	n := agentLagNotice(review.Lag{Behind: 1, Ahead: 2, HeadBranch: "fe\x1b[8mat"}, "claude")
+	if want := "lazaret: lazaret/agent-claude is 1 commit behind your fe\\x1b[8mat and 2 commits ahead: the agent goes on from its own tip (review with `lazaret log claude`)"; n != want {
+		t.Errorf("behind and ahead: %q, want %q", n, want)
+	}
+	if n := agentLagNotice(review.Lag{Behind: 3}, "default"); !strings.Contains(n, "3 commits behind your HEAD:") {
+		t.Errorf("detached HEAD: %q", n)
 	}
 }

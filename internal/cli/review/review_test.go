@@ -215,3 +215,43 @@ func reviewOnMain(t testing.TB, ws string) *Review {
 	}
 	return &Review{Git: g, Repo: repo, Map: gitrepo.RefMap{Profile: "p"}}
 }
+
+// TestAgentBranchLag: the agent branch's commits behind and ahead of the
+// host's HEAD, counted on the user's repository.
+func TestAgentBranchLag(t *testing.T) {
+	ctx := context.Background()
+	g := &hostgit.Git{}
+	ws := gittest.NewRepo(t)
+	a := gittest.Anchor(t, ws, "p")
+	if l, err := AgentBranchLag(ctx, g, a, ""); err != nil || l != (Lag{}) {
+		t.Fatalf("no agent branch yet: %+v, %v", l, err)
+	}
+	gittest.Git(t, ws, "branch", "lazaret/agent-p")
+	if l, err := AgentBranchLag(ctx, g, a, ""); err != nil || l.Behind != 0 || l.Ahead != 0 {
+		t.Fatalf("at HEAD: %+v, %v", l, err)
+	}
+	for i := range 3 {
+		gittest.Write(t, filepath.Join(ws, "host.txt"), fmt.Sprint(i))
+		gittest.Git(t, ws, "add", "host.txt")
+		gittest.Git(t, ws, "commit", "-q", "-m", "host work")
+	}
+	branch := strings.TrimSpace(gittest.Git(t, ws, "symbolic-ref", "--short", "HEAD"))
+	if l, err := AgentBranchLag(ctx, g, a, ""); err != nil || l != (Lag{Behind: 3, HeadBranch: branch}) {
+		t.Fatalf("behind: %+v, %v", l, err)
+	}
+	gittest.Git(t, ws, "checkout", "-q", "lazaret/agent-p")
+	gittest.Write(t, filepath.Join(ws, "agent.txt"), "x")
+	gittest.Git(t, ws, "add", "agent.txt")
+	gittest.Git(t, ws, "commit", "-q", "-m", "agent work")
+	gittest.Git(t, ws, "checkout", "-q", branch)
+	if l, err := AgentBranchLag(ctx, g, a, ""); err != nil || l != (Lag{Behind: 3, Ahead: 1, HeadBranch: branch}) {
+		t.Fatalf("behind and ahead: %+v, %v", l, err)
+	}
+	gittest.Git(t, ws, "checkout", "-q", "--detach")
+	if l, _ := AgentBranchLag(ctx, g, a, ""); l.HeadBranch != "" || l.Behind != 3 {
+		t.Fatalf("detached: %+v", l)
+	}
+	if l, _ := AgentBranchLag(ctx, g, a, "direct"); l != (Lag{}) {
+		t.Fatalf("direct mode: %+v", l)
+	}
+}
