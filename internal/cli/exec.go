@@ -51,7 +51,13 @@ are passed through and lazaret exits with the command's exit code.
 With one word before "--" (or before the command, when it is a profile
 name) that word is the profile. -t may come before PROFILE or right after
 it: "lazaret exec -t dev -- vim", "lazaret exec dev -t -- vim".`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				// As when the command after "--" is missing.
+				return usageError{errors.New("exec: no command")}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			profile, command, err := splitProfile(g, cmd, args)
 			if err != nil {
