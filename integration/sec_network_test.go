@@ -173,6 +173,50 @@ func TestSecNetworkDNSAnswerFilter(t *testing.T) {
 	}
 }
 
+// TestSecNetworkHostAddressNeverOpened: the host's own address (192.0.3.30
+// here, as netd is told) stays closed inside an allowed CIDR, and
+// `lazaret net allow` of it is refused, so a denial notice the agent
+// provokes by dialling the host cannot lead the user into opening it (the
+// notice offers no allow command for it). Positive controls: the address
+// is reachable from the control namespace; another address of the same
+// allowed CIDR is reachable from the agent; and once netd no longer counts
+// 192.0.3.30 as the host's, the agent reaches it.
+func TestSecNetworkHostAddressNeverOpened(t *testing.T) {
+	host := netip.MustParseAddr("192.0.3.30")
+	s := newSecNet(t, "host", "[network]\nallow_egress = [\"192.0.3.0/24\"]\n", []netip.Addr{host})
+	f, cl, ctx := s.f, sidecar.Client(s.a), context.Background()
+	f.pair(t, s.agent, s.ctlAgent, false, "tcp", "192.0.3.30:80")
+	f.pair(t, s.agent, s.ctlAgent, true, "tcp", "192.0.3.31:80")
+	if _, err := cl.Allow(ctx, "192.0.3.30", 0, "test"); err == nil || !strings.Contains(err.Error(), "never opens it") {
+		t.Errorf("allowing the host's address: %v", err)
+	}
+	if out, ok := f.probe(s.agent, "tcp", "192.0.3.30:80"); ok {
+		t.Errorf("the host's address opened after the refused allow: %s", out)
+	}
+	// The denial's event carries the reason, which makes the notice offer
+	// no allow command.
+	evs, _, err := cl.Events(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notice string
+	for _, ev := range evs {
+		if ev.Dest == "tcp 192.0.3.30:80" {
+			notice = sidecar.Notice("default", ev)
+		}
+	}
+	if notice == "" || strings.Contains(notice, "net allow") || !strings.Contains(notice, "an address of this host") {
+		t.Errorf("notice of the host's address: %q (events %+v)", notice, evs)
+	}
+	// Control: the same address, no longer the host's, is reached.
+	if err := cl.SetHostAddrs(ctx, nil, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if out, ok := f.probe(s.agent, "tcp", "192.0.3.30:80"); !ok {
+		t.Errorf("control: 192.0.3.30 inside the allowed CIDR closed once not the host's: %s", out)
+	}
+}
+
 // TestSecNetworkNetdKilledCutsEgress: SIGKILL of lazaret-netd makes an
 // allowed destination unreachable, and it stays so: the sidecar's Watch
 // (what the coordinator runs) sees the death, stops the uplink and

@@ -174,6 +174,8 @@ func runInNamespace(t *testing.T) {
 		"tcp [2001:db8::10]:80":  true,
 		"tcp [2001:db8::200]:80": true,
 		"tcp 198.51.100.7:443":   true,
+		"tcp 192.0.2.20:80":      true,
+		"tcp [2001:db8::20]:80":  true,
 	}
 	// Positive control: with no ruleset every probe leaves the namespace.
 	w.expect(t, "udp 192.0.2.10:7", all)
@@ -190,7 +192,10 @@ func runInNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Install(c, Build(p.Active(time.Now()))); err != nil {
+	// The host's own addresses (192.0.2.20, 2001:db8::20 here), inside
+	// the allowed CIDRs.
+	host := []netip.Addr{netip.MustParseAddr("192.0.2.20"), netip.MustParseAddr("2001:db8::20")}
+	if err := Install(c, Build(p.Active(time.Now()), host)); err != nil {
 		t.Fatal(err)
 	}
 	w.mu.Lock()
@@ -206,7 +211,27 @@ func runInNamespace(t *testing.T) {
 		"tcp [2001:db8::10]:80":  true,
 		"tcp [2001:db8::200]:80": false,
 		"tcp 198.51.100.7:443":   false,
+		"tcp 192.0.2.20:80":      false, // the host's address inside an allowed CIDR
+		"tcp [2001:db8::20]:80":  false,
 	})
+
+	// Control: the same addresses leave once they are no longer the
+	// host's (a live update of the host sets), and are refused again when
+	// they are.
+	if err := ReplaceHost(c, nil); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	w.seen = nil
+	w.mu.Unlock()
+	w.expect(t, "udp 192.0.2.10:5", map[string]bool{"tcp 192.0.2.20:80": true, "tcp [2001:db8::20]:80": true})
+	if err := ReplaceHost(c, host); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	w.seen = nil
+	w.mu.Unlock()
+	w.expect(t, "udp 192.0.2.10:4", map[string]bool{"tcp 192.0.2.20:80": false, "tcp [2001:db8::20]:80": false})
 
 	// Live updates: widen the allow set, add a resolved address; the
 	// table is not replaced.

@@ -58,7 +58,7 @@ func nftSet(s Set) *nftables.Set {
 
 // setByName returns the nftables handle of one of the table's sets.
 func setByName(name string) *nftables.Set {
-	for _, s := range Build(Policy{}).Sets {
+	for _, s := range Build(Policy{}, nil).Sets {
 		if s.Name == name {
 			return nftSet(s)
 		}
@@ -134,10 +134,16 @@ func Install(c *Conn, rs Ruleset) error {
 // The table, chain and rules are untouched, so conntrack state (and every
 // established flow) is kept.
 func ReplaceAllow(c *Conn, v4, v6 []netip.Prefix) error {
+	return replaceIntervalSets(c, "allow", SetAllow4, v4, SetAllow6, v6)
+}
+
+// replaceIntervalSets flushes and refills two interval sets (an IPv4 and
+// an IPv6 one) in one transaction.
+func replaceIntervalSets(c *Conn, what, name4 string, v4 []netip.Prefix, name6 string, v6 []netip.Prefix) error {
 	for _, x := range []struct {
 		name string
 		ps   []netip.Prefix
-	}{{SetAllow4, v4}, {SetAllow6, v6}} {
+	}{{name4, v4}, {name6, v6}} {
 		s := setByName(x.name)
 		c.FlushSet(s)
 		if els := intervalElements(x.ps); len(els) > 0 {
@@ -147,9 +153,16 @@ func ReplaceAllow(c *Conn, v4, v6 []netip.Prefix) error {
 		}
 	}
 	if err := c.Flush(); err != nil {
-		return fmt.Errorf("update allow sets: %w", err)
+		return fmt.Errorf("update %s sets: %w", what, err)
 	}
 	return nil
+}
+
+// ReplaceHost replaces the host4 and host6 sets with the host's addresses
+// (HostSets), in one transaction.
+func ReplaceHost(c *Conn, host []netip.Addr) error {
+	v4, v6 := HostSets(host)
+	return replaceIntervalSets(c, "host", SetHost4, v4, SetHost6, v6)
 }
 
 // Resolved is one address learned from an allowed name.

@@ -15,6 +15,8 @@ const (
 	SetAllow6 = "allow6"
 	SetDeny4  = "deny4" // always-denied link-local and metadata, IPv4
 	SetDeny6  = "deny6"
+	SetHost4  = "host4" // the host's own addresses, always denied, IPv4
+	SetHost6  = "host6"
 	SetDNS4   = "dns4" // addresses of allowed names, per-element TTL
 	SetDNS6   = "dns6"
 )
@@ -122,12 +124,15 @@ type Ruleset struct {
 //     are accepted first, so a policy update never cuts a running transfer;
 //  2. neighbour discovery, without which IPv6 cannot reach a router;
 //  3. netd's marked upstream DNS sockets;
-//  4. deny: metadata/link-local sets, then DNS to anything but netd —
-//     before any allow, so no allowed CIDR re-opens them;
+//  4. deny: metadata/link-local sets, the host's own addresses (through
+//     the uplink they are the host's services), then DNS to anything but
+//     netd — before any allow, so no allowed CIDR re-opens them;
 //  5. allow: configured CIDRs and the addresses of allowed names;
 //  6. everything else is counted, logged to netd and rejected; the chain
 //     policy drop catches what a rule could not (fail closed).
-func Build(p Policy) Ruleset {
+//
+// host are the host's own addresses (HostSets).
+func Build(p Policy, host []netip.Addr) Ruleset {
 	var allow4, allow6, deny4, deny6 []netip.Prefix
 	for _, c := range p.AllowEgress {
 		pfx := unmapPrefix(c.Prefix)
@@ -144,6 +149,7 @@ func Build(p Policy) Ruleset {
 			deny6 = append(deny6, d)
 		}
 	}
+	host4, host6 := HostSets(host)
 	denied := func(r Rule) Rule {
 		r.Counter, r.LogGroup, r.Verdict = true, DenyLogGroup, Reject
 		return r
@@ -160,6 +166,8 @@ func Build(p Policy) Ruleset {
 			{Name: SetDeny6, Family: IPv6, Interval: true, Elements: MergePrefixes(deny6)},
 			{Name: SetDNS4, Family: IPv4, Timeout: true},
 			{Name: SetDNS6, Family: IPv6, Timeout: true},
+			{Name: SetHost4, Family: IPv4, Interval: true, Elements: host4},
+			{Name: SetHost6, Family: IPv6, Interval: true, Elements: host6},
 		},
 		Rules: []Rule{
 			{Comment: "loopback", OifLo: true, Verdict: Accept},
@@ -170,6 +178,8 @@ func Build(p Policy) Ruleset {
 			{Comment: "netd upstream dns tcp", Mark: UpstreamMark, L4: ProtoTCP, Dport: 53, Verdict: Accept},
 			denied(Rule{Comment: "deny metadata ipv4", Family: IPv4, DaddrSet: SetDeny4}),
 			denied(Rule{Comment: "deny metadata ipv6", Family: IPv6, DaddrSet: SetDeny6}),
+			denied(Rule{Comment: "deny host ipv4", Family: IPv4, DaddrSet: SetHost4}),
+			denied(Rule{Comment: "deny host ipv6", Family: IPv6, DaddrSet: SetHost6}),
 			denied(Rule{Comment: "deny other dns udp", L4: ProtoUDP, Dport: 53}),
 			denied(Rule{Comment: "deny other dns tcp", L4: ProtoTCP, Dport: 53}),
 			{Comment: "allow egress ipv4", Family: IPv4, DaddrSet: SetAllow4, Verdict: Accept},
@@ -184,8 +194,49 @@ func Build(p Policy) Ruleset {
 // AllowSets returns the contents of allow4 and allow6 for the active
 // policy p (what a live update replaces).
 func AllowSets(p Policy) (v4, v6 []netip.Prefix) {
-	rs := Build(p)
+	rs := Build(p, nil)
 	return rs.Sets[0].Elements, rs.Sets[1].Elements
+}
+
+// HostSets returns the contents of host4 and host6: each of the host's
+// addresses as a single-address prefix. The host's addresses are what a
+// connection through the uplink (slirp4netns) to the host itself would
+// use: refused even inside an allowed CIDR (0.0.0.0/0 included), as the
+// metadata addresses are. Loopback is left out: in the sandbox's namespace
+// it is the namespace's own (netd's resolver), accepted by the first rule.
+func HostSets(host []netip.Addr) (v4, v6 []netip.Prefix) {
+	for _, a := range host {
+		a = a.Unmap()
+		switch {
+		case !a.IsValid() || a.IsLoopback() || a.IsUnspecified():
+		case a.Is4():
+			v4 = append(v4, netip.PrefixFrom(a.WithZone(""), 32))
+		default:
+			v6 = append(v6, netip.PrefixFrom(a.WithZone(""), 128))
+		}
+	}
+	return MergePrefixes(v4), MergePrefixes(v6)
+}
+
+// NeverOpened says why the ruleset refuses a, whatever the policy allows
+// ("" when a policy can open it): one of the host's own addresses, or an
+// always-denied (link-local, metadata) one. A denial notice offers no
+// `lazaret net allow` for such an address, and netd refuses to allow it.
+func NeverOpened(a netip.Addr, host []netip.Addr) string {
+	a = a.Unmap().WithZone("")
+	if !a.IsLoopback() {
+		for _, h := range host {
+			if h.Unmap().WithZone("") == a {
+				return "an address of this host"
+			}
+		}
+	}
+	for _, d := range AlwaysDeny {
+		if d.Contains(a) {
+			return "link-local or cloud metadata"
+		}
+	}
+	return ""
 }
 
 // unmapPrefix turns an IPv4-mapped IPv6 prefix (::ffff:1.2.3.0/120) into

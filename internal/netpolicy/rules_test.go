@@ -2,6 +2,7 @@ package netpolicy
 
 import (
 	"flag"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -39,16 +40,17 @@ func TestBuildGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "ruleset.golden", Build(p.Active(time.Now())).Render())
-	golden(t, "empty.golden", Build(Policy{}).Render())
+	host := []netip.Addr{netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("fd00::2"), netip.MustParseAddr("::1")}
+	golden(t, "ruleset.golden", Build(p.Active(time.Now()), host).Render())
+	golden(t, "empty.golden", Build(Policy{}, nil).Render())
 }
 
 func TestDenyBeforeAllow(t *testing.T) {
-	rs := Build(Policy{})
+	rs := Build(Policy{}, nil)
 	idx := func(c string) int {
 		return slices.IndexFunc(rs.Rules, func(r Rule) bool { return r.Comment == c })
 	}
-	for _, deny := range []string{"deny metadata ipv4", "deny metadata ipv6", "deny other dns udp", "deny other dns tcp"} {
+	for _, deny := range []string{"deny metadata ipv4", "deny metadata ipv6", "deny host ipv4", "deny host ipv6", "deny other dns udp", "deny other dns tcp"} {
 		for _, allow := range []string{"allow egress ipv4", "allow egress ipv6", "allow resolved ipv4", "allow resolved ipv6"} {
 			if idx(deny) < 0 || idx(allow) < 0 || idx(deny) > idx(allow) {
 				t.Errorf("%q must come before %q", deny, allow)
@@ -65,7 +67,7 @@ func TestDenyBeforeAllow(t *testing.T) {
 }
 
 func TestRuleExprsAll(t *testing.T) {
-	for _, r := range Build(Policy{}).Rules {
+	for _, r := range Build(Policy{}, nil).Rules {
 		if _, err := ruleExprs(r); err != nil {
 			t.Errorf("%s: %v", r.Comment, err)
 		}
@@ -203,5 +205,32 @@ func TestMappedPrefixGoesToIPv4(t *testing.T) {
 	v4, v6 := AllowSets(Policy{AllowEgress: []CIDR{{Prefix: netip.MustParsePrefix("::ffff:10.1.2.0/120")}}})
 	if len(v6) != 0 || len(v4) != 1 || v4[0].String() != "10.1.2.0/24" {
 		t.Errorf("v4 %v v6 %v", v4, v6)
+	}
+}
+
+// TestHostSetsAndNeverOpened: the host's own addresses go into the host
+// sets (loopback left to the namespace's own loopback rule), and are what
+// NeverOpened names, with the always-denied ranges; anything else a policy
+// can open.
+func TestHostSetsAndNeverOpened(t *testing.T) {
+	host := []netip.Addr{netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::ffff:10.0.0.5"), netip.MustParseAddr("fd00::2"), netip.MustParseAddr("::1")}
+	v4, v6 := HostSets(host)
+	if fmt.Sprint(v4) != "[10.0.0.5/32 192.0.2.2/32]" || fmt.Sprint(v6) != "[fd00::2/128]" {
+		t.Errorf("host sets %v %v", v4, v6)
+	}
+	for a, want := range map[string]string{
+		"192.0.2.2":        "an address of this host",
+		"::ffff:192.0.2.2": "an address of this host",
+		"10.0.0.5":         "an address of this host",
+		"fd00::2":          "an address of this host",
+		"169.254.169.254":  "link-local or cloud metadata",
+		"fe80::1":          "link-local or cloud metadata",
+		"127.0.0.1":        "",
+		"192.0.2.3":        "",
+		"140.82.112.4":     "",
+	} {
+		if got := NeverOpened(netip.MustParseAddr(a), host); got != want {
+			t.Errorf("NeverOpened(%s) = %q, want %q", a, got, want)
+		}
 	}
 }

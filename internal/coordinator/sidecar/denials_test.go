@@ -82,6 +82,12 @@ func TestNoticeEscapesHostileName(t *testing.T) {
 	if pkt != `lazaret: network: denied tcp to "192.0.3.20:443"; to allow it: lazaret net allow 192.0.3.20` {
 		t.Fatalf("packet notice: %s", pkt)
 	}
+	// An address no policy opens (netd gives the reason): no command to
+	// allow it, which the agent could have provoked the notice to get run.
+	never := Notice("default", netdapi.DenialEvent{Dest: "tcp 192.0.2.2:2024", Reason: "an address of this host"})
+	if never != `lazaret: network: denied tcp to "192.0.2.2:2024" (an address of this host: never opened)` {
+		t.Fatalf("never-opened notice: %s", never)
+	}
 	if c := AllowCommand("default", "*.example.com"); c != "" {
 		t.Fatalf("a pattern got an allow command: %s", c)
 	}

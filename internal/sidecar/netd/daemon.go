@@ -225,7 +225,7 @@ func (d *Daemon) installFirewall() ([]func() error, error) {
 	}
 	d.nft = nft
 	now := time.Now()
-	if err := netpolicy.Install(nft, netpolicy.Build(d.policy.Active(now))); err != nil {
+	if err := netpolicy.Install(nft, netpolicy.Build(d.policy.Active(now), d.hostAddrs())); err != nil {
 		return nil, err
 	}
 	d.logChange("installed ruleset: " + describe(d.policy.Active(now)))
@@ -363,7 +363,7 @@ func (d *Daemon) packetDenied(pkt []byte) {
 	// too but is nothing the agent asked for; it would only hide the
 	// denials a user is looking for.
 	if dest, ok := netpolicy.ParsePacketDest(pkt); ok && !dest.Addr.IsMulticast() {
-		d.report(netdapi.DenialEvent{Dest: dest.String()})
+		d.report(netdapi.DenialEvent{Dest: dest.String(), Reason: netpolicy.NeverOpened(dest.Addr, d.hostAddrs())})
 	}
 }
 
@@ -489,6 +489,14 @@ func (d *Daemon) allow(req netdapi.Request, reason string) error {
 	cidr, domain, err := netpolicy.ParseTarget(req.Target)
 	if err != nil {
 		return err
+	}
+	if domain == "" {
+		// The ruleset refuses these whatever the policy says: saying
+		// "allowed" would be untrue, and a user following a notice the
+		// agent provoked must not be told otherwise.
+		if why := neverOpenedPrefix(cidr, d.hostAddrs()); why != "" {
+			return fmt.Errorf("%s is %s: lazaret never opens it", req.Target, why)
+		}
 	}
 	var exp time.Time
 	if req.ForSeconds > 0 {
@@ -756,10 +764,37 @@ func (d *Daemon) remember(name string, rs []netpolicy.Resolved) {
 	}
 }
 
+// hostAddrs are the host's own addresses as last told.
+func (d *Daemon) hostAddrs() []netip.Addr {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.filter.Host()
+}
+
+// neverOpenedPrefix says why an allowed prefix would open nothing: it is
+// one address the ruleset always refuses (NeverOpened), or it lies wholly
+// in the always-denied ranges. A wider prefix that merely contains such
+// addresses is allowed; they stay refused inside it.
+func neverOpenedPrefix(p netip.Prefix, host []netip.Addr) string {
+	if p.IsSingleIP() {
+		return netpolicy.NeverOpened(p.Addr(), host)
+	}
+	for _, d := range netpolicy.AlwaysDeny {
+		if d.Bits() <= p.Bits() && d.Contains(p.Addr()) {
+			return "link-local or cloud metadata"
+		}
+	}
+	return ""
+}
+
 // setHostAddrs replaces the host addresses the learn filter refuses and
-// closes resolved addresses that are now the host's.
+// the ruleset's host sets, and closes resolved addresses that are now the
+// host's.
 func (d *Daemon) setHostAddrs(addrs []netip.Addr, reason string) error {
 	f := netpolicy.NewLearnFilter(addrs)
+	if err := d.withNft(func(c *netpolicy.Conn) error { return netpolicy.ReplaceHost(c, f.Host()) }); err != nil {
+		return fmt.Errorf("updating the host's addresses in the ruleset: %w", err)
+	}
 	var stale []netip.Addr
 	d.mu.Lock()
 	d.filter = f

@@ -261,6 +261,7 @@ func daemonInNamespace(t *testing.T) {
 		t.Error("resolved address not allowed")
 	}
 	hostAddressAnswers(t, ctx, tun, res, cl)
+	hostAddressAllows(t, ctx, tun, cl)
 	// A truncated UDP answer is fetched again over TCP (from a marked
 	// socket, like every upstream exchange).
 	addrs, err = res.LookupNetIP(ctx, "ip4", "tcp.pkg.example")
@@ -394,5 +395,29 @@ func hostAddressAnswers(t *testing.T, ctx context.Context, tun *tunSeen, res *ne
 	}
 	if tun.leaves(t, "192.0.3.30:444", 13) {
 		t.Error("a resolved address that became the host's stayed open")
+	}
+}
+
+// hostAddressAllows: no allow opens the host's own address or a metadata
+// one. `lazaret net allow` of one is refused (a denial notice the agent
+// provoked must not lead the user into opening the host); a CIDR holding
+// the host's address is allowed and opens its other addresses (control),
+// the host's stays closed.
+func hostAddressAllows(t *testing.T, ctx context.Context, tun *tunSeen, cl *netdapi.Client) {
+	t.Helper()
+	for _, target := range []string{"192.0.3.30", "169.254.169.254", "169.254.0.0/24"} {
+		if _, err := cl.Allow(ctx, target, 0, "test"); err == nil || !strings.Contains(err.Error(), "lazaret never opens it") {
+			t.Errorf("allow %s: %v", target, err)
+		}
+	}
+	if _, err := cl.Allow(ctx, "192.0.3.0/24", 0, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if !tun.leaves(t, "192.0.3.31:443", 14) {
+		t.Error("control: the allowed CIDR is closed")
+	}
+	if tun.leaves(t, "192.0.3.30:446", 15) {
+		out, _ := exec.Command("nft", "list", "table", "inet", "lazaret").CombinedOutput()
+		t.Errorf("the host's address inside an allowed CIDR is open\n%s", out)
 	}
 }
