@@ -74,10 +74,11 @@ static int tty;
 static int wake[2] = {-1, -1};
 static const int forwarded[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGTSTP, SIGUSR1, SIGUSR2};
 
-static void say(const char *a, const char *b)
+/* report writes "PREFIXa: b\n" (": b" only when b is set) on stderr,
+ * without stdio (it is called between fork and exec). */
+static void report(const char *prefix, const char *a, const char *b)
 {
-	const char *p = "lazaret-escalate: session: ";
-	ssize_t r = write(2, p, strlen(p));
+	ssize_t r = write(2, prefix, strlen(prefix));
 	r = write(2, a, strlen(a));
 	if (b != NULL) {
 		r = write(2, ": ", 2);
@@ -87,19 +88,17 @@ static void say(const char *a, const char *b)
 	(void)r;
 }
 
+static void say(const char *a, const char *b)
+{
+	report("lazaret-escalate: session: ", a, b);
+}
+
 /* command_failed reports that the session's command could not be run, as
  * a shell would and without this program's name: the user ran `lazaret
  * exec -- CMD` or `lazaret shell`, not the holder. */
 static void command_failed(const char *cmd, int e)
 {
-	const char *p = "lazaret: ";
-	const char *why = e == ENOENT ? "command not found" : strerror(e);
-	ssize_t r = write(2, p, strlen(p));
-	r = write(2, cmd, strlen(cmd));
-	r = write(2, ": ", 2);
-	r = write(2, why, strlen(why));
-	r = write(2, "\n", 1);
-	(void)r;
+	report("lazaret: ", cmd, e == ENOENT ? "command not found" : strerror(e));
 }
 
 static void on_signal(int sig)

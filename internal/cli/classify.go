@@ -72,11 +72,11 @@ func configHint(errs []*config.Error, listed bool) string {
 	case e.IsSecurity && e.Key == "":
 		return "lazaret reads only a configuration file owned by you (or root) and not writable by others: fix its owner or mode"
 	case e.IsSecurity:
-		return "the configuration asks for something unsafe: change " + key + " (see " + docRef("CONFIG.md") + ")"
+		return "the configuration asks for something unsafe: change " + key + " (see " + locate.Doc("CONFIG.md") + ")"
 	case e.Key != "":
-		return "fix " + key + " (see " + docRef("CONFIG.md") + ")"
+		return "fix " + key + " (see " + locate.Doc("CONFIG.md") + ")"
 	case e.Line > 0:
-		return "fix the TOML syntax on the line named above (see " + docRef("CONFIG.md") + ")"
+		return "fix the TOML syntax on the line named above (see " + locate.Doc("CONFIG.md") + ")"
 	case e.File != "":
 		return "the configuration must be a readable regular file of at most 1 MiB; pass another with --config"
 	}

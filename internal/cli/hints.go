@@ -6,7 +6,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/locate"
 )
 
 // verbLine is the lazaret command line of verb for profile, as a hint
@@ -19,9 +18,6 @@ func verbLine(verb, profile string) string {
 	}
 	return "`lazaret " + verb + " " + profile + "`"
 }
-
-// docRef names a document of docs/ as the user can open it (locate.Doc).
-func docRef(name string) string { return locate.Doc(name) }
 
 // newTable is the CLI's table writer on w (columns two spaces apart),
 // with header as its first line when not empty.

@@ -12,12 +12,13 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
 // workspaceHint is the way out of a refused workspace.
 func workspaceHint() string {
-	return "cd into a project directory, or name one with --workspace DIR (see " + docRef("CONFIG.md") + ", \"Workspace\")"
+	return "cd into a project directory, or name one with --workspace DIR (see " + locate.Doc("CONFIG.md") + ", \"Workspace\")"
 }
 
 // chooseWorkspace returns the canonical Agent Workspace. An explicit

@@ -109,6 +109,10 @@ type DenialEvent struct {
 	// Secret names the secret whose placeholder went to Name, a host it
 	// is not for (it was not replaced).
 	Secret string `json:"secret,omitempty"`
+	// NeverOpened, for a packet denial, says why no policy opens its
+	// destination (netpolicy.NeverOpened): its notice then offers no
+	// `lazaret net allow`.
+	NeverOpened string `json:"never_opened,omitempty"`
 }
 
 // Status is netd's state.

@@ -2,6 +2,7 @@ package netpolicy
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -218,20 +219,18 @@ func runInNamespace(t *testing.T) {
 	// Control: the same addresses leave once they are no longer the
 	// host's (a live update of the host sets), and are refused again when
 	// they are.
-	if err := ReplaceHost(c, nil); err != nil {
-		t.Fatal(err)
+	for i, step := range []struct {
+		host []netip.Addr
+		open bool
+	}{{nil, true}, {host, false}} {
+		if err := ReplaceHost(c, step.host); err != nil {
+			t.Fatal(err)
+		}
+		w.mu.Lock()
+		w.seen = nil
+		w.mu.Unlock()
+		w.expect(t, fmt.Sprintf("udp 192.0.2.10:%d", 5-i), map[string]bool{"tcp 192.0.2.20:80": step.open, "tcp [2001:db8::20]:80": step.open})
 	}
-	w.mu.Lock()
-	w.seen = nil
-	w.mu.Unlock()
-	w.expect(t, "udp 192.0.2.10:5", map[string]bool{"tcp 192.0.2.20:80": true, "tcp [2001:db8::20]:80": true})
-	if err := ReplaceHost(c, host); err != nil {
-		t.Fatal(err)
-	}
-	w.mu.Lock()
-	w.seen = nil
-	w.mu.Unlock()
-	w.expect(t, "udp 192.0.2.10:4", map[string]bool{"tcp 192.0.2.20:80": false, "tcp [2001:db8::20]:80": false})
 
 	// Live updates: widen the allow set, add a resolved address; the
 	// table is not replaced.

@@ -218,6 +218,12 @@ func HostSets(host []netip.Addr) (v4, v6 []netip.Prefix) {
 	return MergePrefixes(v4), MergePrefixes(v6)
 }
 
+// Why NeverOpened refuses an address.
+const (
+	NeverHost     = "an address of this host"
+	NeverMetadata = "link-local or cloud metadata"
+)
+
 // NeverOpened says why the ruleset refuses a, whatever the policy allows
 // ("" when a policy can open it): one of the host's own addresses, or an
 // always-denied (link-local, metadata) one. A denial notice offers no
@@ -227,13 +233,29 @@ func NeverOpened(a netip.Addr, host []netip.Addr) string {
 	if !a.IsLoopback() {
 		for _, h := range host {
 			if h.Unmap().WithZone("") == a {
-				return "an address of this host"
+				return NeverHost
 			}
 		}
 	}
 	for _, d := range AlwaysDeny {
 		if d.Contains(a) {
-			return "link-local or cloud metadata"
+			return NeverMetadata
+		}
+	}
+	return ""
+}
+
+// NeverOpenedPrefix says why allowing p would open nothing: it is one
+// address NeverOpened refuses, or it lies wholly in AlwaysDeny. A wider
+// prefix that merely holds such addresses opens the rest; they stay
+// refused inside it.
+func NeverOpenedPrefix(p netip.Prefix, host []netip.Addr) string {
+	if p.IsSingleIP() {
+		return NeverOpened(p.Addr(), host)
+	}
+	for _, d := range AlwaysDeny {
+		if d.Bits() <= p.Bits() && d.Contains(p.Addr()) {
+			return NeverMetadata
 		}
 	}
 	return ""

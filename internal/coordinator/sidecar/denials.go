@@ -175,10 +175,10 @@ func Notice(profile string, ev netdapi.DenialEvent) string {
 		return "lazaret: network: denied " + Shown(ev.Dest)
 	}
 	line := "lazaret: network: denied " + proto + " to " + Shown(addr.String())
-	if ev.Reason != "" {
+	if ev.NeverOpened != "" {
 		// The host's own address, metadata, link-local: no policy opens
 		// it, and the agent may have dialled it to have the user try.
-		return line + " (" + visible.Escape(ev.Reason, visible.AngleForm) + ": never opened)"
+		return line + " (" + visible.Escape(ev.NeverOpened, visible.AngleForm) + ": never opened)"
 	}
 	if cmd := AllowCommand(profile, addr.Addr().String()); cmd != "" {
 		line += "; to allow it: " + cmd

@@ -84,7 +84,7 @@ func TestNoticeEscapesHostileName(t *testing.T) {
 	}
 	// An address no policy opens (netd gives the reason): no command to
 	// allow it, which the agent could have provoked the notice to get run.
-	never := Notice("default", netdapi.DenialEvent{Dest: "tcp 192.0.2.2:2024", Reason: "an address of this host"})
+	never := Notice("default", netdapi.DenialEvent{Dest: "tcp 192.0.2.2:2024", NeverOpened: "an address of this host"})
 	if never != `lazaret: network: denied tcp to "192.0.2.2:2024" (an address of this host: never opened)` {
 		t.Fatalf("never-opened notice: %s", never)
 	}

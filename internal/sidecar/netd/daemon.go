@@ -363,7 +363,7 @@ func (d *Daemon) packetDenied(pkt []byte) {
 	// too but is nothing the agent asked for; it would only hide the
 	// denials a user is looking for.
 	if dest, ok := netpolicy.ParsePacketDest(pkt); ok && !dest.Addr.IsMulticast() {
-		d.report(netdapi.DenialEvent{Dest: dest.String(), Reason: netpolicy.NeverOpened(dest.Addr, d.hostAddrs())})
+		d.report(netdapi.DenialEvent{Dest: dest.String(), NeverOpened: netpolicy.NeverOpened(dest.Addr, d.hostAddrs())})
 	}
 }
 
@@ -494,7 +494,7 @@ func (d *Daemon) allow(req netdapi.Request, reason string) error {
 		// The ruleset refuses these whatever the policy says: saying
 		// "allowed" would be untrue, and a user following a notice the
 		// agent provoked must not be told otherwise.
-		if why := neverOpenedPrefix(cidr, d.hostAddrs()); why != "" {
+		if why := netpolicy.NeverOpenedPrefix(cidr, d.hostAddrs()); why != "" {
 			return fmt.Errorf("%s is %s: lazaret never opens it", req.Target, why)
 		}
 	}
@@ -769,22 +769,6 @@ func (d *Daemon) hostAddrs() []netip.Addr {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.filter.Host()
-}
-
-// neverOpenedPrefix says why an allowed prefix would open nothing: it is
-// one address the ruleset always refuses (NeverOpened), or it lies wholly
-// in the always-denied ranges. A wider prefix that merely contains such
-// addresses is allowed; they stay refused inside it.
-func neverOpenedPrefix(p netip.Prefix, host []netip.Addr) string {
-	if p.IsSingleIP() {
-		return netpolicy.NeverOpened(p.Addr(), host)
-	}
-	for _, d := range netpolicy.AlwaysDeny {
-		if d.Bits() <= p.Bits() && d.Contains(p.Addr()) {
-			return "link-local or cloud metadata"
-		}
-	}
-	return ""
 }
 
 // setHostAddrs replaces the host addresses the learn filter refuses and
