@@ -143,6 +143,8 @@ func run(args []string) int {
 		minTTL     = fs.Duration("min-ttl", 30*time.Second, "shortest time a resolved address stays allowed")
 		maxTTL     = fs.Duration("max-ttl", time.Hour, "longest TTL of the answers returned")
 		grace      = fs.Duration("dns-grace", netd.DefaultGrace, "how long a resolved address stays allowed at least after the last answer naming it")
+		spare      = fs.Duration("spare-expiry", 0, "start as a spare: wait for a claim on the control socket, exit if none came within this time")
+		spareKey   = fs.String("spare-key", "", "with --spare-expiry: the key a claim must name")
 		hostAddrs  hostList
 		resolvConf = fs.String("resolv-conf", "/etc/resolv.conf", "where to find upstream nameservers when --upstream is not given")
 		upstreams  addrList
@@ -183,7 +185,7 @@ func run(args []string) int {
 	d, err := netd.New(netd.Config{
 		Policy: p, Upstreams: upstreams, Listen: listen, NoFirewall: *pod, Secrets: secrets,
 		ControlPath: *control, ControlFD: *controlFD,
-		MinTTL: *minTTL, MaxTTL: *maxTTL, Grace: *grace, HostAddrs: hostAddrs, Log: log,
+		MinTTL: *minTTL, MaxTTL: *maxTTL, Grace: *grace, HostAddrs: hostAddrs, SpareExpiry: *spare, SpareKey: *spareKey, Log: log,
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "lazaret-netd: %v\n", err)

@@ -48,6 +48,14 @@ const (
 	// OpSecretValue replaces one secret's value (Target, Value): a token
 	// its command refreshed.
 	OpSecretValue = "secret_value"
+	// OpClaim makes a spare netd (started with --spare-expiry, before
+	// any sandbox) the sidecar of the sandbox being started: it takes
+	// the sandbox's whole policy (Policy, temporary entries included) and
+	// the host's addresses (Addrs), stops its expiry and answers with
+	// the ruleset installed. Once per netd; refused by one that is no
+	// spare or was started with another SpareKey (another image,
+	// upstreams or flags than the sandbox's).
+	OpClaim = "claim"
 )
 
 // MaxMessage bounds one request or response line.
@@ -64,8 +72,10 @@ type Request struct {
 	ForSeconds int64 `json:"for_seconds,omitempty"`
 	// Reason is logged with the change ("lazaret net allow", "reload").
 	Reason string `json:"reason,omitempty"`
-	// Addrs are the host's addresses (OpHostAddrs).
+	// Addrs are the host's addresses (OpHostAddrs, OpClaim).
 	Addrs []netip.Addr `json:"addrs,omitempty"`
+	// SpareKey is OpClaim's: the key the spare was started with.
+	SpareKey string `json:"spare_key,omitempty"`
 	// After and WaitSeconds select the events of OpEvents.
 	After       uint64 `json:"after,omitempty"`
 	WaitSeconds int64  `json:"wait_seconds,omitempty"`
@@ -87,6 +97,9 @@ type Response struct {
 	OK     bool    `json:"ok"`
 	Error  string  `json:"error,omitempty"`
 	Status *Status `json:"status,omitempty"`
+	// Spare says the answer comes from an unclaimed spare sidecar, which
+	// serves no sandbox (it refuses every request but status and claim).
+	Spare bool `json:"spare,omitempty"`
 	// Events and Seq answer OpEvents: the events after the request's
 	// After, oldest first, and the newest sequence number.
 	Events []DenialEvent `json:"events,omitempty"`
@@ -177,6 +190,10 @@ var ErrUnavailable = errors.New("network sidecar not running")
 type Client struct {
 	Socket  string
 	Timeout time.Duration // per request; 10 s when zero
+	// Sandbox makes an unclaimed spare sidecar answer as if no sidecar
+	// ran (ErrUnavailable): the user's `lazaret net` is about a running
+	// sandbox, and a spare serves none.
+	Sandbox bool
 }
 
 // Do sends req and returns the response; a response with OK false is an
@@ -217,6 +234,9 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	if err := json.Unmarshal(sc.Bytes(), &resp); err != nil {
 		return nil, fmt.Errorf("netd control %s: bad answer: %w", c.Socket, err)
 	}
+	if resp.Spare && c.Sandbox {
+		return nil, fmt.Errorf("%w: %s: an unclaimed spare sidecar", ErrUnavailable, c.Socket)
+	}
 	if !resp.OK {
 		return &resp, fmt.Errorf("netd: %s", resp.Error)
 	}
@@ -238,6 +258,16 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 // SetPolicy replaces the whole policy.
 func (c *Client) SetPolicy(ctx context.Context, p netpolicy.Policy, reason string) (*Status, error) {
 	resp, err := c.Do(ctx, Request{Op: OpSetPolicy, Policy: &p, Reason: reason})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Status, nil
+}
+
+// Claim makes a spare netd the sidecar of a starting sandbox, with policy
+// p and the host's addresses (OpClaim); key must be the spare's own.
+func (c *Client) Claim(ctx context.Context, key string, p netpolicy.Policy, addrs []netip.Addr) (*Status, error) {
+	resp, err := c.Do(ctx, Request{Op: OpClaim, SpareKey: key, Policy: &p, Addrs: addrs, Reason: "claimed by a starting sandbox"})
 	if err != nil {
 		return nil, err
 	}

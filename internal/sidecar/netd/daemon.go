@@ -18,6 +18,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
@@ -64,6 +65,15 @@ type Config struct {
 	// Secrets, when set, starts the injector at start as an OpSecrets
 	// request would (pod mode: LoadPodSecrets).
 	Secrets *netdapi.Request
+	// SpareExpiry, when set, starts netd as a spare: ready before any
+	// sandbox uses its namespace, it waits for an OpClaim (which brings
+	// the sandbox's policy and the host's addresses) and exits if none
+	// came within this time.
+	SpareExpiry time.Duration
+	// SpareKey is what a claim must name (OpClaim's SpareKey): the
+	// coordinator's digest of the image, upstreams and flags it starts
+	// netd with, so that a spare started otherwise is never claimed.
+	SpareKey string
 	// Now is the clock (tests); time.Now when nil.
 	Now func() time.Time
 	Log *slog.Logger
@@ -101,7 +111,21 @@ type Daemon struct {
 	holds     *holds        // denied names waiting for the user
 	proxy     *secretproxy.Proxy
 	injecting []string // the secrets' hosts
+
+	// spare is this netd's state as a spare (Config.SpareExpiry):
+	// waiting, then claimed or expired, once; changed under opMu.
+	spare     atomic.Int32
+	spareDone chan struct{} // closed when the spare is claimed
 }
+
+type spareState = int32
+
+const (
+	notSpare spareState = iota
+	spareWaiting
+	spareClaimed
+	spareExpired
+)
 
 const (
 	maxDenials = 512
@@ -135,7 +159,7 @@ func New(cfg Config) (*Daemon, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Daemon{
+	d := &Daemon{
 		cfg:       cfg,
 		log:       log,
 		policy:    cfg.Policy,
@@ -147,7 +171,12 @@ func New(cfg Config) (*Daemon, error) {
 		inflight:  make(chan struct{}, 64),
 		events:    newEventRing(),
 		holds:     newHolds(),
-	}, nil
+		spareDone: make(chan struct{}),
+	}
+	if cfg.SpareExpiry > 0 {
+		d.spare.Store(spareWaiting)
+	}
+	return d, nil
 }
 
 // Run installs the ruleset and serves until ctx ends. The ruleset is
@@ -213,7 +242,67 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.applied = true
 	d.mu.Unlock()
 	d.log.Info("ready", "upstreams", d.cfg.Upstreams, "control", d.cfg.ControlPath)
+	if d.cfg.SpareExpiry > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go d.expireSpare(ctx, cancel)
+	}
 	return d.expiryLoop(ctx)
+}
+
+// expireSpare ends an unclaimed spare after Config.SpareExpiry: a spare
+// nobody claims must not stay forever.
+func (d *Daemon) expireSpare(ctx context.Context, stop context.CancelFunc) {
+	t := time.NewTimer(d.cfg.SpareExpiry)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-d.spareDone:
+		return
+	case <-t.C:
+	}
+	d.opMu.Lock()
+	defer d.opMu.Unlock()
+	if d.spare.Load() != spareWaiting {
+		return
+	}
+	d.spare.Store(spareExpired)
+	d.log.Info("spare not claimed; exiting", "after", d.cfg.SpareExpiry)
+	stop()
+}
+
+// claim makes this spare the sidecar of a starting sandbox (OpClaim):
+// the host's addresses first, then the sandbox's policy, each installed
+// before the answer. Called under opMu.
+func (d *Daemon) claim(req netdapi.Request) error {
+	switch d.spare.Load() {
+	case notSpare:
+		return errors.New("not a spare: nothing to claim")
+	case spareClaimed:
+		return errors.New("this spare was claimed already")
+	case spareExpired:
+		return errors.New("this spare expired")
+	}
+	if req.SpareKey != d.cfg.SpareKey {
+		return fmt.Errorf("spare key %q, the claim names %q: started for another configuration", d.cfg.SpareKey, req.SpareKey)
+	}
+	if req.Policy == nil {
+		return errors.New("claim without a policy")
+	}
+	if err := req.Policy.Validate(); err != nil {
+		return err
+	}
+	if err := d.setHostAddrs(req.Addrs, req.Reason); err != nil {
+		return err
+	}
+	if err := d.commit(req.Policy.Active(time.Now()), req.Reason+": set policy "+describe(*req.Policy)); err != nil {
+		return err
+	}
+	d.spare.Store(spareClaimed)
+	close(d.spareDone)
+	return nil
 }
 
 // installFirewall installs the ruleset (one transaction) and starts the
@@ -421,6 +510,11 @@ func (d *Daemon) handle(ctx context.Context, req netdapi.Request) netdapi.Respon
 	if req.Reason == "" {
 		req.Reason = "control socket"
 	}
+	// An unclaimed spare serves no sandbox: it answers its status (which
+	// says so) and its claim, nothing else.
+	if d.spare.Load() == spareWaiting && req.Op != netdapi.OpStatus && req.Op != netdapi.OpClaim {
+		return netdapi.Response{Error: "an unclaimed spare sidecar: no sandbox runs behind it", Spare: true}
+	}
 	if resp, ok := d.handleDenialOps(ctx, req); ok {
 		return resp
 	}
@@ -446,11 +540,15 @@ func (d *Daemon) handle(ctx context.Context, req netdapi.Request) netdapi.Respon
 		if err := d.setHostAddrs(req.Addrs, reason); err != nil {
 			return netdapi.Response{Error: err.Error()}
 		}
+	case netdapi.OpClaim:
+		if err := d.claim(req); err != nil {
+			return netdapi.Response{Error: err.Error()}
+		}
 	default:
 		return netdapi.Response{Error: fmt.Sprintf("unknown op %q", req.Op)}
 	}
 	st := d.status()
-	return netdapi.Response{OK: true, Status: &st}
+	return netdapi.Response{OK: true, Status: &st, Spare: d.spare.Load() == spareWaiting}
 }
 
 // setPolicy replaces the policy: the permanent entries by policy's, the

@@ -2,6 +2,7 @@ package netd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -420,4 +421,161 @@ func hostAddressAllows(t *testing.T, ctx context.Context, tun *tunSeen, cl *netd
 		out, _ := exec.Command("nft", "list", "table", "inet", "lazaret").CombinedOutput()
 		t.Errorf("the host's address inside an allowed CIDR is open\n%s", out)
 	}
+}
+
+const spareChildEnv = "LAZARET_NETD_SPARE_CHILD"
+
+// TestSpareClaimInNamespace runs netd as a spare in a fresh network
+// namespace: the claim replaces whatever policy the spare started with
+// and gives it the host's addresses before it answers; a spare is claimed
+// once; an unclaimed spare exits at its expiry, a claimed one does not.
+func TestSpareClaimInNamespace(t *testing.T) {
+	if os.Getenv(spareChildEnv) == "1" {
+		spareInNamespace(t)
+		return
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("ip not installed")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skip("no /dev/net/tun")
+	}
+	cmd := exec.Command("unshare", "-rn", os.Args[0], "-test.run", "^TestSpareClaimInNamespace$", "-test.v")
+	cmd.Env = append(os.Environ(), spareChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "=== RUN") {
+		t.Skipf("cannot make a network namespace here: %s", out)
+	}
+	if err != nil {
+		t.Fatalf("in namespace: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
+// runDaemon starts cfg's daemon and waits until it reports its ruleset
+// applied; the returned channel carries Run's result.
+func runDaemon(t *testing.T, ctx context.Context, cfg Config) (*netdapi.Client, chan error) {
+	t.Helper()
+	cfg.ControlPath = filepath.Join(t.TempDir(), "netd.sock")
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	cl := &netdapi.Client{Socket: cfg.ControlPath}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := cl.Status(ctx)
+		if err == nil && st.Applied {
+			return cl, done
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never applied: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func spareInNamespace(t *testing.T) {
+	mustSh(t, "ip", "link", "set", "lo", "up")
+	tun := startTun(t)
+	marker := netip.MustParsePrefix("192.0.2.0/28") // tunSeen.leaves's marker
+	stale, err := netpolicy.FromConfig([]netip.Prefix{marker, netip.MustParsePrefix("198.51.100.0/24")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	listen := []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")}
+	cl, done := runDaemon(t, ctx, Config{Policy: stale, Listen: listen, SpareExpiry: time.Hour, SpareKey: "k1"})
+
+	// Positive control: what the spare started with is open until the
+	// claim replaces it.
+	if !tun.leaves(t, "198.51.100.9:443", 1) {
+		t.Fatal("control: the spare's own policy is closed")
+	}
+	// Unclaimed, it serves no sandbox: `lazaret net` (a Sandbox client)
+	// finds no sidecar, and nothing but a claim changes it.
+	user := &netdapi.Client{Socket: cl.Socket, Sandbox: true}
+	if _, err := user.Status(ctx); !errors.Is(err, netdapi.ErrUnavailable) {
+		t.Errorf("a sandbox's status from an unclaimed spare: %v", err)
+	}
+	if _, err := cl.Allow(ctx, "192.0.3.0/24", 0, "test"); err == nil || !strings.Contains(err.Error(), "unclaimed spare") {
+		t.Errorf("allow on an unclaimed spare: %v", err)
+	}
+	if err := cl.SetHostAddrs(ctx, nil, "test"); err == nil {
+		t.Error("host_addrs on an unclaimed spare accepted")
+	}
+	want, err := netpolicy.FromConfig([]netip.Prefix{marker, netip.MustParsePrefix("192.0.3.0/24")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := []netip.Addr{netip.MustParseAddr("192.0.3.30")}
+	if _, err := cl.Claim(ctx, "k2", want, host); err == nil || !strings.Contains(err.Error(), "another configuration") {
+		t.Errorf("claim with another key: %v", err)
+	}
+	if !tun.leaves(t, "198.51.100.9:446", 6) {
+		t.Error("a claim with another key changed the policy")
+	}
+	st, err := cl.Claim(ctx, "k1", want, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Applied || len(st.Policy.AllowEgress) != 2 || len(st.HostAddrs) != 1 {
+		t.Errorf("claim status: %+v", st)
+	}
+	if tun.leaves(t, "198.51.100.9:444", 2) {
+		t.Error("the spare's policy stayed open after the claim")
+	}
+	if _, err := user.Status(ctx); err != nil {
+		t.Errorf("a sandbox's status from the claimed spare: %v", err)
+	}
+	if !tun.leaves(t, "192.0.3.31:443", 3) {
+		t.Error("the claimed policy is not installed")
+	}
+	if tun.leaves(t, "192.0.3.30:443", 4) {
+		t.Error("the host's address, given with the claim, is open")
+	}
+	if _, err := cl.Claim(ctx, "k1", stale, nil); err == nil || !strings.Contains(err.Error(), "claimed already") {
+		t.Errorf("second claim: %v", err)
+	}
+	if tun.leaves(t, "198.51.100.9:445", 5) {
+		t.Error("a refused claim changed the policy")
+	}
+	cancel()
+	<-done
+
+	// An unclaimed spare exits at its expiry; a daemon that is no spare
+	// refuses a claim; a claimed spare outlives its expiry.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	_, done = runDaemon(t, ctx2, Config{Policy: want, Listen: listen, SpareExpiry: 300 * time.Millisecond})
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("expired spare: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("an unclaimed spare did not exit at its expiry")
+	}
+	cl, done = runDaemon(t, ctx2, Config{Policy: want, Listen: listen})
+	if _, err := cl.Claim(ctx2, "", want, host); err == nil || !strings.Contains(err.Error(), "not a spare") {
+		t.Errorf("claim of a netd that is no spare: %v", err)
+	}
+	cancel2()
+	<-done
+	ctx3, cancel3 := context.WithCancel(context.Background())
+	defer cancel3()
+	cl, done = runDaemon(t, ctx3, Config{Policy: want, Listen: listen, SpareExpiry: 300 * time.Millisecond})
+	if _, err := cl.Claim(ctx3, "", want, host); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Errorf("a claimed spare exited: %v", err)
+	case <-time.After(time.Second):
+	}
+	cancel3()
+	<-done
 }
