@@ -48,6 +48,31 @@ func containersOf(t *testing.T, hash string) []string {
 	return strings.Fields(out)
 }
 
+// sandboxContainersOf lists the domain's containers but the spare network
+// sidecar a sandbox leaves for the next start (TestSpareSidecarLifecycle):
+// what a sandbox that ended must not leave.
+func sandboxContainersOf(t *testing.T, hash string) []string {
+	t.Helper()
+	out, err := Podman(t, "ps", "-a", "--filter", "label=lazaret.domain="+hash, "--format", `{{.ID}} {{index .Labels "lazaret.spare"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	spares := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 1:
+			ids = append(ids, f[0])
+		case len(f) > 1:
+			if spares++; spares > 1 {
+				ids = append(ids, f[0]) // one spare per domain
+			}
+		}
+	}
+	return ids
+}
+
 // coordinatorPIDs returns the pids of coordinator processes of workspace.
 func coordinatorPIDs(workspace string) []int {
 	var pids []int
@@ -83,13 +108,13 @@ func exists(p string) bool {
 	return err == nil
 }
 
-// requireGone waits until the domain has no container, socket or
-// coordinator left.
+// requireGone waits until the domain has no container (but its spare
+// network sidecar), socket or coordinator left.
 func requireGone(t *testing.T, d lcDomain, within time.Duration) {
 	t.Helper()
 	ws := d.Resources["workspace"]
 	Eventually(t, within, "container, socket and coordinator gone", func() bool {
-		return len(containersOf(t, d.Hash)) == 0 && !exists(d.Resources["control_socket"]) && len(coordinatorPIDs(ws)) == 0
+		return len(sandboxContainersOf(t, d.Hash)) == 0 && !exists(d.Resources["control_socket"]) && len(coordinatorPIDs(ws)) == 0
 	})
 	if !exists(d.Resources["lock_file"]) {
 		t.Error("the lock file was unlinked")
@@ -97,10 +122,15 @@ func requireGone(t *testing.T, d lcDomain, within time.Duration) {
 }
 
 // requireNoRuntimeLeftovers checks that none of the domain's runtime files
-// (sockets of the components, TLS directory) outlived it.
+// (sockets of the components, TLS directory) outlived it: the network
+// sidecar's socket and namespace pin only with the spare that holds them.
 func requireNoRuntimeLeftovers(t *testing.T, d lcDomain) {
 	t.Helper()
-	for _, k := range []string{"netd_socket", "escalation_socket", "tls_dir", "netns"} {
+	keys := []string{"escalation_socket", "tls_dir"}
+	if len(containersOf(t, d.Hash)) == 0 {
+		keys = append(keys, "netd_socket", "netns")
+	}
+	for _, k := range keys {
 		if p := d.Resources[k]; p != "" && exists(p) {
 			t.Errorf("%s left behind: %s", k, p)
 		}

@@ -479,7 +479,8 @@ func TestNetdFailsClosedWithoutNetAdmin(t *testing.T) {
 
 // TestNetworkThroughCoordinator: a sandbox started by `lazaret exec` runs
 // behind its sidecar (the coordinator registers the component), `lazaret
-// net` reaches it while it runs, and teardown removes the sidecar.
+// net` reaches it while it runs, and teardown removes the sidecar (the
+// spare it leaves goes with `lazaret stop`).
 func TestNetworkThroughCoordinator(t *testing.T) {
 	env := NewEnv(t)
 	env.WriteConfig("[network]\nallow_egress = [\"192.0.2.0/28\"]\n")
@@ -509,9 +510,6 @@ func TestNetworkThroughCoordinator(t *testing.T) {
 	if st := env.MustRun("net", "status", "--json"); !strings.Contains(st, "198.51.100.0/24") {
 		t.Errorf("allowed CIDR missing from status: %s", st)
 	}
-	// The last session ends: the coordinator tears the sandbox down.
-	hold.Process.Kill()
-	hold.Wait()
 	cfg, err := config.Load(env.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -521,16 +519,34 @@ func TestNetworkThroughCoordinator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	Eventually(t, 30*time.Second, "sidecar removed at teardown", func() bool {
+	// This sandbox claimed the spare its first exec left (spare_test.go):
+	// the claim carried the policy that denied and the `net allow` above.
+	running, _ := Podman(t, "inspect", "--format", "{{.Id}}", a.Sidecar())
+	// The last session ends: the coordinator tears the sandbox down,
+	// and leaves a new spare for the next start.
+	hold.Process.Kill()
+	hold.Wait()
+	Eventually(t, 60*time.Second, "coordinator gone", func() bool {
+		_, err := os.Stat(a.ControlSocket())
+		return errors.Is(err, os.ErrNotExist)
+	})
+	if now, _ := Podman(t, "inspect", "--format", "{{.Id}}", a.Sidecar()); strings.TrimSpace(now) == strings.TrimSpace(running) {
+		t.Errorf("the sandbox's sidecar %s outlived its teardown", now)
+	}
+	if uplinkRunning(a.Netns()) {
+		t.Error("the namespace kept its uplink after the teardown")
+	}
+	// With no spare, the sidecar, its socket and the namespace pin go.
+	env.MustRun("stop")
+	Eventually(t, 30*time.Second, "sidecar removed", func() bool {
 		_, err := Podman(t, "container", "exists", a.Sidecar())
 		return err != nil
 	})
-	// The sidecar goes first, then its socket and the namespace pin.
-	Eventually(t, 10*time.Second, "netd socket and namespace pin removed", func() bool {
-		_, err1 := os.Stat(a.NetdSocket())
-		_, err2 := os.Stat(a.Netns())
-		return errors.Is(err1, os.ErrNotExist) && errors.Is(err2, os.ErrNotExist)
-	})
+	for _, p := range []string{a.NetdSocket(), a.Netns()} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left: %v", p, err)
+		}
+	}
 }
 
 // TestNetworkSidecarImageRebuild: the default sidecar image is the content

@@ -121,20 +121,50 @@ func stopCoordinator(ctx context.Context, socket string, log *slog.Logger) error
 }
 
 // removeLeftovers removes the containers of the domain when no
-// coordinator owns them (the same sweep a recovering coordinator makes).
-func (d *domainClient) removeLeftovers(ctx context.Context) (int, error) {
+// coordinator owns them (the same sweep a recovering coordinator makes):
+// a dead coordinator's, or the spare network sidecar the last sandbox
+// left for the next start (spares counts those).
+func (d *domainClient) removeLeftovers(ctx context.Context) (leftovers, spares int, err error) {
 	if d.alive(ctx) {
-		return 0, nil
+		return 0, 0, nil
 	}
-	return d.pm.RemoveLabelled(ctx, domain.LabelKey, d.a.Hash)
+	list, err := d.pm.ListByLabel(ctx, domain.LabelKey, d.a.Hash)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, c := range list {
+		if err := d.pm.RemoveContainer(ctx, c.ID, 0); err != nil {
+			return leftovers, spares, err
+		}
+		if isSpare(c.Labels, len(list)) {
+			spares++
+		} else {
+			leftovers++
+		}
+	}
+	return leftovers, spares, nil
+}
+
+// isSpare tells a spare network sidecar from a dead sandbox's leftovers:
+// it carries domain.LabelSpare and is its domain's only container (a
+// claimed spare is a sandbox's sidecar, and keeps the label).
+func isSpare(labels map[string]string, ofDomain int) bool {
+	return labels[domain.LabelSpare] != "" && ofDomain == 1
 }
 
 // removeDeadRuntime removes the runtime files a dead coordinator of the
 // domain left (its sockets and its components', the TLS directory, the
-// network namespace pin), under the domain's lock. A live coordinator or a
-// leader at work owns them: then nothing is removed.
+// network namespace pin), or a removed spare sidecar's (its control
+// socket and namespace pin), under the domain's lock. A live coordinator
+// or a leader at work owns them: then nothing is removed.
 func (d *domainClient) removeDeadRuntime(ctx context.Context) error {
-	if _, err := os.Lstat(d.a.ControlSocket()); err != nil {
+	left := false
+	for _, p := range []string{d.a.ControlSocket(), d.a.NetdSocket(), d.a.Netns()} {
+		if _, err := os.Lstat(p); err == nil {
+			left = true
+		}
+	}
+	if !left {
 		return nil
 	}
 	err := d.maintain(ctx, false, func() error { return sweepRuntime(ctx, d.a, d.pm) })

@@ -105,7 +105,7 @@ func (g *globalOptions) netClient(o *netOptions) (*config.Profile, *domain.Ancho
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return p, a, &netdapi.Client{Socket: a.NetdSocket()}, nil
+	return p, a, &netdapi.Client{Socket: a.NetdSocket(), Sandbox: true}, nil
 }
 
 func netUnavailable(ctx context.Context, g *globalOptions, err error, a *domain.Anchor) error {

@@ -64,17 +64,21 @@ func runStop(ctx context.Context, g *globalOptions, profile string) error {
 	d := g.domainClient(a)
 	err = d.stop(ctx)
 	if errors.Is(err, connect.ErrNotRunning) {
-		// Nothing answers: remove what a dead coordinator may have left.
-		n, rerr := d.removeLeftovers(ctx)
+		// Nothing answers: remove what a dead coordinator may have left,
+		// or the spare sidecar the last sandbox left for the next start.
+		n, spares, rerr := d.removeLeftovers(ctx)
 		if rerr != nil {
 			return rerr
 		}
 		if err := d.removeDeadRuntime(ctx); err != nil {
 			return err
 		}
-		if n > 0 {
+		switch {
+		case n > 0:
 			fmt.Fprintf(g.io.Out, "removed %d leftover container(s) of domain %s\n", n, a.Hash)
-		} else {
+		case spares > 0:
+			fmt.Fprintf(g.io.Out, "not running: profile %s in %s (its spare network sidecar removed)\n", a.Profile, a.Workspace)
+		default:
 			fmt.Fprintf(g.io.Out, "not running: profile %s in %s\n", a.Profile, a.Workspace)
 		}
 		return nil
@@ -115,39 +119,48 @@ func runStopAll(ctx context.Context, g *globalOptions) error {
 		}()
 	}
 	wg.Wait()
-	n, err := removeDeadDomains(ctx, g, cfg)
+	n, spares, err := removeDeadDomains(ctx, g, cfg)
 	if err != nil {
 		errs = append(errs, err)
-	} else if n > 0 {
+	}
+	if n > 0 {
 		fmt.Fprintf(g.io.Out, "removed %d leftover container(s)\n", n)
+	}
+	if spares > 0 {
+		fmt.Fprintf(g.io.Out, "removed %d spare network sidecar(s)\n", spares)
 	}
 	return errors.Join(errs...)
 }
 
 // removeDeadDomains removes the leftovers of every domain of cfg's
-// data_root whose coordinator is dead: its containers (a network sidecar
-// carries only the domain label) and its runtime files.
-func removeDeadDomains(ctx context.Context, g *globalOptions, cfg *config.Config) (int, error) {
+// data_root whose coordinator is dead: its containers (found by the
+// agent container's data_root label, or the spare sidecar's) and its
+// runtime files.
+func removeDeadDomains(ctx context.Context, g *globalOptions, cfg *config.Config) (leftovers, spares int, err error) {
 	pm := g.podmanClient()
 	list, err := pm.ListByLabel(ctx, domain.LabelDataRoot, cfg.DataRoot)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	spareList, err := pm.ListByLabel(ctx, domain.LabelSpare, cfg.DataRoot)
+	if err != nil {
+		return 0, 0, err
+	}
+	list = append(list, spareList...)
 	rt, err := domain.RuntimeDir()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	socketDir := cmp.Or(cfg.Escalation.SocketDir, rt)
 	seen := map[string]bool{}
-	n := 0
 	var errs []error
 	for _, c := range list {
 		hash := c.Labels[domain.LabelKey]
 		if hash == "" {
 			if err := pm.RemoveContainer(ctx, c.ID, 0); err != nil {
-				return n, err
+				return leftovers, spares, err
 			}
-			n++
+			leftovers++
 			continue
 		}
 		if seen[hash] {
@@ -155,15 +168,14 @@ func removeDeadDomains(ctx context.Context, g *globalOptions, cfg *config.Config
 		}
 		seen[hash] = true
 		d := g.domainClient(&domain.Anchor{RuntimeDir: rt, SocketDir: socketDir, Hash: hash})
-		if d.alive(ctx) {
-			continue // its coordinator is alive and owns it
-		}
-		removed, err := d.pm.RemoveLabelled(ctx, domain.LabelKey, hash)
+		n, s, err := d.removeLeftovers(ctx) // nothing while its coordinator is alive
 		if err != nil {
-			return n, err
+			return leftovers, spares, err
 		}
-		n += removed
-		errs = append(errs, d.removeDeadRuntime(ctx))
+		leftovers, spares = leftovers+n, spares+s
+		if n+s > 0 {
+			errs = append(errs, d.removeDeadRuntime(ctx))
+		}
 	}
-	return n, errors.Join(errs...)
+	return leftovers, spares, errors.Join(errs...)
 }

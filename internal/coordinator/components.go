@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
 	"github.com/lazaret-dev/lazaret/internal/config"
@@ -31,6 +32,9 @@ type Deps struct {
 	Audit func(context.Context, audit.Entry) (uint64, error)
 	// Secrets are the profile's secrets with their values (netd's).
 	Secrets *sidecar.Secrets
+	// SpareExpiry is how long a spare network sidecar waits for the
+	// domain's next start (spare.go); zero: none is left.
+	SpareExpiry time.Duration
 }
 
 // components returns the sandbox components of a domain in the order they
@@ -40,7 +44,7 @@ func components(d *Deps) []sandbox.Component {
 	return []sandbox.Component{
 		// In this order: each Prepare sees the spec its predecessors
 		// changed (network sidecar, State Anchor, Git Sentry, escalation).
-		withDenials(d, sidecar.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log).WithSecrets(d.Secrets)),
+		withDenials(d, sidecar.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log).WithSecrets(d.Secrets).WithSpares(d.SpareExpiry)),
 		stateanchor.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 		gitsentry.New(d.Anchor, d.Profile.GitMode, d.Podman, d.Log).WithAudit(d.Audit),
 		escalation.FromConfig(d.Config, d.Anchor, d.Server, escalation.EntryAuditor(d.Audit), d.Log),
@@ -58,6 +62,13 @@ type ExecEnver interface {
 // Sentry brings the agent's commits to the host: ctl.TypeGitSync).
 type Syncer interface {
 	SyncNow(ctx context.Context) error
+}
+
+// SpareStarter is implemented by a component that leaves something ready
+// for the domain's next start when a sandbox ends normally (the network
+// sidecar leaves a spare): called at teardown, after every Close.
+type SpareStarter interface {
+	StartSpare(ctx context.Context) error
 }
 
 // BeforeStopper is implemented by a component that needs the running

@@ -88,6 +88,8 @@ type coordinator struct {
 	containerID string
 	comps       []sandbox.Component
 	prepared    int // components whose Prepare started (Close is owed to them)
+	spareExpiry time.Duration
+	spareErr    error // LAZARET_SPARE_SIDECAR was not understood
 	runAttempt  bool
 
 	mu           sync.Mutex
@@ -159,7 +161,8 @@ func Run(ctx context.Context, o Options) error {
 	for typ, h := range ctl.AuditHandlers(auditStore{c}) {
 		c.srv.Handle(typ, h)
 	}
-	c.comps = components(&Deps{Config: o.Config, Profile: o.Profile, Anchor: a, Podman: o.Podman, Server: c.srv, Log: o.Log, Audit: c.appendAudit, Secrets: o.Secrets})
+	c.spareExpiry, c.spareErr = spareExpiry()
+	c.comps = components(&Deps{Config: o.Config, Profile: o.Profile, Anchor: a, Podman: o.Podman, Server: c.srv, Log: o.Log, Audit: c.appendAudit, Secrets: o.Secrets, SpareExpiry: c.spareExpiry})
 	go func() {
 		if err := c.srv.Serve(ln); err != nil {
 			c.log.Error("control socket", "err", err)
@@ -298,6 +301,9 @@ func (c *coordinator) detached(s *ctl.Session) {
 // container, components' Started.
 func (c *coordinator) start(ctx context.Context) error {
 	a := c.o.Anchor
+	if c.spareErr != nil {
+		return c.spareErr
+	}
 	if err := c.openState(ctx); err != nil {
 		return err
 	}
@@ -414,6 +420,22 @@ func (c *coordinator) teardown(reason string) {
 		}
 		c.log.Info("component closed", "component", comp.Name(), "took", time.Since(start).Round(time.Millisecond))
 		cancel()
+	}
+	if c.leavesSpare(reason) {
+		// While the control socket still answers: no start of this
+		// domain can begin before the spare is complete (or removed).
+		for _, comp := range c.comps[:c.prepared] {
+			if s, ok := comp.(SpareStarter); ok {
+				ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
+				start := time.Now()
+				if err := s.StartSpare(ctx); err != nil {
+					c.log.Warn("no spare left for the next start", "component", comp.Name(), "err", err)
+				} else {
+					c.log.Info("spare left for the next start", "component", comp.Name(), "took", time.Since(start).Round(time.Millisecond))
+				}
+				cancel()
+			}
+		}
 	}
 	c.closeState(reason)
 	close(c.torndown)

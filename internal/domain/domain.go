@@ -142,6 +142,11 @@ const SandboxWorkspace = "/workspace"
 // LabelKey is the podman label every container of a domain carries.
 const LabelKey = "lazaret.domain"
 
+// LabelSpare marks a spare network sidecar, one started for the domain's
+// next sandbox before it starts; its value is the data_root, which scopes
+// `lazaret stop --all`. A claimed spare keeps it.
+const LabelSpare = "lazaret.spare"
+
 // LabelDataRoot is the podman label naming the data_root of an agent
 // container's configuration: it scopes `lazaret stop --all`.
 const LabelDataRoot = "lazaret.data_root"

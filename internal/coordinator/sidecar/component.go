@@ -6,10 +6,11 @@ package sidecar
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/secret"
 	"github.com/lazaret-dev/lazaret/internal/unixsock"
+	"github.com/lazaret-dev/lazaret/internal/version"
 )
 
 // DefaultUplink is podman's --network for the uplink the sandbox's
@@ -67,6 +69,10 @@ type Options struct {
 	// CABundle is the profile's trust store: with secrets, the upstream
 	// servers are verified against it and the host's.
 	CABundle config.CABundle
+	// SpareExpiry, when set, makes a start claim the domain's spare
+	// sidecar when one waits, and StartSpare leave one for the next
+	// start, which exits unclaimed after this time. Zero: no spares.
+	SpareExpiry time.Duration
 }
 
 // Component runs the Network Sidecar of one sandbox. Prepare pins a new
@@ -89,6 +95,7 @@ type Component struct {
 	readyE  error              // its result, read after ready is closed
 	uplink  *podman.Uplink
 	started bool // the sidecar container may exist (set by the background start)
+	pinOnce sync.Once
 
 	hostAddrs []netip.Addr  // what netd was last told
 	closing   chan struct{} // closed when Close begins: Watch ends quietly
@@ -138,6 +145,13 @@ func New(o Options) *Component {
 	return &Component{o: o, autoImage: auto, closing: make(chan struct{})}
 }
 
+// WithSpares sets Options.SpareExpiry: the start claims a waiting spare,
+// and StartSpare leaves one that waits this long.
+func (c *Component) WithSpares(expiry time.Duration) *Component {
+	c.o.SpareExpiry = expiry
+	return c
+}
+
 // Name implements sandbox.Component.
 func (c *Component) Name() string { return "netd" }
 
@@ -149,25 +163,43 @@ func Client(a *domain.Anchor) *netdapi.Client { return &netdapi.Client{Socket: a
 var ErrSidecarFailed = errors.New("network sidecar failed")
 
 // Spec returns the sidecar's container spec (without the control
-// descriptor, which Prepare passes).
-func (c *Component) Spec() (*podman.ContainerSpec, error) {
+// descriptor, which the start passes).
+func (c *Component) Spec() (*podman.ContainerSpec, error) { return c.spec(false) }
+
+// spec is the sidecar's container spec; with spare, a spare's: no policy
+// and no host addresses yet (its claim brings them), the spare's key and
+// expiry, removed by podman when it exits unclaimed.
+func (c *Component) spec(spare bool) (*podman.ContainerSpec, error) {
 	pol, err := jsonPolicy(c.o.Policy)
 	if err != nil {
 		return nil, err
+	}
+	if spare {
+		pol = "{}"
 	}
 	cmd := []string{"--control-fd", "3", "--policy", pol}
 	for _, u := range c.o.Upstreams {
 		cmd = append(cmd, "--upstream", u)
 	}
-	for _, a := range c.hostAddrs {
-		cmd = append(cmd, "--host-addr", a.String())
+	labels := map[string]string{domain.LabelKey: c.o.Anchor.Hash, RoleLabel: "netd"}
+	// RunArgs's --replace removes a spare the start did not claim: one
+	// sidecar per domain, and only its coordinator runs it.
+	extra := []string{"--pull=never", "--read-only", "--preserve-fds", "1", "--log-driver", "k8s-file"}
+	if spare {
+		cmd = append(cmd, "--spare-expiry", c.o.SpareExpiry.String(), "--spare-key", c.spareKey())
+		labels[domain.LabelSpare] = c.o.Anchor.DataRoot
+		extra = append(extra, "--rm")
+	} else {
+		for _, a := range c.hostAddrs {
+			cmd = append(cmd, "--host-addr", a.String())
+		}
 	}
 	cmd = append(cmd, c.o.NetdArgs...)
 	return &podman.ContainerSpec{
 		Name:    c.o.Anchor.Sidecar(),
 		Image:   c.o.Image,
 		Runtime: c.o.Runtime,
-		Labels:  map[string]string{domain.LabelKey: c.o.Anchor.Hash, RoleLabel: "netd"},
+		Labels:  labels,
 		Network: "ns:" + c.o.Anchor.Netns(),
 		// NET_ADMIN for nftables, SO_MARK and nflog; NET_BIND_SERVICE for
 		// the resolver on port 53 (resolv.conf cannot name a port). Both
@@ -183,14 +215,16 @@ func (c *Component) Spec() (*podman.ContainerSpec, error) {
 		// (chrootuser-open): 130 ms of the sidecar's start here, and CPU
 		// taken from the agent's own podman run beside it.
 		Workdir:   "/",
-		ExtraArgs: []string{"--pull=never", "--read-only", "--preserve-fds", "1", "--log-driver", "k8s-file"},
+		ExtraArgs: extra,
 		Command:   cmd,
 	}, nil
 }
 
 // Prepare points spec at the sandbox's network namespace, with netd's
-// resolver, and in the background pins the namespace (Ready) and starts
-// the sidecar into it (Started).
+// resolver, and in the background claims the domain's spare sidecar or
+// else pins a new namespace and starts the sidecar into it (Ready when
+// the namespace is pinned, Started when the ruleset is in and the uplink
+// attached).
 func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) error {
 	if c.err != nil {
 		return c.err
@@ -209,22 +243,12 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	if c.hostAddrs, err = c.o.HostAddrs(); err != nil {
 		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
 	}
-	ln, err := listenControl(c.o.Anchor.NetdSocket())
-	if err != nil {
-		return err
-	}
-	lf, err := ln.File()
-	ln.Close() // the duplicate in lf keeps the socket listening
-	if err != nil {
-		return fmt.Errorf("control socket: %w", err)
-	}
 	// The agent's podman run needs only the pin's file (it checks that
 	// the path exists; runsc joins the namespace at create, which the
-	// start gate holds until Ready). The namespace itself is pinned in
-	// the background, then the sidecar is started into it.
+	// start gate holds until Ready). The namespace itself is pinned (or
+	// the spare's, already pinned there, claimed) in the background.
 	c.netns = true
 	if err := podman.ReserveNetns(c.o.Anchor.Netns()); err != nil {
-		lf.Close()
 		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
 	}
 	// The background start outlives Prepare's context (prepareAll cancels
@@ -233,21 +257,102 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	c.cancel, c.ready, c.pinned = cancel, make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(c.ready)
-		defer lf.Close()
-		c.pinE = c.o.Podman.CreateNetns(bctx, c.o.Anchor.Netns())
-		if c.pinE != nil {
-			c.pinE = fmt.Errorf("%w: %w", ErrSidecarFailed, c.pinE)
-		}
-		close(c.pinned)
-		if c.readyE = c.pinE; c.readyE != nil {
-			return
-		}
-		c.started = true
-		c.readyE = c.runSidecar(bctx, lf)
+		c.readyE = c.startInBackground(bctx)
+		c.pin(c.readyE) // when it failed before the pin
 	}()
 	spec.Network = "ns:" + c.o.Anchor.Netns()
 	spec.DNS = []string{"127.0.0.1"}
 	return nil
+}
+
+// pin reports the namespace pinned (err nil) or not pinnable, once.
+func (c *Component) pin(err error) {
+	c.pinOnce.Do(func() {
+		c.pinE = err
+		close(c.pinned)
+	})
+}
+
+// startInBackground is Prepare's background half: the spare when one can
+// be claimed, else a new namespace and sidecar.
+func (c *Component) startInBackground(ctx context.Context) error {
+	netdBin := c.resolveImage()
+	if c.o.SpareExpiry > 0 {
+		err := c.claimSpare(ctx)
+		if err == nil {
+			c.started = true
+			c.pin(nil)
+			return c.attach(ctx, c.o.Anchor.Sidecar())
+		}
+		// No spare is the common case (a first start, after a stop or
+		// the spare's expiry): a socket that is not there or refuses.
+		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ECONNREFUSED) {
+			c.o.Log.Info("not claiming the spare sidecar; starting one", "err", err)
+		}
+	}
+	lf, err := listenControl(c.o.Anchor.NetdSocket())
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	// A spare left in the namespace's pin (expired, or refused above)
+	// is replaced with it: its netd keeps only the old namespace, which
+	// nothing joins, and podman run --replace (RunArgs) removes its
+	// container.
+	if err := c.o.Podman.CreateNetns(ctx, c.o.Anchor.Netns()); err != nil {
+		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
+	}
+	c.pin(nil)
+	c.started = true
+	sspec, err := c.spec(false)
+	if err != nil {
+		return err
+	}
+	inv, err := c.o.Podman.RunArgs(sspec)
+	if err != nil {
+		return err
+	}
+	if err := c.launch(ctx, inv, lf, netdBin); err != nil {
+		return err
+	}
+	return c.attach(ctx, sspec.Name)
+}
+
+// resolveImage picks the sidecar's image: with no image given, the
+// content tag of the installed lazaret-netd (no podman call is needed to
+// know it holds that binary), whose path it returns for building the
+// image when it is missing. Without one installed, netdimage.ImageRef()
+// is used as it is.
+func (c *Component) resolveImage() (netdBin string) {
+	if c.autoImage {
+		if ref, bin, err := netdimage.InstalledImageRef(); err == nil {
+			c.o.Image, netdBin = ref, bin
+		}
+	}
+	return netdBin
+}
+
+// claimSpare makes the spare sidecar waiting in the domain's namespace
+// pin this sandbox's, with the profile's policy and the host's addresses,
+// both installed before it answers. A spare started for another image,
+// upstreams or flags refuses (spareKey).
+func (c *Component) claimSpare(ctx context.Context) error {
+	cl := &netdapi.Client{Socket: c.o.Anchor.NetdSocket(), Timeout: 2 * time.Second}
+	if _, err := cl.Claim(ctx, c.spareKey(), c.o.Policy, c.hostAddrs); err != nil {
+		return err
+	}
+	c.o.Log.Info("claimed the spare network sidecar", "name", c.o.Anchor.Sidecar())
+	return nil
+}
+
+// spareKey digests what a spare must share with the sidecar this
+// component would start: image, runtime, upstreams, netd's flags and
+// lazaret's version. The policy and the host's addresses are not in it:
+// the claim brings them.
+func (c *Component) spareKey() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%q\x00%q\n", version.Version, c.o.Image, c.o.Runtime, c.o.Upstreams, c.o.NetdArgs)
+	return hex.EncodeToString(h.Sum(nil))[:24]
 }
 
 // Ready implements sandbox.Deferred: the agent's runtime may join the
@@ -265,33 +370,12 @@ func (c *Component) Ready(ctx context.Context) error {
 	}
 }
 
-// runSidecar picks the sidecar's image and starts it (start).
-func (c *Component) runSidecar(ctx context.Context, lf *os.File) error {
-	var netdBin string
-	if c.autoImage {
-		// A content tag: no podman call is needed to know it holds the
-		// installed lazaret-netd. Without one installed, netdimage.ImageRef() is
-		// used as it is.
-		if ref, bin, err := netdimage.InstalledImageRef(); err == nil {
-			c.o.Image, netdBin = ref, bin
-		}
-	}
-	sspec, err := c.Spec()
-	if err != nil {
-		return err
-	}
-	inv, err := c.o.Podman.RunArgs(sspec)
-	if err != nil {
-		return err
-	}
-	return c.start(ctx, sspec.Name, inv, lf, netdBin)
-}
-
-// start runs the sidecar, waits for its ruleset and attaches the uplink.
-// netdBin is set when the image is the content tag of that binary: a
-// missing image (a first start, a new build) is built from it and the
-// sidecar started again. An explicit image (tests) is used as it is.
-func (c *Component) start(ctx context.Context, name string, inv *podman.Invocation, lf *os.File, netdBin string) error {
+// launch runs the sidecar (inv), waits for its ruleset and closes lf,
+// the control socket's listener it hands over. netdBin is set when the
+// image is the content tag of that binary: a missing image (a first
+// start, a new build) is built from it and the sidecar started again. An
+// explicit image (tests) is used as it is.
+func (c *Component) launch(ctx context.Context, inv *podman.Invocation, lf *os.File, netdBin string) error {
 	runErr := c.run(ctx, inv, lf)
 	if errors.Is(runErr, errImageMissing) && netdBin != "" {
 		c.o.Log.Info("building the sidecar image", "image", c.o.Image)
@@ -308,9 +392,12 @@ func (c *Component) start(ctx context.Context, name string, inv *podman.Invocati
 	if runErr != nil {
 		return runErr
 	}
-	if err := c.waitReady(ctx); err != nil {
-		return err
-	}
+	return c.waitReady(ctx)
+}
+
+// attach gives the ready sidecar the sandbox's secrets and attaches the
+// uplink: only now can anything in the namespace reach anything.
+func (c *Component) attach(ctx context.Context, name string) error {
 	if err := c.sendSecrets(ctx); err != nil {
 		return err
 	}
@@ -360,6 +447,53 @@ func (c *Component) run(ctx context.Context, inv *podman.Invocation, control *os
 	return nil
 }
 
+// StartSpare leaves a spare sidecar for the domain's next start, which
+// claims it instead of starting one (claimSpare): a fresh netd, which has
+// served no sandbox, in a new namespace pinned where the sandbox's was,
+// with a deny-all ruleset, no uplink and nothing of the sandbox (the
+// claim brings the policy and the host's addresses; secrets come after
+// it). It exits unclaimed after Options.SpareExpiry. The coordinator
+// calls it at teardown, after Close, while it still holds the domain.
+func (c *Component) StartSpare(ctx context.Context) (err error) {
+	if c.o.SpareExpiry <= 0 || c.err != nil {
+		return nil
+	}
+	a := c.o.Anchor
+	netdBin := c.resolveImage()
+	sspec, err := c.spec(true)
+	if err != nil {
+		return err
+	}
+	inv, err := c.o.Podman.RunArgs(sspec)
+	if err != nil {
+		return err
+	}
+	lf, err := listenControl(a.NetdSocket())
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	defer func() {
+		if err == nil {
+			return
+		}
+		// Nothing half-made stays: the next start finds no spare.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+		defer cancel()
+		_ = c.o.Podman.RemoveContainer(cctx, a.Sidecar(), 0)
+		_ = os.Remove(a.NetdSocket())
+		_ = c.o.Podman.RemoveNetns(cctx, a.Netns())
+	}()
+	if err := c.o.Podman.CreateNetns(ctx, a.Netns()); err != nil {
+		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
+	}
+	if err := c.launch(ctx, inv, lf, netdBin); err != nil {
+		return err
+	}
+	c.o.Log.Info("spare network sidecar ready", "name", sspec.Name, "expires_in", c.o.SpareExpiry)
+	return nil
+}
+
 // errImageMissing: podman run found no such image (--pull=never).
 var errImageMissing = errors.New("sidecar image missing")
 
@@ -400,15 +534,21 @@ func (c *Component) Close(ctx context.Context) error {
 }
 
 // listenControl creates the control socket (0600) in the private runtime
-// dir, replacing a stale one. Never through the umask: it is process-wide
-// and the coordinator creates directories in parallel (internal/unixsock).
-func listenControl(path string) (*net.UnixListener, error) {
+// dir, replacing a stale one, and returns its listening descriptor, which
+// becomes netd's fd 3. Never through the umask: it is process-wide and
+// the coordinator creates directories in parallel (internal/unixsock).
+func listenControl(path string) (*os.File, error) {
 	ln, err := unixsock.ListenReplacing(path)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
 	ln.SetUnlinkOnClose(false)
-	return ln, nil
+	lf, err := ln.File()
+	ln.Close() // the duplicate in lf keeps the socket listening
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	return lf, nil
 }
 
 // waitReady polls netd's status every 10 ms until it reports its ruleset

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
@@ -116,5 +117,65 @@ func TestHostAddrsReachNetd(t *testing.T) {
 	line := strings.Join(spec.Command, " ")
 	if !strings.Contains(line, "--host-addr 140.82.112.50 --host-addr 2a00:1450::1") {
 		t.Errorf("netd command lacks the host addresses: %s", line)
+	}
+}
+
+// TestSpareSpec: a spare carries nothing of a sandbox (no policy, no host
+// addresses: its claim brings them), its key and expiry, the spare label
+// scoped to the data_root, and podman removes it when it exits unclaimed.
+// Every sidecar start replaces a spare left in the domain.
+func TestSpareSpec(t *testing.T) {
+	a := testAnchor(t)
+	pol, err := netpolicy.FromConfig([]netip.Prefix{netip.MustParsePrefix("140.82.112.0/20")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(Options{Anchor: a, Policy: pol, Image: "img", SpareExpiry: 30 * time.Minute})
+	c.hostAddrs = []netip.Addr{netip.MustParseAddr("192.0.2.2")}
+	args := func(spare bool) string {
+		spec, err := c.spec(spare)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv, err := (&podman.Client{}).RunArgs(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(inv.Args, " ")
+	}
+	spare, normal := args(true), args(false)
+	for _, want := range []string{"--policy {} ", "--spare-expiry 30m0s", "--spare-key " + c.spareKey(),
+		"--rm", "--label " + domain.LabelSpare + "=" + a.DataRoot, "--name " + a.Sidecar()} {
+		if !strings.Contains(spare, want) {
+			t.Errorf("spare args lack %q:\n%s", want, spare)
+		}
+	}
+	for _, bad := range []string{"140.82.112.0", "--host-addr"} {
+		if strings.Contains(spare, bad) {
+			t.Errorf("spare args carry %q:\n%s", bad, spare)
+		}
+	}
+	if !strings.Contains(normal, "--host-addr 192.0.2.2") {
+		t.Errorf("sidecar args:\n%s", normal)
+	}
+	for _, bad := range []string{"--spare", "--rm", domain.LabelSpare} {
+		if strings.Contains(normal, bad) {
+			t.Errorf("sidecar args carry %q:\n%s", bad, normal)
+		}
+	}
+	// The key changes with what the spare is started with, not with the
+	// policy (the claim brings that).
+	key := c.spareKey()
+	for _, o := range []Options{
+		{Anchor: a, Image: "img2"},
+		{Anchor: a, Image: "img", Upstreams: []string{"192.0.2.53"}},
+		{Anchor: a, Image: "img", NetdArgs: []string{"--min-ttl", "1s"}},
+	} {
+		if New(o).spareKey() == key {
+			t.Errorf("%+v: same spare key", o)
+		}
+	}
+	if New(Options{Anchor: a, Image: "img"}).spareKey() != key {
+		t.Error("the policy changed the spare key")
 	}
 }

@@ -1,0 +1,246 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/podman"
+)
+
+// The spare network sidecar: a sandbox that ends leaves a fresh netd for
+// the domain's next start, which claims it instead of starting one
+// (docs/LIFECYCLE.md). These tests check that a spare opens nothing
+// before its claim, that the claim installs the starting sandbox's policy
+// and host addresses (with positive controls: the same probes from a
+// namespace without netd succeed), that a spare started otherwise is
+// replaced, not claimed, and that an unclaimed one goes away.
+
+// sidecarID is the ID of the domain's sidecar container, "" when none.
+func sidecarID(t *testing.T, a *domain.Anchor) string {
+	t.Helper()
+	out, err := Podman(t, "inspect", "--format", "{{.Id}}", a.Sidecar())
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(out)
+}
+
+// domainContainers lists the names of the domain's containers.
+func domainContainers(t *testing.T, a *domain.Anchor) []string {
+	t.Helper()
+	out, _ := Podman(t, "ps", "-a", "--filter", "label="+domain.LabelKey+"="+a.Hash, "--format", "{{.Names}}")
+	return strings.Fields(out)
+}
+
+func TestSpareSidecarClaim(t *testing.T) {
+	f := newNetFixture(t)
+	_, _, a := netDomain(t, f, netTestConfig)
+	ctx := context.Background()
+	opts := func(p netpolicy.Policy, upstream string, expiry time.Duration) sidecar.Options {
+		return sidecar.Options{Anchor: a, Policy: p, Podman: f.pc, Image: netTestImage,
+			Upstreams: []string{upstream}, SpareExpiry: expiry,
+			HostAddrs: func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("192.0.2.20")}, nil }}
+	}
+	start := func(c *sidecar.Component, agent string) {
+		t.Helper()
+		spec := &podman.ContainerSpec{Name: agent, Image: agentImage}
+		if err := c.Prepare(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Ready(ctx); err != nil {
+			t.Fatal(err)
+		}
+		f.startAgent(agent, spec.Network)
+		if err := c.Started(ctx, agent); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A spare: running, labelled, and in a namespace with no way out.
+	if err := sidecar.New(opts(netpolicy.Policy{}, "192.0.2.53", 10*time.Minute)).StartSpare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spareID := sidecarID(t, a)
+	if spareID == "" {
+		t.Fatal("no spare sidecar after StartSpare")
+	}
+	t.Cleanup(func() { Podman(t, "rm", "-f", "-t", "0", a.Sidecar()) })
+	if out, _ := Podman(t, "inspect", "--format", `{{index .Config.Labels "`+domain.LabelSpare+`"}}`, a.Sidecar()); strings.TrimSpace(out) != a.DataRoot {
+		t.Errorf("spare's %s label %q, want %q", domain.LabelSpare, strings.TrimSpace(out), a.DataRoot)
+	}
+	if links := netnsLinks(t, a.Netns()); strings.Contains(links, "tap0") {
+		t.Errorf("the spare's namespace has an uplink before any claim:\n%s", links)
+	}
+
+	// The claim: the same container, now with the sandbox's policy
+	// (192.0.2.0/24, not the spare's empty one) and host addresses.
+	pol, err := netpolicy.FromConfig([]netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp := sidecar.New(opts(pol, "192.0.2.53", 10*time.Minute))
+	agent := "lzt-spare-agent-" + f.suffix
+	start(comp, agent)
+	t.Cleanup(func() { comp.Close(context.Background()) })
+	if id := sidecarID(t, a); id != spareID {
+		t.Fatalf("the start did not claim the spare: sidecar %s, spare %s", id, spareID)
+	}
+	if links := netnsLinks(t, a.Netns()); !strings.Contains(links, "tap0") {
+		t.Errorf("no uplink after the claim:\n%s", links)
+	}
+	server := "lzt-spare-srv-" + f.suffix
+	f.startServer(server)
+	f.wire(a.Sidecar(), server)
+	ctlNS, ctlServer, ctlAgent := "lzt-spare-ctlns-"+f.suffix, "lzt-spare-ctlsrv-"+f.suffix, "lzt-spare-ctlagent-"+f.suffix
+	f.run(ctlNS, "--runtime", "runc", "--network", sidecar.DefaultUplink, "--cap-add", "NET_ADMIN", agentImage, "sleep", "900")
+	f.startServer(ctlServer)
+	f.wire(ctlNS, ctlServer)
+	f.startAgent(ctlAgent, "container:"+ctlNS)
+	f.pair(t, agent, ctlAgent, true, "tcp", "192.0.2.30:80")  // the claim's policy is installed
+	f.pair(t, agent, ctlAgent, false, "tcp", "192.0.2.20:80") // the claim's host address is never opened
+	f.pair(t, agent, ctlAgent, false, "tcp", "[2001:db8::a]:80")
+	st, err := sidecar.Client(a).Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.HostAddrs) != 1 || st.HostAddrs[0] != netip.MustParseAddr("192.0.2.20") {
+		t.Errorf("claimed netd's host addresses: %v", st.HostAddrs)
+	}
+	Podman(t, "rm", "-f", "-t", "0", agent)
+	if err := comp.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A spare started for other upstreams is not claimed: the start
+	// replaces it, and only one sidecar is left.
+	if err := comp.StartSpare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spareID = sidecarID(t, a)
+	other := sidecar.New(opts(pol, "192.0.2.54", 10*time.Minute))
+	start(other, agent)
+	t.Cleanup(func() { other.Close(context.Background()) })
+	if id := sidecarID(t, a); id == "" || id == spareID {
+		t.Errorf("a spare of other upstreams was claimed (sidecar %s, spare %s)", id, spareID)
+	}
+	if ctrs := domainContainers(t, a); len(ctrs) != 1 {
+		t.Errorf("domain containers after replacing the spare: %v", ctrs)
+	}
+	Podman(t, "rm", "-f", "-t", "0", agent)
+	if err := other.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// An unclaimed spare exits at its expiry and podman removes it; the
+	// next start makes its own namespace and sidecar over what it left.
+	short := sidecar.New(opts(pol, "192.0.2.53", 2*time.Second))
+	if err := short.StartSpare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 30*time.Second, "the expired spare to be removed", func() bool { return sidecarID(t, a) == "" })
+	start(short, agent)
+	if links := netnsLinks(t, a.Netns()); !strings.Contains(links, "tap0") {
+		t.Errorf("no uplink for the start after an expired spare:\n%s", links)
+	}
+	Podman(t, "rm", "-f", "-t", "0", agent)
+	if err := short.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{a.NetdSocket(), a.Netns()} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s left after Close", p)
+		}
+	}
+}
+
+// TestSpareSidecarLifecycle: through the CLI, the end of a sandbox leaves
+// a spare, the next start claims it, `lazaret stop` and `stop --all`
+// remove it with its runtime files, LAZARET_SPARE_SIDECAR=off leaves
+// none, and a bad value is a one-line error that leaves nothing behind.
+func TestSpareSidecarLifecycle(t *testing.T) {
+	f := newNetFixture(t)
+	env, _, a := netDomain(t, f, "")
+	spare := func() string {
+		out, _ := Podman(t, "ps", "--filter", "label="+domain.LabelSpare+"="+env.DataRoot, "--format", "{{.Names}}")
+		return strings.TrimSpace(out)
+	}
+	// The CLI returns when its command ends; the coordinator then tears
+	// down and leaves the spare before it removes its socket.
+	down := func() {
+		Eventually(t, 60*time.Second, "the coordinator to exit", func() bool {
+			_, err := os.Lstat(a.ControlSocket())
+			return err != nil
+		})
+	}
+	env.MustRun("exec", "--", "true")
+	down()
+	if got := spare(); got != a.Sidecar() {
+		t.Fatalf("spare after the sandbox ended: %q, want %s", got, a.Sidecar())
+	}
+	// The spare serves no sandbox: `lazaret net` says none runs.
+	if r := env.Run("net", "status"); r.Code == 0 || !strings.Contains(r.Stderr, "no running sandbox") {
+		t.Errorf("net status with only a spare: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	id := sidecarID(t, a)
+	env.MustRun("exec", "--", "true")
+	down()
+	log, _ := os.ReadFile(a.CoordinatorLog())
+	if !strings.Contains(string(log), "claimed the spare network sidecar") {
+		t.Errorf("the second start did not claim the spare; coordinator log:\n%s", log)
+	}
+	if now := sidecarID(t, a); now == "" || now == id {
+		t.Errorf("no new spare after the second sandbox (before %s, now %s)", id, now)
+	}
+
+	if out := env.MustRun("stop"); !strings.Contains(out, "spare network sidecar removed") {
+		t.Errorf("stop: %q", out)
+	}
+	if got := spare(); got != "" {
+		t.Errorf("spare after stop: %q", got)
+	}
+	for _, p := range []string{a.NetdSocket(), a.Netns()} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s left after stop", p)
+		}
+	}
+
+	env.MustRun("exec", "--", "true")
+	down()
+	if out := env.MustRun("stop", "--all"); !strings.Contains(out, "removed 1 spare network sidecar(s)") {
+		t.Errorf("stop --all: %q", out)
+	}
+	if got := domainContainers(t, a); len(got) != 0 {
+		t.Errorf("containers after stop --all: %v", got)
+	}
+
+	env.ExtraEnv = []string{"LAZARET_SPARE_SIDECAR=off"}
+	env.MustRun("exec", "--", "true")
+	down()
+	if got := domainContainers(t, a); len(got) != 0 {
+		t.Errorf("LAZARET_SPARE_SIDECAR=off left containers: %v", got)
+	}
+
+	env.ExtraEnv = []string{"LAZARET_SPARE_SIDECAR=soon"}
+	r := env.Run("exec", "--", "true")
+	down()
+	if r.Code == 0 || !strings.Contains(r.Stderr, `LAZARET_SPARE_SIDECAR="soon"`) || strings.Count(strings.TrimSpace(r.Stderr), "\n") > 1 {
+		t.Errorf("bad LAZARET_SPARE_SIDECAR: exit %d, stderr %q", r.Code, r.Stderr)
+	}
+	if got := domainContainers(t, a); len(got) != 0 {
+		t.Errorf("a refused start left containers: %v", got)
+	}
+	for _, p := range []string{a.ControlSocket(), a.NetdSocket(), a.Netns()} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s left after a refused start", p)
+		}
+	}
+}
