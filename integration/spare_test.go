@@ -140,6 +140,28 @@ func TestSpareSidecarClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A spare whose namespace pin is gone (podman's namespaces were
+	// recreated) is not claimed: the agent could not join it.
+	if err := other.StartSpare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spareID = sidecarID(t, a)
+	if out, err := Podman(t, "unshare", "umount", a.Netns()); err != nil {
+		t.Fatalf("unpinning: %v %s", err, out)
+	}
+	unpinned := sidecar.New(opts(pol, "192.0.2.53", 10*time.Minute))
+	start(unpinned, agent)
+	if id := sidecarID(t, a); id == "" || id == spareID {
+		t.Errorf("a spare without its pin was claimed (sidecar %s, spare %s)", id, spareID)
+	}
+	if links := netnsLinks(t, a.Netns()); !strings.Contains(links, "tap0") {
+		t.Errorf("no uplink for the start after an unpinned spare:\n%s", links)
+	}
+	Podman(t, "rm", "-f", "-t", "0", agent)
+	if err := unpinned.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
 	// An unclaimed spare exits at its expiry and podman removes it; the
 	// next start makes its own namespace and sidecar over what it left.
 	short := sidecar.New(opts(pol, "192.0.2.53", 2*time.Second))

@@ -74,6 +74,18 @@ func (c *Client) RemoveNetns(ctx context.Context, path string) error {
 	return nil
 }
 
+// NetnsPinned reports whether a namespace is pinned at path, as seen in
+// podman's mount namespace where the pins are (a file that merely exists
+// is not a pin: a crashed start's, or one whose pin went with podman's
+// namespaces).
+func (c *Client) NetnsPinned(ctx context.Context, path string) (bool, error) {
+	out, err := c.Unshare(ctx, "stat", "-f", "-c", "%T", "--", path)
+	if err != nil {
+		return false, fmt.Errorf("checking the network namespace pin %s: %w", path, err)
+	}
+	return strings.TrimSpace(string(out)) == "nsfs", nil
+}
+
 // Uplink is a slirp4netns process giving a pinned network namespace its
 // connection to the outside, as podman does for --network slirp4netns: a
 // tap0 with 10.0.2.100/24 (and fd00::100/64), the resolver at 10.0.2.3,

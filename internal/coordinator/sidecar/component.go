@@ -5,6 +5,7 @@
 package sidecar
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -337,6 +338,14 @@ func (c *Component) resolveImage() (netdBin string) {
 // both installed before it answers. A spare started for another image,
 // upstreams or flags refuses (spareKey).
 func (c *Component) claimSpare(ctx context.Context) error {
+	if _, err := os.Lstat(c.o.Anchor.NetdSocket()); err != nil {
+		return err // no spare: the common first start, without a process
+	}
+	// The agent joins the namespace at the pin: a spare whose pin is
+	// gone is not claimed (it is replaced below).
+	if pinned, err := c.o.Podman.NetnsPinned(ctx, c.o.Anchor.Netns()); err != nil || !pinned {
+		return cmp.Or(err, errSpareUnpinned)
+	}
 	cl := &netdapi.Client{Socket: c.o.Anchor.NetdSocket(), Timeout: 2 * time.Second}
 	if _, err := cl.Claim(ctx, c.spareKey(), c.o.Policy, c.hostAddrs); err != nil {
 		return err
@@ -493,6 +502,9 @@ func (c *Component) StartSpare(ctx context.Context) (err error) {
 	c.o.Log.Info("spare network sidecar ready", "name", sspec.Name, "expires_in", c.o.SpareExpiry)
 	return nil
 }
+
+// errSpareUnpinned: the spare's socket is there but its namespace pin is not.
+var errSpareUnpinned = errors.New("the spare's network namespace is no longer pinned")
 
 // errImageMissing: podman run found no such image (--pull=never).
 var errImageMissing = errors.New("sidecar image missing")
