@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/lazaret-dev/lazaret/internal/config"
 )
 
 // lcDomain is what the lifecycle tests need to know about their domain.
@@ -126,7 +128,7 @@ func requireGone(t *testing.T, d lcDomain, within time.Duration) {
 // sidecar's socket and namespace pin only with the spare that holds them.
 func requireNoRuntimeLeftovers(t *testing.T, d lcDomain) {
 	t.Helper()
-	keys := []string{"escalation_socket", "tls_dir"}
+	keys := []string{"escalation_socket", "tls_dir", "ca_bundle_snapshot"}
 	if len(containersOf(t, d.Hash)) == 0 {
 		keys = append(keys, "netd_socket", "netns")
 	}
@@ -361,6 +363,11 @@ func TestLifecycleStopAllAfterCrash(t *testing.T) {
 	// while the sandbox runs.
 	if !uplinkRunning(d.Resources["netns"]) {
 		t.Fatalf("no slirp4netns found for %s while the sandbox runs", d.Resources["netns"])
+	}
+	// And the host's CA bundle's snapshot exists while it runs (when the
+	// host has the default bundle, which the profile then passes in).
+	if _, err := os.Stat(config.DefaultCABundle); err == nil && !exists(d.Resources["ca_bundle_snapshot"]) {
+		t.Fatalf("no CA bundle snapshot %s while the sandbox runs", d.Resources["ca_bundle_snapshot"])
 	}
 	if err := syscall.Kill(status(t, e).Status.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -411,6 +411,11 @@ func (c *coordinator) teardown(reason string) {
 		c.log.Info("container removed", "took", time.Since(start).Round(time.Millisecond))
 		cancel()
 	}
+	// The CA bundle's snapshot was the container's (sandbox.NewSpec): 200
+	// KiB of the runtime dir's tmpfs per domain otherwise.
+	if err := os.Remove(c.o.Anchor.CABundleSnapshot()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		c.log.Error("removing the CA bundle snapshot", "err", err)
+	}
 	for i := c.prepared - 1; i >= 0; i-- {
 		comp := c.comps[i]
 		ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)

@@ -109,6 +109,11 @@ func (a *Anchor) ControlSocket() string {
 // TLSDir holds the sandbox's client certificate (tmpfs-backed runtime dir).
 func (a *Anchor) TLSDir() string { return filepath.Join(a.RuntimeDir, "tls-"+a.Hash) }
 
+// CABundleSnapshot is the copy of the profile's host CA bundle the
+// sandbox mounts (certificates only, taken at each start); it goes with
+// the sandbox.
+func (a *Anchor) CABundleSnapshot() string { return filepath.Join(a.RuntimeDir, "ca-"+a.Hash+".crt") }
+
 // EscalationSocket is the mTLS socket bound into the sandbox.
 func (a *Anchor) EscalationSocket() string { return filepath.Join(a.SocketDir, a.Hash+".sock") }
 
@@ -172,6 +177,7 @@ func (a *Anchor) Resources() []Resource {
 		{"lock_file", a.LockFile()},
 		{"control_socket", a.ControlSocket()},
 		{"tls_dir", a.TLSDir()},
+		{"ca_bundle_snapshot", a.CABundleSnapshot()},
 		{"escalation_socket", a.EscalationSocket()},
 		{"netd_socket", a.NetdSocket()},
 		{"netns", a.Netns()},

@@ -152,7 +152,7 @@ func addCABundle(spec *podman.ContainerSpec, p *config.Profile, a *domain.Anchor
 	if !filepath.IsAbs(a.RuntimeDir) {
 		return fmt.Errorf("ca bundle: no runtime directory")
 	}
-	snap := filepath.Join(a.RuntimeDir, "ca-"+a.Hash+".crt")
+	snap := a.CABundleSnapshot()
 	if err := WriteFileAtomic(snap, data, 0o644); err != nil {
 		return fmt.Errorf("ca bundle: %w", err)
 	}
