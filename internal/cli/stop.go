@@ -29,8 +29,10 @@ func newStopCmd(g *globalOptions) *cobra.Command {
 		Short: "Stop the sandbox of this directory (attached sessions are ended)",
 		Long: `Stop the sandbox of PROFILE (default "default") for the current directory:
 attached shells and commands are told and end, the container is removed and
-the coordinator exits. With --all, stop every sandbox of this configuration's
-data_root and remove leftover containers of it.`,
+the coordinator exits (a stop leaves no spare network sidecar; with no
+sandbox running, the spare the last one left is removed). With --all, stop
+every sandbox of this configuration's data_root and remove its leftover
+containers and spare sidecars.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.all && len(args) > 0 {
