@@ -67,8 +67,10 @@ type Syncer interface {
 // SpareStarter is implemented by a component that leaves something ready
 // for the domain's next start when a sandbox ends normally (the network
 // sidecar leaves a spare): called at teardown, after every Close.
+// RemoveSpare removes it again (a stop came meanwhile).
 type SpareStarter interface {
 	StartSpare(ctx context.Context) error
+	RemoveSpare(ctx context.Context) error
 }
 
 // BeforeStopper is implemented by a component that needs the running

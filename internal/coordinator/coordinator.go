@@ -104,6 +104,10 @@ type coordinator struct {
 	// (under mu) ends new registrations before teardown waits on it.
 	stopWG     sync.WaitGroup
 	stopClosed bool
+	// stopAsked (under mu): a stop request came, so no spare is left;
+	// cancelSpare stops one being started (spare.go).
+	stopAsked   bool
+	cancelSpare context.CancelFunc
 
 	state state // the domain's state store (state.go)
 }
@@ -426,22 +430,7 @@ func (c *coordinator) teardown(reason string) {
 		c.log.Info("component closed", "component", comp.Name(), "took", time.Since(start).Round(time.Millisecond))
 		cancel()
 	}
-	if c.leavesSpare(reason) {
-		// While the control socket still answers: no start of this
-		// domain can begin before the spare is complete (or removed).
-		for _, comp := range c.comps[:c.prepared] {
-			if s, ok := comp.(SpareStarter); ok {
-				ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
-				start := time.Now()
-				if err := s.StartSpare(ctx); err != nil {
-					c.log.Warn("no spare left for the next start", "component", comp.Name(), "err", err)
-				} else {
-					c.log.Info("spare left for the next start", "component", comp.Name(), "took", time.Since(start).Round(time.Millisecond))
-				}
-				cancel()
-			}
-		}
-	}
+	c.leaveSpare(reason)
 	c.closeState(reason)
 	close(c.torndown)
 	// Let stop requests get their reply before the connections close.

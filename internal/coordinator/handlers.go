@@ -76,6 +76,12 @@ func (c *coordinator) handleStop(ctx context.Context, r *ctl.Request) (any, erro
 	if !late {
 		c.stopWG.Add(1)
 	}
+	// A stop leaves nothing running, even when it comes while a sandbox
+	// whose last session left is being torn down.
+	c.stopAsked = true
+	if c.cancelSpare != nil {
+		c.cancelSpare()
+	}
 	c.mu.Unlock()
 	if late {
 		return struct{}{}, nil // already torn down

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -36,4 +37,48 @@ func spareExpiry() (time.Duration, error) {
 func (c *coordinator) leavesSpare(reason string) bool {
 	return c.spareExpiry > 0 && c.startErr == nil && c.containerID != "" &&
 		(reason == ReasonLastDetach || reason == ReasonIdle)
+}
+
+// leaveSpare gives each SpareStarter its turn at teardown, after every
+// Close and while the control socket still answers (no start of this
+// domain can begin before the spare is complete or removed). A stop
+// request before or during it leaves none: it cancels the start, and a
+// spare it finds complete is removed again.
+func (c *coordinator) leaveSpare(reason string) {
+	if !c.leavesSpare(reason) {
+		return
+	}
+	for _, comp := range c.comps[:c.prepared] {
+		s, ok := comp.(SpareStarter)
+		if !ok {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
+		c.mu.Lock()
+		stopped := c.stopAsked
+		c.cancelSpare = cancel
+		c.mu.Unlock()
+		if stopped {
+			cancel()
+			return
+		}
+		start := time.Now()
+		err := s.StartSpare(ctx)
+		c.mu.Lock()
+		stopped, c.cancelSpare = c.stopAsked, nil
+		c.mu.Unlock()
+		cancel()
+		switch {
+		case stopped:
+			rctx, rcancel := context.WithTimeout(context.Background(), teardownTimeout)
+			if rerr := s.RemoveSpare(rctx); rerr != nil {
+				c.log.Error("removing the spare after a stop", "component", comp.Name(), "err", rerr)
+			}
+			rcancel()
+		case err != nil:
+			c.log.Warn("no spare left for the next start", "component", comp.Name(), "err", err)
+		default:
+			c.log.Info("spare left for the next start", "component", comp.Name(), "took", time.Since(start).Round(time.Millisecond))
+		}
+	}
 }

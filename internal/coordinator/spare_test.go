@@ -1,9 +1,14 @@
 package coordinator
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
+	"github.com/lazaret-dev/lazaret/internal/ctl"
 )
 
 func TestSpareExpiry(t *testing.T) {
@@ -49,5 +54,65 @@ func TestLeavesSpare(t *testing.T) {
 		if c.leavesSpare(ReasonLastDetach) {
 			t.Errorf("%+v leaves a spare", c)
 		}
+	}
+}
+
+// spareComp records StartSpare and RemoveSpare; during, when set, runs
+// inside StartSpare (a stop arriving meanwhile).
+type spareComp struct {
+	fakeComp
+	started, removed int
+	ctxErr           error
+	during           func()
+}
+
+func (s *spareComp) StartSpare(ctx context.Context) error {
+	s.started++
+	if s.during != nil {
+		s.during()
+	}
+	s.ctxErr = ctx.Err()
+	return s.ctxErr
+}
+
+func (s *spareComp) RemoveSpare(context.Context) error { s.removed++; return nil }
+
+// TestLeaveSpareAndStop: a stop request before the teardown leaves its
+// spare means none is started; one during it cancels the start and
+// removes what it made.
+func TestLeaveSpareAndStop(t *testing.T) {
+	newCoord := func(s *spareComp) *coordinator {
+		return &coordinator{spareExpiry: time.Minute, containerID: "id", comps: []sandbox.Component{s}, prepared: 1,
+			log: slog.New(slog.DiscardHandler), torndown: make(chan struct{})}
+	}
+	stop := func(c *coordinator) {
+		c.mu.Lock()
+		c.stopClosed = true // handleStop answers at once
+		c.mu.Unlock()
+		if _, err := c.handleStop(context.Background(), &ctl.Request{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	s := &spareComp{}
+	newCoord(s).leaveSpare(ReasonLastDetach)
+	if s.started != 1 || s.removed != 0 || s.ctxErr != nil {
+		t.Errorf("no stop: %+v", s)
+	}
+
+	s = &spareComp{}
+	c := newCoord(s)
+	stop(c)
+	c.leaveSpare(ReasonLastDetach)
+	if s.started != 0 || s.removed != 0 {
+		t.Errorf("stop before: %+v", s)
+	}
+
+	s = &spareComp{}
+	c = newCoord(s)
+	s.during = func() { stop(c) }
+	c.leaveSpare(ReasonLastDetach)
+	if s.started != 1 || s.ctxErr == nil || s.removed != 1 {
+		t.Errorf("stop during: %+v", s)
 	}
 }

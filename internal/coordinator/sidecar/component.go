@@ -489,10 +489,11 @@ func (c *Component) StartSpare(ctx context.Context) (err error) {
 		// Nothing half-made stays: the next start finds no spare.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 		defer cancel()
-		_ = c.o.Podman.RemoveContainer(cctx, a.Sidecar(), 0)
-		_ = os.Remove(a.NetdSocket())
-		_ = c.o.Podman.RemoveNetns(cctx, a.Netns())
+		_ = c.RemoveSpare(cctx)
 	}()
+	if err := podman.ReserveNetns(a.Netns()); err != nil {
+		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
+	}
 	if err := c.o.Podman.CreateNetns(ctx, a.Netns()); err != nil {
 		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
 	}
@@ -501,6 +502,23 @@ func (c *Component) StartSpare(ctx context.Context) (err error) {
 	}
 	c.o.Log.Info("spare network sidecar ready", "name", sspec.Name, "expires_in", c.o.SpareExpiry)
 	return nil
+}
+
+// RemoveSpare removes the domain's spare sidecar, its control socket
+// and its namespace pin (after StartSpare, when a stop came meanwhile).
+func (c *Component) RemoveSpare(ctx context.Context) error {
+	a := c.o.Anchor
+	var errs []error
+	if err := c.o.Podman.RemoveContainer(ctx, a.Sidecar(), 0); err != nil {
+		errs = append(errs, fmt.Errorf("remove spare sidecar: %w", err))
+	}
+	if err := os.Remove(a.NetdSocket()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	if err := c.o.Podman.RemoveNetns(ctx, a.Netns()); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // errSpareUnpinned: the spare's socket is there but its namespace pin is not.
