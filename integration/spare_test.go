@@ -208,7 +208,11 @@ func TestSpareSidecarLifecycle(t *testing.T) {
 	if got := spare(); got != a.Sidecar() {
 		t.Fatalf("spare after the sandbox ended: %q, want %s", got, a.Sidecar())
 	}
-	// The spare serves no sandbox: `lazaret net` says none runs.
+	// `lazaret status` says a spare waits; the spare serves no sandbox:
+	// `lazaret net` says none runs.
+	if out := env.MustRun("status"); !strings.Contains(out, "not running") || !strings.Contains(out, "a spare network sidecar waits") {
+		t.Errorf("status with a spare: %q", out)
+	}
 	if r := env.Run("net", "status"); r.Code == 0 || !strings.Contains(r.Stderr, "no running sandbox") {
 		t.Errorf("net status with only a spare: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
@@ -228,6 +232,9 @@ func TestSpareSidecarLifecycle(t *testing.T) {
 	}
 	if got := spare(); got != "" {
 		t.Errorf("spare after stop: %q", got)
+	}
+	if out := env.MustRun("status"); strings.Contains(out, "spare") {
+		t.Errorf("status after stop: %q", out)
 	}
 	for _, p := range []string{a.NetdSocket(), a.Netns()} {
 		if _, err := os.Lstat(p); err == nil {

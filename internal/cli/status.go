@@ -15,6 +15,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/netdapi"
 	"github.com/lazaret-dev/lazaret/internal/statestore"
 )
 
@@ -60,6 +61,9 @@ type statusJSON struct {
 	// SideBranches are the agent's other branches kept on the host
 	// (refs/lazaret/<p>/heads/*; escaped names).
 	SideBranches []sideBranchJSON `json:"side_branches,omitempty"`
+	// SpareSidecar: not running, and a spare network sidecar the last
+	// sandbox left waits for the next start.
+	SpareSidecar bool `json:"spare_sidecar,omitempty"`
 }
 
 type sideBranchJSON struct {
@@ -137,11 +141,18 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 			out.Running, out.Status = true, &st
 		}
 	}
+	if !out.Running {
+		// One request on the sidecar's socket, no podman call.
+		out.SpareSidecar, _ = (&netdapi.Client{Socket: a.NetdSocket(), Timeout: time.Second}).Spare(ctx)
+	}
 	if o.json {
 		return writeJSON(g.io.Out, out)
 	}
 	if !out.Running {
 		fmt.Fprintf(g.io.Out, "not running: profile %s in %s (domain %s)\n", a.Profile, field(a.Workspace), a.Hash)
+		if out.SpareSidecar {
+			fmt.Fprintln(g.io.Out, "a spare network sidecar waits for the next start (`lazaret stop` removes it)")
+		}
 	} else {
 		printStatus(g.io.Out, out.Status)
 	}

@@ -255,6 +255,16 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	return resp.Status, nil
 }
 
+// Spare reports whether the socket's netd is an unclaimed spare sidecar
+// (one a sandbox left for the domain's next start).
+func (c *Client) Spare(ctx context.Context) (bool, error) {
+	resp, err := c.Do(ctx, Request{Op: OpStatus})
+	if err != nil {
+		return false, err
+	}
+	return resp.Spare, nil
+}
+
 // SetPolicy replaces the whole policy.
 func (c *Client) SetPolicy(ctx context.Context, p netpolicy.Policy, reason string) (*Status, error) {
 	resp, err := c.Do(ctx, Request{Op: OpSetPolicy, Policy: &p, Reason: reason})
