@@ -158,6 +158,20 @@ func (f *netFixture) startAgent(name, network string) {
 	f.run(name, append(args, agentImage, "sleep", "900")...)
 }
 
+// controlNamespace starts the positive controls' side: a namespace with
+// the sidecar's uplink and wiring but no netd (a runc container with
+// NET_ADMIN), its own test host, and a runsc agent in it. Names start
+// with prefix.
+func (f *netFixture) controlNamespace(prefix string) (ns, server, agent string) {
+	f.t.Helper()
+	ns, server, agent = prefix+"-ctlns-"+f.suffix, prefix+"-ctlsrv-"+f.suffix, prefix+"-ctlagent-"+f.suffix
+	f.run(ns, "--runtime", "runc", "--network", sidecar.DefaultUplink, "--cap-add", "NET_ADMIN", agentImage, "sleep", "900")
+	f.startServer(server)
+	f.wire(ns, server)
+	f.startAgent(agent, "container:"+ns)
+	return ns, server, agent
+}
+
 // netnsLinks lists the interfaces of the namespace pinned at path.
 func netnsLinks(t *testing.T, path string) string {
 	t.Helper()
@@ -245,11 +259,7 @@ func TestNetworkSidecar(t *testing.T) {
 	f.wire(a.Sidecar(), server)
 
 	// The control namespace: same wiring, no netd.
-	ctlNS, ctlServer, ctlAgent := "lzt-net-ctlns-"+f.suffix, "lzt-net-ctlsrv-"+f.suffix, "lzt-net-ctlagent-"+f.suffix
-	f.run(ctlNS, "--runtime", "runc", "--network", sidecar.DefaultUplink, "--cap-add", "NET_ADMIN", agentImage, "sleep", "900")
-	f.startServer(ctlServer)
-	f.wire(ctlNS, ctlServer)
-	f.startAgent(ctlAgent, "container:"+ctlNS)
+	ctlNS, ctlServer, ctlAgent := f.controlNamespace("lzt-net")
 
 	t.Run("agent cannot reach the control socket", func(t *testing.T) {
 		// Positive control: the socket exists on the host and answers.

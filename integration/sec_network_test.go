@@ -45,7 +45,7 @@ func newSecNet(t *testing.T, tag, cfg string, hostAddrs []netip.Addr) *secNet {
 	f.suffix = tag + "-" + f.suffix
 	_, pol, a := netDomain(t, f, cfg)
 	ctx := context.Background()
-	s := &secNet{f: f, agent: "lzt-sec-agent-" + f.suffix, ctlAgent: "lzt-sec-ctlagent-" + f.suffix, server: "lzt-sec-srv-" + f.suffix, a: a}
+	s := &secNet{f: f, agent: "lzt-sec-agent-" + f.suffix, server: "lzt-sec-srv-" + f.suffix, a: a}
 	s.comp = sidecar.New(sidecar.Options{Anchor: s.a, Policy: pol, Podman: f.pc, Image: netTestImage, Upstreams: []string{"192.0.2.53"},
 		HostAddrs: func() ([]netip.Addr, error) { return hostAddrs, nil }})
 	t.Cleanup(func() { s.comp.Close(context.Background()) })
@@ -64,11 +64,7 @@ func newSecNet(t *testing.T, tag, cfg string, hostAddrs []netip.Addr) *secNet {
 	}
 	f.startServer(s.server)
 	f.wire(s.a.Sidecar(), s.server)
-	ctlNS, ctlServer := "lzt-sec-ctlns-"+f.suffix, "lzt-sec-ctlsrv-"+f.suffix
-	f.run(ctlNS, "--runtime", "runc", "--network", sidecar.DefaultUplink, "--cap-add", "NET_ADMIN", agentImage, "sleep", "900")
-	f.startServer(ctlServer)
-	f.wire(ctlNS, ctlServer)
-	f.startAgent(s.ctlAgent, "container:"+ctlNS)
+	_, _, s.ctlAgent = f.controlNamespace("lzt-sec")
 	return s
 }
 

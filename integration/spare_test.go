@@ -65,6 +65,16 @@ func TestSpareSidecarClaim(t *testing.T) {
 		}
 	}
 
+	// stop ends a sandbox as the coordinator does: the agent, then the
+	// sidecar's Close.
+	stop := func(c *sidecar.Component, agent string) {
+		t.Helper()
+		Podman(t, "rm", "-f", "-t", "0", agent)
+		if err := c.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// A spare: running, labelled, and in a namespace with no way out.
 	if err := sidecar.New(opts(netpolicy.Policy{}, "192.0.2.53", 10*time.Minute)).StartSpare(ctx); err != nil {
 		t.Fatal(err)
@@ -100,11 +110,7 @@ func TestSpareSidecarClaim(t *testing.T) {
 	server := "lzt-spare-srv-" + f.suffix
 	f.startServer(server)
 	f.wire(a.Sidecar(), server)
-	ctlNS, ctlServer, ctlAgent := "lzt-spare-ctlns-"+f.suffix, "lzt-spare-ctlsrv-"+f.suffix, "lzt-spare-ctlagent-"+f.suffix
-	f.run(ctlNS, "--runtime", "runc", "--network", sidecar.DefaultUplink, "--cap-add", "NET_ADMIN", agentImage, "sleep", "900")
-	f.startServer(ctlServer)
-	f.wire(ctlNS, ctlServer)
-	f.startAgent(ctlAgent, "container:"+ctlNS)
+	_, _, ctlAgent := f.controlNamespace("lzt-spare")
 	f.pair(t, agent, ctlAgent, true, "tcp", "192.0.2.30:80")  // the claim's policy is installed
 	f.pair(t, agent, ctlAgent, false, "tcp", "192.0.2.20:80") // the claim's host address is never opened
 	f.pair(t, agent, ctlAgent, false, "tcp", "[2001:db8::a]:80")
@@ -115,10 +121,7 @@ func TestSpareSidecarClaim(t *testing.T) {
 	if len(st.HostAddrs) != 1 || st.HostAddrs[0] != netip.MustParseAddr("192.0.2.20") {
 		t.Errorf("claimed netd's host addresses: %v", st.HostAddrs)
 	}
-	Podman(t, "rm", "-f", "-t", "0", agent)
-	if err := comp.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	stop(comp, agent)
 
 	// A spare started for other upstreams is not claimed: the start
 	// replaces it, and only one sidecar is left.
@@ -135,10 +138,7 @@ func TestSpareSidecarClaim(t *testing.T) {
 	if ctrs := domainContainers(t, a); len(ctrs) != 1 {
 		t.Errorf("domain containers after replacing the spare: %v", ctrs)
 	}
-	Podman(t, "rm", "-f", "-t", "0", agent)
-	if err := other.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	stop(other, agent)
 
 	// A spare whose namespace pin is gone (podman's namespaces were
 	// recreated) is not claimed: the agent could not join it.
@@ -157,10 +157,7 @@ func TestSpareSidecarClaim(t *testing.T) {
 	if links := netnsLinks(t, a.Netns()); !strings.Contains(links, "tap0") {
 		t.Errorf("no uplink for the start after an unpinned spare:\n%s", links)
 	}
-	Podman(t, "rm", "-f", "-t", "0", agent)
-	if err := unpinned.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	stop(unpinned, agent)
 
 	// An unclaimed spare exits at its expiry and podman removes it; the
 	// next start makes its own namespace and sidecar over what it left.
@@ -173,10 +170,7 @@ func TestSpareSidecarClaim(t *testing.T) {
 	if links := netnsLinks(t, a.Netns()); !strings.Contains(links, "tap0") {
 		t.Errorf("no uplink for the start after an expired spare:\n%s", links)
 	}
-	Podman(t, "rm", "-f", "-t", "0", agent)
-	if err := short.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	stop(short, agent)
 	for _, p := range []string{a.NetdSocket(), a.Netns()} {
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("%s left after Close", p)

@@ -128,14 +128,11 @@ func (d *domainClient) removeLeftovers(ctx context.Context) (leftovers, spares i
 	if d.alive(ctx) {
 		return 0, 0, nil
 	}
-	list, err := d.pm.ListByLabel(ctx, domain.LabelKey, d.a.Hash)
+	list, err := d.pm.RemoveLabelled(ctx, domain.LabelKey, d.a.Hash)
 	if err != nil {
 		return 0, 0, err
 	}
 	for _, c := range list {
-		if err := d.pm.RemoveContainer(ctx, c.ID, 0); err != nil {
-			return leftovers, spares, err
-		}
 		if isSpare(c.Labels, len(list)) {
 			spares++
 		} else {

@@ -152,19 +152,19 @@ func (c *Client) RemoveContainer(ctx context.Context, nameOrID string, timeout t
 
 // RemoveLabelled removes, one at a time, every container labelled
 // key=value (removing a sidecar also removes the agent container joined to
-// it, which is then already gone) and returns how many there were.
-func (c *Client) RemoveLabelled(ctx context.Context, key, value string) (int, error) {
+// it, which is then already gone) and returns them.
+func (c *Client) RemoveLabelled(ctx context.Context, key, value string) ([]ContainerSummary, error) {
 	list, err := c.ListByLabel(ctx, key, value)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	for _, ctr := range list {
 		c.logger().Info("removing leftover container", "name", ctr.Name(), "id", ctr.ID)
 		if err := c.RemoveContainer(ctx, ctr.ID, 0); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
-	return len(list), nil
+	return list, nil
 }
 
 func seconds(d time.Duration) string {

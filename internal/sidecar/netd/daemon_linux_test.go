@@ -34,6 +34,14 @@ func TestDaemonInNamespace(t *testing.T) {
 		daemonInNamespace(t)
 		return
 	}
+	runInNamespace(t, "TestDaemonInNamespace", daemonChildEnv)
+}
+
+// runInNamespace runs the test named test again, with childEnv=1, in a
+// fresh user and network namespace (unshare -rn); it skips, saying why,
+// where one cannot be made.
+func runInNamespace(t *testing.T, test, childEnv string) {
+	t.Helper()
 	for _, tool := range []string{"unshare", "ip"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s not installed", tool)
@@ -42,8 +50,8 @@ func TestDaemonInNamespace(t *testing.T) {
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		t.Skip("no /dev/net/tun")
 	}
-	cmd := exec.Command("unshare", "-rn", os.Args[0], "-test.run", "^TestDaemonInNamespace$", "-test.v")
-	cmd.Env = append(os.Environ(), daemonChildEnv+"=1")
+	cmd := exec.Command("unshare", "-rn", os.Args[0], "-test.run", "^"+test+"$", "-test.v")
+	cmd.Env = append(os.Environ(), childEnv+"=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil && !strings.Contains(string(out), "=== RUN") {
 		t.Skipf("cannot make a network namespace here: %s", out)
@@ -215,36 +223,18 @@ func daemonInNamespace(t *testing.T) {
 	mustSh(t, "ip", "link", "set", "lo", "up")
 	tun := startTun(t)
 	up, queries := fakeUpstream(t)
-	sock := filepath.Join(t.TempDir(), "netd.sock")
 	pol, err := netpolicy.FromConfig([]netip.Prefix{netip.MustParsePrefix("192.0.2.0/28")}, []string{"pkg.example", "tcp.pkg.example", "host.pkg.example"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(Config{Policy: pol, Upstreams: []netip.AddrPort{up}, ControlPath: sock,
+	ctx, cancel := context.WithCancel(context.Background())
+	cl, done := runDaemon(t, ctx, Config{Policy: pol, Upstreams: []netip.AddrPort{up},
 		Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")}, MinTTL: time.Second,
 		HostAddrs: []netip.Addr{netip.MustParseAddr("192.0.3.30")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
 	defer func() {
 		cancel()
 		<-done
 	}()
-	cl := &netdapi.Client{Socket: sock}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, err := cl.Status(ctx)
-		if err == nil && st.Applied {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never applied: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 
 	res := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		var dd net.Dialer
@@ -295,7 +285,7 @@ func daemonInNamespace(t *testing.T) {
 	if len(st.Policy.AllowEgress) != 2 {
 		t.Errorf("reload dropped the temporary entry: %+v", st.Policy.AllowEgress)
 	}
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st, err = cl.Status(ctx)
 		if err == nil && len(st.Policy.AllowEgress) == 1 {
@@ -434,22 +424,7 @@ func TestSpareClaimInNamespace(t *testing.T) {
 		spareInNamespace(t)
 		return
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("ip not installed")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skip("no /dev/net/tun")
-	}
-	cmd := exec.Command("unshare", "-rn", os.Args[0], "-test.run", "^TestSpareClaimInNamespace$", "-test.v")
-	cmd.Env = append(os.Environ(), spareChildEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil && !strings.Contains(string(out), "=== RUN") {
-		t.Skipf("cannot make a network namespace here: %s", out)
-	}
-	if err != nil {
-		t.Fatalf("in namespace: %v\n%s", err, out)
-	}
-	t.Logf("%s", out)
+	runInNamespace(t, "TestSpareClaimInNamespace", spareChildEnv)
 }
 
 // runDaemon starts cfg's daemon and waits until it reports its ruleset
