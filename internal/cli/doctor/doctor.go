@@ -41,6 +41,8 @@ type Env struct {
 	SubGIDFile string // /etc/subgid
 	// NetdImage is the sidecar image reference of this version.
 	NetdImage string
+	// THPDir is /sys/kernel/mm/transparent_hugepage.
+	THPDir string
 }
 
 const setupFix = "run `make setup` in the lazaret repository (scripts/setup)"
@@ -66,6 +68,10 @@ func Run(ctx context.Context, env *Env) []Result {
 	rs = append(rs, checkCompanion(locate.Shim), checkCompanion(locate.Escalate), checkCompanion(locate.EscalateGo), checkCompanion(locate.Netd),
 		optionalCompanion(locate.FSMonitor, "without it `git status` in a Git Sentry clone checks every file (slow on large repositories)"))
 	rs = append(rs, checkPlatform())
+	if env.THPDir == "" {
+		env.THPDir = "/sys/kernel/mm/transparent_hugepage"
+	}
+	rs = append(rs, checkHugePages(env.THPDir))
 	rs = append(rs, checkSubIDs(env.SubUIDFile, "subuid"), checkSubIDs(env.SubGIDFile, "subgid"))
 	rs = append(rs, checkDevice("/dev/fuse", "fuse-overlayfs (State Anchor, podman storage)"))
 	rs = append(rs, checkDevice("/dev/net/tun", "the rootless network (slirp4netns/pasta)"))
@@ -192,6 +198,57 @@ func checkPlatform() Result {
 	r := fail("runsc platform", "seccomp unavailable: runsc falls back to the slower ptrace platform", "use a kernel with CONFIG_SECCOMP_FILTER")
 	r.Warning = true
 	return r
+}
+
+// checkHugePages reports whether runsc will back the sandbox's memory with
+// huge pages: the same decision runsc/boot/loader.go makes from these two
+// files. Without them every 4 KiB page the workload touches is a fault
+// through the Sentry (a workspace build 2.3x the host instead of 1.6x,
+// docs/PERFORMANCE.md).
+func checkHugePages(dir string) Result {
+	const name = "sandbox huge pages"
+	shmem, err1 := thpSelected(filepath.Join(dir, "shmem_enabled"))
+	defrag, err2 := thpSelected(filepath.Join(dir, "defrag"))
+	if err1 != nil || err2 != nil {
+		return pass(name, "the kernel has no transparent huge pages; runsc uses 4 KiB pages")
+	}
+	switch {
+	case shmem == "always" || shmem == "within_size" || shmem == "force":
+		return pass(name, "on (shmem_enabled="+shmem+")")
+	case shmem == "advise" && (defrag == "always" || defrag == "defer" || defrag == "never"):
+		return pass(name, "on (shmem_enabled=advise, defrag="+defrag+")")
+	}
+	want := "echo advise | sudo tee " + filepath.Join(dir, "shmem_enabled")
+	if shmem == "advise" || shmem == "never" {
+		switch defrag {
+		case "madvise":
+			want += "; echo never | sudo tee " + filepath.Join(dir, "defrag")
+		case "defer+madvise":
+			want += "; echo defer | sudo tee " + filepath.Join(dir, "defrag")
+		}
+	}
+	if shmem == "deny" {
+		want = "shmem_enabled=deny is an administrator's choice; lazaret leaves it"
+	}
+	r := fail(name, fmt.Sprintf("off (shmem_enabled=%s, defrag=%s): builds in the sandbox are slower", shmem, defrag),
+		want+" ("+setupFix+" does this)")
+	r.Warning = true
+	return r
+}
+
+// thpSelected reads the bracketed choice of a transparent_hugepage file,
+// as in "always [madvise] never".
+func thpSelected(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	s := string(b)
+	i, j := strings.IndexByte(s, '['), strings.IndexByte(s, ']')
+	if i < 0 || j < i {
+		return "", fmt.Errorf("%s: no selected value in %q", path, strings.TrimSpace(s))
+	}
+	return s[i+1 : j], nil
 }
 
 func checkSubIDs(file, kind string) Result {

@@ -3,6 +3,7 @@ package doctor
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -61,5 +62,35 @@ func TestIsStatic(t *testing.T) {
 	}
 	if _, err := isStatic("/etc/passwd"); err == nil {
 		t.Error("a text file parsed as ELF")
+	}
+}
+
+func TestCheckHugePages(t *testing.T) {
+	for _, tc := range []struct {
+		shmem, defrag string
+		on            bool
+		fix           string
+	}{
+		{"always within_size advise [never] deny force", "always defer defer+madvise [madvise] never", false, "echo advise | sudo tee DIR/shmem_enabled; echo never | sudo tee DIR/defrag"},
+		{"always within_size [advise] never deny force", "always defer [defer+madvise] madvise never", false, "echo advise | sudo tee DIR/shmem_enabled; echo defer | sudo tee DIR/defrag"},
+		{"always within_size advise [never] deny force", "always defer defer+madvise madvise [never]", false, "echo advise | sudo tee DIR/shmem_enabled"},
+		{"always within_size [advise] never deny force", "always defer defer+madvise madvise [never]", true, ""},
+		{"always within_size [advise] never deny force", "[always] defer defer+madvise madvise never", true, ""},
+		{"always [within_size] advise never deny force", "always defer defer+madvise [madvise] never", true, ""},
+		{"always within_size advise never [deny] force", "always defer defer+madvise madvise [never]", false, "lazaret leaves it"},
+	} {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "shmem_enabled"), []byte(tc.shmem+"\n"), 0o644)
+		os.WriteFile(filepath.Join(dir, "defrag"), []byte(tc.defrag+"\n"), 0o644)
+		r := checkHugePages(dir)
+		if r.OK != tc.on {
+			t.Errorf("%q / %q: OK=%v, want %v (%+v)", tc.shmem, tc.defrag, r.OK, tc.on, r)
+		}
+		if !tc.on && (!r.Warning || !strings.Contains(r.Fix, strings.ReplaceAll(tc.fix, "DIR", dir))) {
+			t.Errorf("%q / %q: fix %q, want it to contain %q", tc.shmem, tc.defrag, r.Fix, tc.fix)
+		}
+	}
+	if r := checkHugePages(filepath.Join(t.TempDir(), "none")); !r.OK {
+		t.Errorf("a kernel without THP: %+v", r)
 	}
 }
