@@ -33,6 +33,20 @@ func (g *globalOptions) loadConfig() (*config.Config, error) {
 	return cfg, nil
 }
 
+// loadDataRootConfig is loadConfig for a command that needs only
+// data_root and escalation.socket_dir (`stop --all`): a configuration
+// broken elsewhere is loaded, its problems printed as warnings.
+func (g *globalOptions) loadDataRootConfig() (*config.Config, error) {
+	cfg, err := config.LoadDataRoot(g.configPath)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(g.io.ErrOut, "lazaret: warning: %s\n", w)
+	}
+	return cfg, nil
+}
+
 // resolveDomain picks the profile (empty means "default") and builds the
 // Domain Anchor of workspace (empty means --workspace, else the current
 // directory or the top level of the repository it is in: see

@@ -32,7 +32,8 @@ attached shells and commands are told and end, the container is removed and
 the coordinator exits (a stop leaves no spare network sidecar; with no
 sandbox running, the spare the last one left is removed). With --all, stop
 every sandbox of this configuration's data_root and remove its leftover
-containers and spare sidecars.`,
+containers and spare sidecars; it needs only data_root, so a configuration
+broken elsewhere is used, its problems printed as warnings.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.all && len(args) > 0 {
@@ -93,7 +94,7 @@ func runStop(ctx context.Context, g *globalOptions, profile string) error {
 }
 
 func runStopAll(ctx context.Context, g *globalOptions) error {
-	cfg, err := g.loadConfig()
+	cfg, err := g.loadDataRootConfig()
 	if err != nil {
 		return err
 	}

@@ -412,3 +412,42 @@ func TestLoadRefusesHugeAndForeignFiles(t *testing.T) {
 		t.Errorf("world-writable config: %v", err)
 	}
 }
+
+func TestLoadDataRoot(t *testing.T) {
+	root := testEnv(t)
+	write := func(body string) string {
+		f := filepath.Join(t.TempDir(), "c.toml")
+		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	dr := filepath.Join(root, "data")
+	// A profile error: Load refuses the file (the control), LoadDataRoot
+	// gives data_root and the error as a warning naming its line.
+	broken := write("data_root = \"" + dr + "\"\n[profiles.aa]\nimage = \"x:1\"\nnetwork = \"sideways\"\n")
+	if _, err := Load(broken); err == nil {
+		t.Fatal("Load accepted a broken profile")
+	}
+	c, err := LoadDataRoot(broken)
+	if err != nil {
+		t.Fatalf("LoadDataRoot: %v", err)
+	}
+	if c.DataRoot != dr || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], broken+":4") {
+		t.Fatalf("LoadDataRoot = %q, warnings %q", c.DataRoot, c.Warnings)
+	}
+	// What says where the data is stays an error, as do syntax errors.
+	for _, body := range []string{
+		"data_root = \"relative/dir\"\n[profiles.aa]\nimage = \"x:1\"\nnetwork = \"sideways\"\n",
+		"[escalation]\nsocket_dir = \"relative\"\n",
+		"data_root = \n",
+		"[profiles.aa\n",
+	} {
+		if _, err := LoadDataRoot(write(body)); err == nil {
+			t.Errorf("LoadDataRoot accepted %q", body)
+		}
+	}
+	if c, err := LoadDataRoot(write("data_root = \"" + dr + "\"\n")); err != nil || c.DataRoot != dr || len(c.Warnings) != 0 {
+		t.Errorf("a valid file: %v, %+v", err, c)
+	}
+}

@@ -89,7 +89,9 @@ func defaultDataRoot() string {
 // Load reads and validates the configuration at path. An empty path means
 // the default location, where a missing file is fine (built-in defaults);
 // a file named explicitly must exist.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return load(path, false) }
+
+func load(path string, onlyDataRoot bool) (*Config, error) {
 	explicit := path != ""
 	if !explicit {
 		var err error
@@ -100,7 +102,7 @@ func Load(path string) (*Config, error) {
 	data, err := readConfigFile(path)
 	if err != nil {
 		if !explicit && errors.Is(err, fs.ErrNotExist) {
-			return Parse("", nil)
+			return parseConfig("", nil, onlyDataRoot)
 		}
 		e := &Error{File: path, Msg: err.Error()}
 		var re *ruleError
@@ -109,8 +111,16 @@ func Load(path string) (*Config, error) {
 		}
 		return nil, e
 	}
-	return Parse(path, data)
+	return parseConfig(path, data, onlyDataRoot)
 }
+
+// LoadDataRoot reads the configuration at path for a command that needs
+// only where lazaret keeps things (data_root, escalation.socket_dir):
+// `lazaret stop --all` must still stop the sandboxes and spares of a
+// configuration a later edit broke. A problem in any other key comes back
+// as a warning; a file that cannot be read or decoded, or a bad data_root
+// or socket_dir, is still an error.
+func LoadDataRoot(path string) (*Config, error) { return load(path, true) }
 
 // maxConfigSize bounds what Load reads: a configuration is a few
 // kilobytes, and --config /dev/zero must not exhaust memory.
@@ -149,7 +159,11 @@ func readConfigFile(path string) ([]byte, error) {
 
 // Parse validates the configuration document data, read from file (used in
 // messages only; empty for built-in defaults).
-func Parse(file string, data []byte) (*Config, error) {
+func Parse(file string, data []byte) (*Config, error) { return parseConfig(file, data, false) }
+
+// parseConfig is Parse; onlyDataRoot turns errors outside data_root and
+// escalation.socket_dir into warnings (LoadDataRoot).
+func parseConfig(file string, data []byte, onlyDataRoot bool) (*Config, error) {
 	pos := indexPositions(data)
 	v := &validator{file: file, pos: pos, lookupEnv: os.LookupEnv}
 	for _, p := range pos.nul {
@@ -163,6 +177,12 @@ func Parse(file string, data []byte) (*Config, error) {
 		return nil, v.result()
 	}
 	cfg := v.build(&fc)
+	if onlyDataRoot && !slices.ContainsFunc(v.errs, locatesData) {
+		for _, e := range v.errs {
+			v.warns = append(v.warns, e.Error())
+		}
+		v.errs = nil
+	}
 	if len(v.errs) > 0 {
 		// The file is refused anyway: list the unset env:VAR too, so
 		// that one `lazaret config check` shows every problem.
@@ -174,6 +194,12 @@ func Parse(file string, data []byte) (*Config, error) {
 	cfg.File = file
 	cfg.Warnings = v.warns
 	return cfg, nil
+}
+
+// locatesData reports whether e is about a key that says where lazaret
+// keeps its data, or about no key at all (the whole file).
+func locatesData(e *Error) bool {
+	return e.Key == "" || e.Key == "data_root" || e.Key == "escalation.socket_dir"
 }
 
 // validator turns the decoded file into a Config, collecting every
