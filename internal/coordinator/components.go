@@ -69,6 +69,9 @@ type Syncer interface {
 // sidecar leaves a spare): called at teardown, after every Close.
 // RemoveSpare removes it again (a stop came meanwhile).
 type SpareStarter interface {
+	// HandOverToSpare, called before Close when a spare will be started,
+	// lets Close leave what StartSpare replaces anyway.
+	HandOverToSpare()
 	StartSpare(ctx context.Context) error
 	RemoveSpare(ctx context.Context) error
 }

@@ -108,6 +108,9 @@ type coordinator struct {
 	// cancelSpare stops one being started (spare.go).
 	stopAsked   bool
 	cancelSpare context.CancelFunc
+	// handedOver: the Closes left what a spare replaces (teardown's
+	// goroutine only).
+	handedOver bool
 
 	state state // the domain's state store (state.go)
 }
@@ -420,6 +423,7 @@ func (c *coordinator) teardown(reason string) {
 	if err := os.Remove(c.o.Anchor.CABundleSnapshot()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		c.log.Error("removing the CA bundle snapshot", "err", err)
 	}
+	c.handOverToSpare(reason)
 	for i := c.prepared - 1; i >= 0; i-- {
 		comp := c.comps[i]
 		ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)

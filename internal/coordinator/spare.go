@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -39,11 +40,30 @@ func (c *coordinator) leavesSpare(reason string) bool {
 		(reason == ReasonLastDetach || reason == ReasonIdle)
 }
 
+// handOverToSpare tells each SpareStarter, before the Closes, that a
+// spare will follow, so that Close leaves what the spare replaces.
+// leaveSpare then either completes the spare or removes what was left.
+func (c *coordinator) handOverToSpare(reason string) {
+	c.mu.Lock()
+	stopped := c.stopAsked
+	c.mu.Unlock()
+	if stopped || !c.leavesSpare(reason) {
+		return
+	}
+	for _, comp := range c.comps[:c.prepared] {
+		if s, ok := comp.(SpareStarter); ok {
+			s.HandOverToSpare()
+		}
+	}
+	c.handedOver = true
+}
+
 // leaveSpare gives each SpareStarter its turn at teardown, after every
 // Close and while the control socket still answers (no start of this
 // domain can begin before the spare is complete or removed). A stop
-// request before or during it leaves none: it cancels the start, and a
-// spare it finds complete is removed again.
+// request before or during it leaves none: it cancels the start, and what
+// the Close handed over, or a spare found complete, is removed; so is
+// what a failed start left.
 func (c *coordinator) leaveSpare(reason string) {
 	if !c.leavesSpare(reason) {
 		return
@@ -58,27 +78,38 @@ func (c *coordinator) leaveSpare(reason string) {
 		stopped := c.stopAsked
 		c.cancelSpare = cancel
 		c.mu.Unlock()
-		if stopped {
-			cancel()
-			return
-		}
+		err := errNotStarted
 		start := time.Now()
-		err := s.StartSpare(ctx)
+		if !stopped {
+			err = s.StartSpare(ctx)
+			c.mu.Lock()
+			stopped = c.stopAsked
+			c.mu.Unlock()
+		}
 		c.mu.Lock()
-		stopped, c.cancelSpare = c.stopAsked, nil
+		c.cancelSpare = nil
 		c.mu.Unlock()
 		cancel()
 		switch {
+		case stopped && (c.handedOver || !errors.Is(err, errNotStarted)):
+			c.removeSpare(comp.Name(), s, "removing the spare after a stop")
 		case stopped:
-			rctx, rcancel := context.WithTimeout(context.Background(), teardownTimeout)
-			if rerr := s.RemoveSpare(rctx); rerr != nil {
-				c.log.Error("removing the spare after a stop", "component", comp.Name(), "err", rerr)
-			}
-			rcancel()
 		case err != nil:
+			// StartSpare removed what it made, and what Close left.
 			c.log.Warn("no spare left for the next start", "component", comp.Name(), "err", err)
 		default:
 			c.log.Info("spare left for the next start", "component", comp.Name(), "took", time.Since(start).Round(time.Millisecond))
 		}
+	}
+}
+
+// errNotStarted: leaveSpare did not call StartSpare (a stop came first).
+var errNotStarted = errors.New("spare not started")
+
+func (c *coordinator) removeSpare(name string, s SpareStarter, what string) {
+	ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
+	defer cancel()
+	if err := s.RemoveSpare(ctx); err != nil {
+		c.log.Error(what, "component", name, "err", err)
 	}
 }

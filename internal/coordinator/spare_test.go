@@ -61,6 +61,7 @@ func TestLeavesSpare(t *testing.T) {
 // inside StartSpare (a stop arriving meanwhile).
 type spareComp struct {
 	fakeComp
+	handedOver       bool
 	started, removed int
 	ctxErr           error
 	during           func()
@@ -76,6 +77,8 @@ func (s *spareComp) StartSpare(ctx context.Context) error {
 }
 
 func (s *spareComp) RemoveSpare(context.Context) error { s.removed++; return nil }
+
+func (s *spareComp) HandOverToSpare() { s.handedOver = true }
 
 // TestLeaveSpareAndStop: a stop request before the teardown leaves its
 // spare means none is started; one during it cancels the start and
@@ -94,24 +97,49 @@ func TestLeaveSpareAndStop(t *testing.T) {
 		}
 	}
 
+	// teardown's order: the handover before the Closes, the spare after.
+	teardown := func(c *coordinator, reason string, between func()) {
+		c.handOverToSpare(reason)
+		if between != nil {
+			between()
+		}
+		c.leaveSpare(reason)
+	}
+
 	s := &spareComp{}
-	newCoord(s).leaveSpare(ReasonLastDetach)
-	if s.started != 1 || s.removed != 0 || s.ctxErr != nil {
+	teardown(newCoord(s), ReasonLastDetach, nil)
+	if !s.handedOver || s.started != 1 || s.removed != 0 || s.ctxErr != nil {
 		t.Errorf("no stop: %+v", s)
 	}
 
 	s = &spareComp{}
+	teardown(newCoord(s), ReasonStopped, nil)
+	if s.handedOver || s.started != 0 || s.removed != 0 {
+		t.Errorf("a stopped sandbox: %+v", s)
+	}
+
+	// A stop before the teardown: Close removed everything, nothing to do.
+	s = &spareComp{}
 	c := newCoord(s)
 	stop(c)
-	c.leaveSpare(ReasonLastDetach)
-	if s.started != 0 || s.removed != 0 {
+	teardown(c, ReasonLastDetach, nil)
+	if s.handedOver || s.started != 0 || s.removed != 0 {
 		t.Errorf("stop before: %+v", s)
+	}
+
+	// A stop between the handover and the spare: what Close left is
+	// removed.
+	s = &spareComp{}
+	c = newCoord(s)
+	teardown(c, ReasonLastDetach, func() { stop(c) })
+	if !s.handedOver || s.started != 0 || s.removed != 1 {
+		t.Errorf("stop after the handover: %+v", s)
 	}
 
 	s = &spareComp{}
 	c = newCoord(s)
 	s.during = func() { stop(c) }
-	c.leaveSpare(ReasonLastDetach)
+	teardown(c, ReasonLastDetach, nil)
 	if s.started != 1 || s.ctxErr == nil || s.removed != 1 {
 		t.Errorf("stop during: %+v", s)
 	}

@@ -96,7 +96,10 @@ type Component struct {
 	readyE  error              // its result, read after ready is closed
 	uplink  *podman.Uplink
 	started bool // the sidecar container may exist (set by the background start)
-	pinOnce sync.Once
+	// handOver: Close leaves the container, its socket and its pin for
+	// StartSpare, which replaces them (see HandOverToSpare).
+	handOver bool
+	pinOnce  sync.Once
 
 	hostAddrs []netip.Addr  // what netd was last told
 	closing   chan struct{} // closed when Close begins: Watch ends quietly
@@ -467,6 +470,16 @@ func (c *Component) StartSpare(ctx context.Context) (err error) {
 	if c.o.SpareExpiry <= 0 || c.err != nil {
 		return nil
 	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		// Nothing half-made stays, nor what Close handed over: the next
+		// start finds no spare.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+		defer cancel()
+		_ = c.RemoveSpare(cctx)
+	}()
 	a := c.o.Anchor
 	netdBin := c.resolveImage()
 	sspec, err := c.spec(true)
@@ -482,15 +495,6 @@ func (c *Component) StartSpare(ctx context.Context) (err error) {
 		return err
 	}
 	defer lf.Close()
-	defer func() {
-		if err == nil {
-			return
-		}
-		// Nothing half-made stays: the next start finds no spare.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
-		defer cancel()
-		_ = c.RemoveSpare(cctx)
-	}()
 	if err := podman.ReserveNetns(a.Netns()); err != nil {
 		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
 	}
@@ -504,8 +508,23 @@ func (c *Component) StartSpare(ctx context.Context) (err error) {
 	return nil
 }
 
+// HandOverToSpare makes the next Close stop the uplink only and leave the
+// sidecar container, its control socket and its namespace pin to
+// StartSpare, which replaces each (a new pin over the old one, a new
+// socket, podman run --replace) in fewer steps than removing them first:
+// one podman process less at every teardown that leaves a spare. Should
+// no spare follow, RemoveSpare removes them (the names are the same).
+// Until then the old netd, which has no uplink any more, runs in a
+// namespace that no container joins.
+func (c *Component) HandOverToSpare() {
+	if c.o.SpareExpiry > 0 && c.err == nil {
+		c.handOver = true
+	}
+}
+
 // RemoveSpare removes the domain's spare sidecar, its control socket
-// and its namespace pin (after StartSpare, when a stop came meanwhile).
+// and its namespace pin (after StartSpare, when a stop came meanwhile),
+// or, when no spare followed a handover, the sandbox's own.
 func (c *Component) RemoveSpare(ctx context.Context) error {
 	a := c.o.Anchor
 	var errs []error
@@ -543,6 +562,9 @@ func (c *Component) Close(ctx context.Context) error {
 	c.uplink = nil
 	c.mu.Unlock()
 	u.Stop() // nil-safe
+	if c.handOver {
+		return nil
+	}
 	if c.started {
 		// --depend: a container still joined to the namespace (by
 		// --network container:) would otherwise block the removal.
