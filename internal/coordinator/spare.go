@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -78,20 +77,17 @@ func (c *coordinator) leaveSpare(reason string) {
 		stopped := c.stopAsked
 		c.cancelSpare = cancel
 		c.mu.Unlock()
-		err := errNotStarted
-		start := time.Now()
-		if !stopped {
+		var err error
+		started, start := !stopped, time.Now()
+		if started {
 			err = s.StartSpare(ctx)
-			c.mu.Lock()
-			stopped = c.stopAsked
-			c.mu.Unlock()
 		}
 		c.mu.Lock()
-		c.cancelSpare = nil
+		stopped, c.cancelSpare = c.stopAsked, nil
 		c.mu.Unlock()
 		cancel()
 		switch {
-		case stopped && (c.handedOver || !errors.Is(err, errNotStarted)):
+		case stopped && (started || c.handedOver):
 			c.removeSpare(comp.Name(), s, "removing the spare after a stop")
 		case stopped:
 		case err != nil:
@@ -102,9 +98,6 @@ func (c *coordinator) leaveSpare(reason string) {
 		}
 	}
 }
-
-// errNotStarted: leaveSpare did not call StartSpare (a stop came first).
-var errNotStarted = errors.New("spare not started")
 
 func (c *coordinator) removeSpare(name string, s SpareStarter, what string) {
 	ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)

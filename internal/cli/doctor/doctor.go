@@ -55,6 +55,9 @@ func Run(ctx context.Context, env *Env) []Result {
 	if env.SubGIDFile == "" {
 		env.SubGIDFile = "/etc/subgid"
 	}
+	if env.THPDir == "" {
+		env.THPDir = "/sys/kernel/mm/transparent_hugepage"
+	}
 	var rs []Result
 	rs = append(rs, checkUser())
 	rs = append(rs, checkRuntimeDir())
@@ -68,9 +71,6 @@ func Run(ctx context.Context, env *Env) []Result {
 	rs = append(rs, checkCompanion(locate.Shim), checkCompanion(locate.Escalate), checkCompanion(locate.EscalateGo), checkCompanion(locate.Netd),
 		optionalCompanion(locate.FSMonitor, "without it `git status` in a Git Sentry clone checks every file (slow on large repositories)"))
 	rs = append(rs, checkPlatform())
-	if env.THPDir == "" {
-		env.THPDir = "/sys/kernel/mm/transparent_hugepage"
-	}
 	rs = append(rs, checkHugePages(env.THPDir))
 	rs = append(rs, checkSubIDs(env.SubUIDFile, "subuid"), checkSubIDs(env.SubGIDFile, "subgid"))
 	rs = append(rs, checkDevice("/dev/fuse", "fuse-overlayfs (State Anchor, podman storage)"))
