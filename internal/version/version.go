@@ -10,6 +10,17 @@ var Version = "dev"
 // build is identified.
 const RunscVersion = "v0.0.0-20260905035102-160fafc42237"
 
+// RunscBuild names how scripts/setup builds that version: with its seccomp
+// filters precompiled (tools/runsc/seccompgen), as gVisor's release build
+// does. The installed runsc's stamp file holds RunscStamp, so a runsc
+// built otherwise (an older setup) is rebuilt and `lazaret doctor` says
+// so. Change it whenever the build changes.
+const RunscBuild = "precompiled-seccomp"
+
+// RunscStamp is the content of the runsc.version file beside the
+// installed runsc.
+const RunscStamp = RunscVersion + "+" + RunscBuild
+
 // APIVersion is the control-socket protocol version spoken between the CLI
 // and the Session Coordinator. Bump it on any incompatible wire change.
 const APIVersion = 1

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/version"
 )
 
 func TestSubIDCount(t *testing.T) {
@@ -92,5 +94,21 @@ func TestCheckHugePages(t *testing.T) {
 	}
 	if r := checkHugePages(filepath.Join(t.TempDir(), "none")); !r.OK {
 		t.Errorf("a kernel without THP: %+v", r)
+	}
+}
+
+func TestRunscStampResult(t *testing.T) {
+	if _, ok := runscStampResult("/x/runsc", version.RunscStamp); !ok {
+		t.Error("the current build's stamp was refused")
+	}
+	for stamp, want := range map[string]string{
+		version.RunscVersion: "without its seccomp filters precompiled",
+		"v0.0.0-old":         `version "v0.0.0-old"`,
+		"":                   `version ""`,
+	} {
+		r, ok := runscStampResult("/x/runsc", stamp)
+		if ok || r.OK || !r.Warning || !strings.Contains(r.Detail, want) || r.Fix == "" {
+			t.Errorf("stamp %q: %+v, want a warning naming %q with a fix", stamp, r, want)
+		}
 	}
 }
