@@ -718,3 +718,45 @@ func TestImageMountRecoversALostMountPoint(t *testing.T) {
 		t.Error("the recovered image mount shows no /etc/debian_version")
 	}
 }
+
+// podman.Client.Mountinfo reads the pause process's mount table instead of
+// starting `cat` in podman's namespace: the same table, a mount made in
+// that namespace included; the control is the test's own table, which does
+// not have it (what reading the wrong namespace would give).
+func TestMountinfoIsPodmansNamespace(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	unshareSh(t, `mount -t tmpfs lazaret-mountinfo-test "$1"`, dir)
+	t.Cleanup(func() { unshareSh(t, `umount "$1"`, dir) })
+	has := func(table []byte) bool {
+		ms, err := statestore.ParseMountinfo(table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.MountPoint == dir {
+				return true
+			}
+		}
+		return false
+	}
+	got, err := (&podman.Client{}).Mountinfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !has(got) {
+		t.Errorf("Mountinfo lacks the tmpfs mounted on %s in podman's namespace", dir)
+	}
+	if !has([]byte(unshareSh(t, "cat /proc/self/mountinfo"))) {
+		t.Fatal("podman unshare's own table lacks the tmpfs")
+	}
+	own, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if has(own) {
+		t.Fatal("control: the test's own mount table shows the tmpfs; the check above proves nothing")
+	}
+}

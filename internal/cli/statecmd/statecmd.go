@@ -124,7 +124,7 @@ func below(croot, root, p string) string {
 // mountsUnderRoot lists the mounts under the overlay root in podman's
 // namespace.
 func mountsUnderRoot(ctx context.Context, pc *podman.Client, root string) ([]statestore.Mount, error) {
-	out, err := pc.Unshare(ctx, "cat", "/proc/self/mountinfo")
+	out, err := pc.Mountinfo(ctx)
 	if err != nil {
 		return nil, err
 	}

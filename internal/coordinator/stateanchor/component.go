@@ -429,7 +429,7 @@ func (c *Component) Close(ctx context.Context) error {
 // daemons serving them, and an image mount it never released. Nothing
 // outside this domain's overlay root is touched.
 func (c *Component) sweep(ctx context.Context) error {
-	out, err := c.opt.Podman.Unshare(ctx, "cat", "/proc/self/mountinfo")
+	out, err := c.opt.Podman.Mountinfo(ctx)
 	if err != nil {
 		return err
 	}
