@@ -17,7 +17,7 @@ GOBUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 ROOT_USER  := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 PREFIX     ?= $(if $(ROOT_USER),/usr/local,$(HOME)/.local)
 ARGS       ?= shell
-BINARIES   := lazaret lazaret-escalate lazaret-escalate-go lazaret-netd lazaret-fsmonitor lazaret-kube
+BINARIES   := lazaret lazaret-runsc lazaret-escalate lazaret-escalate-go lazaret-netd lazaret-fsmonitor lazaret-kube
 DOCS       := README.md $(wildcard docs/*.md)
 DOCDIR     ?= $(PREFIX)/share/doc/lazaret
 
@@ -29,17 +29,18 @@ all: build
 
 build:
 	@mkdir -p bin
-	$(GOBUILD) -o bin/ ./cmd/lazaret ./cmd/lazaret-netd ./cmd/lazaret-fsmonitor ./cmd/lazaret-kube
+	@# Before its own binary, lazaret-runsc was a link to lazaret.
+	@[ ! -L bin/lazaret-runsc ] || rm -f bin/lazaret-runsc
+	$(GOBUILD) -o bin/ ./cmd/lazaret ./cmd/lazaret-runsc ./cmd/lazaret-netd ./cmd/lazaret-fsmonitor ./cmd/lazaret-kube
 	$(GOBUILD) -o bin/lazaret-escalate-go ./cmd/lazaret-escalate
 	gcc -static -O2 -Wall -s -o bin/lazaret-escalate cmd/lazaret-escalate-c/main.c cmd/lazaret-escalate-c/holder.c
-	@ln -sf lazaret bin/lazaret-runsc
 
 # install-bin installs only lazaret's own binaries; `install` also makes
 # sure the pinned runsc and the images exist (scripts/setup).
 install-bin: build
 	install -d $(PREFIX)/bin $(PREFIX)/lib/lazaret
+	@[ ! -L $(PREFIX)/bin/lazaret-runsc ] || rm -f $(PREFIX)/bin/lazaret-runsc
 	install -m 0755 $(addprefix bin/,$(BINARIES)) $(PREFIX)/bin/
-	ln -sf lazaret $(PREFIX)/bin/lazaret-runsc
 
 # install-doc installs the README and docs/*.md into DOCDIR
 # ($(PREFIX)/share/doc/lazaret).

@@ -4,7 +4,7 @@
 //
 // Layout, for an install prefix P (and for the repository's bin/ directory):
 //
-//	P/bin/lazaret, P/bin/lazaret-runsc → lazaret, P/bin/lazaret-escalate (C front end),
+//	P/bin/lazaret, P/bin/lazaret-runsc (the runsc shim), P/bin/lazaret-escalate (C front end),
 //	P/bin/lazaret-escalate-go (Go client and broker), P/bin/lazaret-netd, P/bin/lazaret-fsmonitor,
 //	P/bin/lazaret-kube (the Kubernetes backend)
 //	P/lib/lazaret/runsc   (the pinned, statically built gVisor runsc)
