@@ -128,7 +128,7 @@ func requireGone(t *testing.T, d lcDomain, within time.Duration) {
 // sidecar's socket and namespace pin only with the spare that holds them.
 func requireNoRuntimeLeftovers(t *testing.T, d lcDomain) {
 	t.Helper()
-	keys := []string{"escalation_socket", "tls_dir", "ca_bundle_snapshot"}
+	keys := []string{"escalation_socket", "tls_dir", "ca_bundle_snapshot", "inject_bundle"}
 	if len(containersOf(t, d.Hash)) == 0 {
 		keys = append(keys, "netd_socket", "netns")
 	}

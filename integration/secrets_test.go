@@ -377,6 +377,14 @@ func TestSecretsInjected(t *testing.T) {
 		}
 	}
 	s.searchLeaks(t)
+
+	// The secrets' trust store (200 KiB in the runtime dir) goes with the
+	// sandbox; it is there while the sandbox runs (the control).
+	if !exists(s.a.InjectBundle()) {
+		t.Fatalf("control: no trust store %s while the sandbox runs", s.a.InjectBundle())
+	}
+	env.MustRun("stop")
+	Eventually(t, 30*time.Second, "the trust store removed with the sandbox", func() bool { return !exists(s.a.InjectBundle()) })
 }
 
 // searchLeaks looks for the secrets' values everywhere the issue names,

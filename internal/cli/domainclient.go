@@ -183,8 +183,10 @@ func sweepRuntime(ctx context.Context, a *domain.Anchor, pm *podman.Client) erro
 	if err := os.RemoveAll(a.TLSDir()); err != nil {
 		errs = append(errs, err)
 	}
-	if err := os.Remove(a.CABundleSnapshot()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
+	for _, f := range []string{a.CABundleSnapshot(), a.InjectBundle()} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
 	}
 	// The network namespace pin (its slirp4netns exited with the
 	// coordinator; the pin would keep an empty namespace alive).

@@ -114,6 +114,13 @@ func (a *Anchor) TLSDir() string { return filepath.Join(a.RuntimeDir, "tls-"+a.H
 // the sandbox.
 func (a *Anchor) CABundleSnapshot() string { return filepath.Join(a.RuntimeDir, "ca-"+a.Hash+".crt") }
 
+// InjectBundle is the trust store of a sandbox with secrets: the profile's
+// host CA bundle and the sandbox's interception CA (docs/SECRETS.md),
+// written at each start; it goes with the sandbox too.
+func (a *Anchor) InjectBundle() string {
+	return filepath.Join(a.RuntimeDir, "ca-inject-"+a.Hash+".crt")
+}
+
 // EscalationSocket is the mTLS socket bound into the sandbox.
 func (a *Anchor) EscalationSocket() string { return filepath.Join(a.SocketDir, a.Hash+".sock") }
 
@@ -178,6 +185,7 @@ func (a *Anchor) Resources() []Resource {
 		{"control_socket", a.ControlSocket()},
 		{"tls_dir", a.TLSDir()},
 		{"ca_bundle_snapshot", a.CABundleSnapshot()},
+		{"inject_bundle", a.InjectBundle()},
 		{"escalation_socket", a.EscalationSocket()},
 		{"netd_socket", a.NetdSocket()},
 		{"netns", a.Netns()},

@@ -562,8 +562,13 @@ func (c *Component) Close(ctx context.Context) error {
 	c.uplink = nil
 	c.mu.Unlock()
 	u.Stop() // nil-safe
+	// The secrets' trust store was the agent container's, gone by now: 200
+	// KiB of the runtime dir per domain otherwise (a spare needs none).
+	if err := os.Remove(c.o.Anchor.InjectBundle()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
 	if c.handOver {
-		return nil
+		return errors.Join(errs...)
 	}
 	if c.started {
 		// --depend: a container still joined to the namespace (by

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
@@ -64,7 +63,7 @@ func (c *Component) prepareSecrets(spec *podman.ContainerSpec, ca *config.CABund
 	// The agent's clients trust what they trusted (the profile's bundle)
 	// and the sandbox CA, which can vouch only for the secrets' hosts.
 	bundle := append(append(bytes.Clone(roots), '\n'), authority.CertPEM...)
-	file := filepath.Join(c.o.Anchor.RuntimeDir, "ca-inject-"+c.o.Anchor.Hash+".crt")
+	file := c.o.Anchor.InjectBundle()
 	if err := sandbox.WriteFileAtomic(file, bundle, 0o644); err != nil {
 		return fmt.Errorf("secrets: trust store: %w", err)
 	}
