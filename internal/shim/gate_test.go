@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/startgate"
 )
 
@@ -43,7 +44,7 @@ func TestShimChild(t *testing.T) {
 	if os.Getenv(shimChildEnv) == "" {
 		t.Skip("helper process")
 	}
-	os.Exit(Main(append([]string{ShimName}, strings.Fields(os.Getenv(shimChildEnv))...)))
+	os.Exit(Main(append([]string{locate.Shim}, strings.Fields(os.Getenv(shimChildEnv))...)))
 }
 
 // shimRun starts the shim on argv with a fake runsc that records that it

@@ -1,6 +1,6 @@
-// Package shim is the lazaret-runsc runtime shim, a process of its own:
-// podman runs the lazaret binary through a link of that name as the OCI
-// runtime, and the shim execs the pinned runsc with lazaret's flags.
+// Package shim is the lazaret-runsc runtime shim, a process and a binary
+// of its own (cmd/lazaret-runsc): podman runs it as the OCI runtime, and
+// it execs the pinned runsc with lazaret's flags.
 package shim
 
 import (
@@ -16,10 +16,6 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/runscflags"
 	"github.com/lazaret-dev/lazaret/internal/startgate"
 )
-
-// ShimName is the name under which the lazaret binary acts as the runsc
-// runtime shim (podman's --runtime points at a link of that name).
-const ShimName = locate.Shim
 
 // Platforms runsc can use here (internal/runscflags).
 const (
