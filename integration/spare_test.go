@@ -285,3 +285,67 @@ func TestSpareSidecarLifecycle(t *testing.T) {
 		}
 	}
 }
+
+// TestSpareSidecarExpiredSwept: a spare that expires unclaimed exits and
+// podman removes its container, but its namespace pin (a mount in podman's
+// namespace, keeping the namespace alive) and its socket stay: nothing of
+// that domain may run again. The next teardown of any other domain removes
+// them; a spare that still waits keeps everything. The control is the
+// first half: the pin and socket are there, the namespace pinned, before
+// the other domain's teardown.
+func TestSpareSidecarExpiredSwept(t *testing.T) {
+	f := newNetFixture(t)
+	ctx := context.Background()
+	envA, _, a := netDomain(t, f, "")
+	envB, _, b := netDomain(t, f, "")
+	envC, _, c := netDomain(t, f, "")
+	down := func(x *domain.Anchor) {
+		t.Helper()
+		Eventually(t, 60*time.Second, "the coordinator to exit", func() bool {
+			_, err := os.Lstat(x.ControlSocket())
+			return err != nil
+		})
+	}
+	t.Cleanup(func() { envC.Run("stop"); envB.Run("stop"); envA.Run("stop") })
+
+	envA.ExtraEnv = []string{"LAZARET_SPARE_SIDECAR=2s"}
+	envA.MustRun("exec", "--", "true")
+	down(a)
+	if sidecarID(t, a) == "" {
+		t.Fatal("no spare after the first sandbox")
+	}
+	envC.MustRun("exec", "--", "true") // C's spare waits 30 minutes
+	down(c)
+	Eventually(t, 30*time.Second, "the expired spare's container to go", func() bool { return sidecarID(t, a) == "" })
+	for _, p := range []string{a.NetdSocket(), a.Netns()} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Fatalf("control: %s gone without a sweep: %v", p, err)
+		}
+	}
+	if pinned, err := f.pc.NetnsPinned(ctx, a.Netns()); err != nil || !pinned {
+		t.Fatalf("control: the expired spare's namespace is not pinned (%v, %v)", pinned, err)
+	}
+
+	envB.MustRun("exec", "--", "true")
+	down(b)
+	for _, p := range []string{a.NetdSocket(), a.Netns()} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s left after another domain's teardown", p)
+		}
+	}
+	if log, _ := os.ReadFile(b.CoordinatorLog()); !strings.Contains(string(log), "swept ended spares of other domains") {
+		t.Errorf("B's coordinator log says no sweep:\n%s", log)
+	}
+	// C's spare still waits, whole, and is claimed.
+	if sidecarID(t, c) == "" {
+		t.Fatal("the waiting spare's container was removed")
+	}
+	if pinned, err := f.pc.NetnsPinned(ctx, c.Netns()); err != nil || !pinned {
+		t.Errorf("the waiting spare's namespace was unpinned (%v, %v)", pinned, err)
+	}
+	envC.MustRun("exec", "--", "true")
+	down(c)
+	if log, _ := os.ReadFile(c.CoordinatorLog()); !strings.Contains(string(log), "claimed the spare network sidecar") {
+		t.Errorf("C's second start did not claim its spare:\n%s", log)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/cli/connect"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/domainlock"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -72,7 +73,7 @@ func (d *domainClient) connect(ctx context.Context, client *ctl.Client, hello ct
 // else a held lock is errDomainLocked. A live coordinator is
 // errCoordinatorLive.
 func (d *domainClient) maintain(ctx context.Context, wait bool, action func() error) error {
-	lock, err := connect.OpenLock(d.a.LockFile())
+	lock, err := domainlock.Open(d.a.LockFile())
 	if err != nil {
 		return err
 	}

@@ -435,6 +435,7 @@ func (c *coordinator) teardown(reason string) {
 		cancel()
 	}
 	c.leaveSpare(reason)
+	c.sweepEndedSpares()
 	c.closeState(reason)
 	close(c.torndown)
 	// Let stop requests get their reply before the connections close.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 )
 
 // spareEnv controls the spare network sidecar a sandbox leaves for the
@@ -96,6 +98,20 @@ func (c *coordinator) leaveSpare(reason string) {
 		default:
 			c.log.Info("spare left for the next start", "component", comp.Name(), "took", time.Since(start).Round(time.Millisecond))
 		}
+	}
+}
+
+// sweepEndedSpares removes what other domains' spares left when they
+// expired unclaimed (sidecar.SweepEndedSpares): their namespace pins
+// would otherwise keep empty namespaces alive in podman's until those
+// domains start again, which may be never. At teardown, off every
+// start's path; it finds nothing to do most of the time.
+func (c *coordinator) sweepEndedSpares() {
+	ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
+	defer cancel()
+	start := time.Now()
+	if n := sidecar.SweepEndedSpares(ctx, c.o.Anchor.RuntimeDir, c.o.Anchor.Hash, c.pm, c.log); n > 0 {
+		c.log.Info("swept ended spares of other domains", "count", n, "took", time.Since(start).Round(time.Millisecond))
 	}
 }
 

@@ -1,3 +1,7 @@
+// Package connect is how the CLI reaches a domain's Session Coordinator:
+// under the hold-to-bind lock (internal/domainlock) that makes exactly one
+// coordinator per Domain Anchor, connecting to it or spawning it detached
+// (Connect), and dialing a running one (Dial).
 package connect
 
 import (
@@ -16,6 +20,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/domainlock"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe"
 	"github.com/lazaret-dev/lazaret/internal/starterr"
 )
@@ -72,7 +77,7 @@ func Connect(ctx context.Context, a *domain.Anchor, client *ctl.Client, hello ct
 			case <-time.After(time.Duration(min(attempt, 10)) * 50 * time.Millisecond):
 			}
 		}
-		lock, err := OpenLock(a.LockFile())
+		lock, err := domainlock.Open(a.LockFile())
 		if err != nil {
 			return err
 		}
@@ -99,7 +104,7 @@ func retryable(err error) bool {
 	return errors.As(err, &r)
 }
 
-func connectOnce(ctx context.Context, a *domain.Anchor, client *ctl.Client, hello ctl.Hello, spawn Spawn, lock *Lock, log *slog.Logger) error {
+func connectOnce(ctx context.Context, a *domain.Anchor, client *ctl.Client, hello ctl.Hello, spawn Spawn, lock *domainlock.Lock, log *slog.Logger) error {
 	leader, err := lock.TryLock()
 	if err != nil {
 		return fmt.Errorf("lock %s: %w", a.LockFile(), err)

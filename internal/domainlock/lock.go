@@ -1,8 +1,8 @@
-// Package connect is how the CLI reaches a domain's Session Coordinator:
-// the hold-to-bind lock (lock.go) that makes exactly one coordinator per
-// Domain Anchor, connecting to it or spawning it detached (Connect), and
-// dialing a running one (Dial).
-package connect
+// Package domainlock is a domain's hold-to-bind lock file: the CLI that
+// takes it starts the domain's coordinator (internal/cli/connect), and
+// whoever removes a dead domain's leftovers holds it meanwhile, so that no
+// start of that domain can begin under the removal.
+package domainlock
 
 import (
 	"context"
@@ -33,10 +33,10 @@ type Lock struct {
 	closed    bool
 }
 
-// OpenLock opens (creating if needed, mode 0600) the lock file at path. It
+// Open opens (creating if needed, mode 0600) the lock file at path. It
 // refuses a symlink (O_NOFOLLOW) and a file that is not a regular file of
 // the current user.
-func OpenLock(path string) (*Lock, error) {
+func Open(path string) (*Lock, error) {
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
