@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/version"
@@ -36,8 +37,10 @@ func ImageRef() string { return ImageName + ":" + version.Version }
 // another binary, so a start needs no podman call to check the image (a
 // development build gets a tag of its own; older ones are pruned when a
 // new one is built).
-func ImageRefFor(bin string) (string, error) {
-	sum, err := fileSHA256(bin)
+func ImageRefFor(bin string) (string, error) { return imageRefFor(bin, loadDigests("")) }
+
+func imageRefFor(bin string, d *digests) (string, error) {
+	sum, err := d.sum(bin)
 	if err != nil {
 		return "", fmt.Errorf("lazaret-netd %s: %w", bin, err)
 	}
@@ -47,7 +50,7 @@ func ImageRefFor(bin string) (string, error) {
 		h := sha256.New()
 		fmt.Fprintf(h, "lazaret-netd %s\n", sum)
 		for _, c := range clients {
-			cs, err := fileSHA256(c)
+			cs, err := d.sum(c)
 			if err != nil {
 				return "", fmt.Errorf("escalation client %s: %w", c, err)
 			}
@@ -86,7 +89,14 @@ func InstalledImageRef() (ref, bin string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	ref, err = ImageRefFor(bin)
+	// The binaries' sums are remembered in the runtime dir (digests).
+	cache := ""
+	if rt, err := domain.RuntimeDir(); err == nil {
+		cache = filepath.Join(rt, DigestCacheName)
+	}
+	d := loadDigests(cache)
+	ref, err = imageRefFor(bin, d)
+	d.save()
 	return ref, bin, err
 }
 
