@@ -64,10 +64,20 @@ func (c *Component) Watch(ctx context.Context) error {
 	if err != nil {
 		return c.died(u, fmt.Errorf("lazaret-netd is not running: %w", err))
 	}
+	// The kernel says when the host's addresses change; the poll stays
+	// as a backstop (and is all there is without the subscription).
+	var changed <-chan struct{}
+	if w, err := watchAddrChanges(); err != nil {
+		c.o.Log.Warn("no notification of the host's address changes; comparing them every 30 s", "err", err)
+	} else {
+		defer w.Close()
+		changed = w.C
+	}
 	t := time.NewTicker(watchInterval)
 	defer t.Stop()
 	refresh := time.Now()
 	for {
+		now := false
 		select {
 		case <-ctx.Done():
 			return nil
@@ -78,12 +88,17 @@ func (c *Component) Watch(ctx context.Context) error {
 				return nil
 			}
 			return c.died(u, fmt.Errorf("the uplink (slirp4netns) exited (its last output: %s)", u.LastLine()))
+		case _, ok := <-changed:
+			if !ok {
+				changed = nil // the subscription failed: the poll remains
+			}
+			now = true
 		case <-t.C:
 		}
 		if !p.Alive() && !c.isClosing() {
 			return c.died(u, c.exitOf())
 		}
-		if time.Since(refresh) >= hostRefresh {
+		if now || time.Since(refresh) >= hostRefresh {
 			refresh = time.Now()
 			c.refreshHostAddrs(ctx)
 		}
