@@ -73,6 +73,9 @@ func (c *Component) Watch(ctx context.Context) error {
 		defer w.Close()
 		changed = w.C
 	}
+	// A change between Prepare's look and the subscription came before
+	// any notification could: compare once now.
+	c.refreshHostAddrs(ctx)
 	t := time.NewTicker(watchInterval)
 	defer t.Stop()
 	refresh := time.Now()
