@@ -308,14 +308,16 @@ func TestSpareSidecarExpiredSwept(t *testing.T) {
 	}
 	t.Cleanup(func() { envC.Run("stop"); envB.Run("stop"); envA.Run("stop") })
 
-	envA.ExtraEnv = []string{"LAZARET_SPARE_SIDECAR=2s"}
+	// C first: its teardown must not come after A's spare expired, or it
+	// would sweep A's leftovers before the control below.
+	envC.MustRun("exec", "--", "true") // C's spare waits 30 minutes
+	down(c)
+	envA.ExtraEnv = []string{"LAZARET_SPARE_SIDECAR=5s"}
 	envA.MustRun("exec", "--", "true")
 	down(a)
 	if sidecarID(t, a) == "" {
 		t.Fatal("no spare after the first sandbox")
 	}
-	envC.MustRun("exec", "--", "true") // C's spare waits 30 minutes
-	down(c)
 	Eventually(t, 30*time.Second, "the expired spare's container to go", func() bool { return sidecarID(t, a) == "" })
 	for _, p := range []string{a.NetdSocket(), a.Netns()} {
 		if _, err := os.Lstat(p); err != nil {
