@@ -100,7 +100,7 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 	}
 	pc := &podman.Client{}
 	defer func() {
-		_ = exec.Command("podman", "unshare", "rm", "-rf", root).Run()
+		_, _ = pc.Unshare(ctx, "rm", "-rf", root)
 		_ = os.RemoveAll(root)
 	}()
 	data, plainDir := filepath.Join(root, "bench"), filepath.Join(root, "plain")
@@ -139,7 +139,7 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 		b.Fatalf("%s is not on tmpfs (statfs type %#x, %v)", memRoot, fs.Type, err)
 	}
 	defer func() {
-		_ = exec.Command("podman", "unshare", "rm", "-rf", memRoot).Run()
+		_, _ = pc.Unshare(ctx, "rm", "-rf", memRoot)
 		_ = os.RemoveAll(memRoot)
 	}()
 	aMem, err := domain.New("bench", wsMem, memRoot, rt, "")
@@ -211,7 +211,7 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 		return parse(b, string(out))
 	}
 	hostDpkg := func() []float64 {
-		out, err := exec.Command("podman", "unshare", "sh", "-c", strings.ReplaceAll(hostDpkgWorkload, "/mnt/bench", data), "sh", filepath.Join(hostDir, "dpkgroot")).Output()
+		out, err := pc.Unshare(ctx, "sh", "-c", strings.ReplaceAll(hostDpkgWorkload, "/mnt/bench", data), "sh", filepath.Join(hostDir, "dpkgroot"))
 		if err != nil {
 			b.Fatalf("host dpkg workload: %v", err)
 		}
