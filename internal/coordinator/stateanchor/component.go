@@ -202,6 +202,15 @@ func (c *Component) makeMergedDir(dir string) error {
 // profile's lock.
 func (c *Component) openRoot(ctx context.Context) (string, error) {
 	st := statestore.Locate(c.opt.Anchor, c.opt.Persist)
+	// The changes dirs hold what the agent made, setuid files owned by the
+	// user included: no other user of the host may reach them. Checked at
+	// every start, before anything is created or sealed, so a loosened
+	// mode is refused with its fix (an open directory descriptor another
+	// user took meanwhile would outlive a silent repair) and nothing is
+	// left half-made.
+	if err := statestore.CheckClosed(c.opt.Anchor.DataRoot, st.Root); err != nil {
+		return "", err
+	}
 	// Host git run by the user anywhere under the data root must never
 	// reach what the agent wrote in the changes dirs: the root is mode 000.
 	if err := vault.Seal(st.Root); err != nil {
