@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"syscall"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/review"
 	"github.com/lazaret-dev/lazaret/internal/config"
@@ -42,24 +40,18 @@ func (g *globalOptions) chooseWorkspace(cfg *config.Config, p *config.Profile, e
 		}
 		dir = wd
 	}
-	fi, err := os.Stat(dir)
+	// One resolution for both backends (lazaret-kube calls it too): the
+	// Domain Anchor of a directory must not depend on the backend.
+	ws, err := gitrepo.ChooseWorkspace(dir, explicit != "", p.GitMode, func(d string) bool { return cfg.CheckWorkspace(d) == nil })
 	if err != nil {
-		return "", usageError{fmt.Errorf("workspace: %w", err)}
-	}
-	if !fi.IsDir() {
-		return "", usageError{fmt.Errorf("workspace %s: not a directory", dir)}
-	}
-	ws, err := domain.Canonical(dir)
-	if err != nil {
-		return "", fmt.Errorf("workspace %s: %w", dir, err)
-	}
-	if explicit == "" && p.GitMode != gitrepo.ModeDirect && !gitrepo.HasGitEntry(ws) {
-		if top := enclosingRepo(ws, func(d string) bool { return cfg.CheckWorkspace(d) == nil }); top != "" {
-			if g.log != nil {
-				g.log.Debug("workspace is the top level of the repository around the current directory", "top", top, "cwd", ws)
-			}
-			ws = top
+		var de *gitrepo.WorkspaceDirError
+		if errors.As(err, &de) {
+			return "", usageError{err}
 		}
+		return "", err
+	}
+	if g.log != nil && ws != dir {
+		g.log.Debug("workspace resolved", "workspace", ws, "cwd", dir)
 	}
 	if err := cfg.CheckWorkspace(ws); err != nil {
 		var we *config.WorkspaceError
@@ -133,33 +125,4 @@ func agentLagNotice(l review.Lag, profile string) string {
 // review first.
 func directModeNotice(ws string) string {
 	return fmt.Sprintf("lazaret: direct mode: the agent writes %s on the host itself (no agent branch to review; a git repository's top level gives branch mode)", field(ws))
-}
-
-// enclosingRepo returns the nearest ancestor of dir holding a .git entry,
-// if that repository is the user's (the directory and its .git are owned
-// by this uid, or by root, who can do anything anyway: a .git planted by
-// another user in a shared parent is not taken) and acceptable says it may be a workspace (the home directory of
-// a dotfiles repository is not: then dir stays the workspace). "" when
-// there is none.
-func enclosingRepo(dir string, acceptable func(string) bool) string {
-	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
-		if gitrepo.HasGitEntry(d) {
-			if ownedByMe(d) && ownedByMe(filepath.Join(d, ".git")) && acceptable(d) {
-				return d
-			}
-			return ""
-		}
-		if d == "/" {
-			return ""
-		}
-	}
-}
-
-func ownedByMe(path string) bool {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && (int(st.Uid) == os.Getuid() || st.Uid == 0)
 }

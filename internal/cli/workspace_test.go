@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,52 +13,48 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/cli/review"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
 )
 
-func TestEnclosingRepo(t *testing.T) {
-	root, err := filepath.EvalSymlinks(t.TempDir())
+// TestWorkspaceResolution: the local CLI resolves every situation of the
+// shared table (gittest.WorkspaceCases, run by lazaret-kube's tests too)
+// to the same workspace, so `lazaret audit` reads the state store of the
+// Domain Anchor that `lazaret --backend kubernetes` writes.
+func TestWorkspaceResolution(t *testing.T) {
+	cases := gittest.WorkspaceCases(t, &gitrepo.OwnedByUser)
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	data := filepath.Join(t.TempDir(), "data")
+	cfg, err := config.Parse("", []byte("data_root = \""+data+"\"\n[profiles.direct]\nimage = \"localhost/x\"\ngit_mode = \"direct\"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := filepath.Join(root, "repo")
-	sub := filepath.Join(repo, "a", "b")
-	if err := os.MkdirAll(sub, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(filepath.Join(repo, ".git"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	yes := func(string) bool { return true }
-	if got := enclosingRepo(sub, yes); got != repo {
-		t.Errorf("enclosingRepo(%s) = %q, want %s", sub, got, repo)
-	}
-	if got := enclosingRepo(sub, func(d string) bool { return d != repo }); got != "" {
-		t.Errorf("a refused top level was taken: %q", got)
-	}
-	plain := filepath.Join(root, "plain", "x")
-	os.MkdirAll(plain, 0o755)
-	if got := enclosingRepo(plain, yes); got != "" {
-		t.Errorf("no repository around %s, got %q", plain, got)
-	}
-	if os.Getuid() != 0 {
-		t.Skip("the planted-.git case needs root to chown")
-	}
-	// A .git another user planted in a shared parent is not taken;
-	// control: the same layout owned by us is.
-	shared := filepath.Join(root, "shared")
-	mine := filepath.Join(shared, "mine")
-	os.MkdirAll(mine, 0o755)
-	os.Mkdir(filepath.Join(shared, ".git"), 0o755)
-	if got := enclosingRepo(mine, yes); got != shared {
-		t.Fatalf("control: own repository not taken: %q", got)
-	}
-	for _, p := range []string{shared, filepath.Join(shared, ".git")} {
-		if err := os.Chown(p, 4242, 4242); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := enclosingRepo(mine, yes); got != "" {
-		t.Errorf("a .git owned by another user was taken: %q", got)
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			g := &globalOptions{io: IO{ErrOut: io.Discard}}
+			explicit, profile := "", "default"
+			if c.Explicit {
+				explicit = c.Dir
+			} else {
+				t.Chdir(c.Dir)
+			}
+			if c.Direct {
+				profile = "direct"
+			}
+			_, a, err := g.resolveDomain(cfg, profile, explicit)
+			if c.Want == "" {
+				if err == nil {
+					t.Fatalf("resolved to %s, want a refusal", a.Workspace)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Workspace != c.Want || a.Hash != domain.Hash(profile, c.Want) {
+				t.Errorf("workspace %s (%s), want %s", a.Workspace, a.Hash, c.Want)
+			}
+		})
 	}
 }
 

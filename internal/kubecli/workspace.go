@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
@@ -21,7 +20,8 @@ type target struct {
 
 // resolve picks the profile (empty: "default") and the workspace
 // (--workspace, else the current directory or, outside direct mode, the
-// top level of the git repository around it), checked as locally.
+// top level of the user's git repository around it), resolved and checked
+// as the local CLI does.
 func (g *globals) resolve(cfg *config.Config, profile string) (*target, error) {
 	if profile == "" {
 		profile = config.DefaultProfileName
@@ -39,16 +39,16 @@ func (g *globals) resolve(cfg *config.Config, profile string) (*target, error) {
 			return nil, fmt.Errorf("current directory: %w", err)
 		}
 	}
-	fi, err := os.Stat(dir)
-	if err != nil || !fi.IsDir() {
-		return nil, usageError{fmt.Errorf("--workspace %s: not a directory", dir)}
-	}
-	ws, err := domain.Canonical(dir)
+	// The local CLI's resolution (gitrepo.ChooseWorkspace), not a copy: the
+	// claim's name, the audit trail `lazaret audit` reads and the review
+	// verbs handed to the local CLI all hang on this Domain Anchor.
+	ws, err := gitrepo.ChooseWorkspace(dir, g.workspace != "", p.GitMode, func(d string) bool { return cfg.CheckWorkspace(d) == nil })
 	if err != nil {
-		return nil, fmt.Errorf("workspace %s: %w", dir, err)
-	}
-	if g.workspace == "" && p.GitMode != gitrepo.ModeDirect {
-		ws = repoTop(ws)
+		var de *gitrepo.WorkspaceDirError
+		if errors.As(err, &de) {
+			return nil, usageError{err}
+		}
+		return nil, err
 	}
 	if err := cfg.CheckWorkspace(ws); err != nil {
 		var we *config.WorkspaceError
@@ -58,16 +58,4 @@ func (g *globals) resolve(cfg *config.Config, profile string) (*target, error) {
 		return nil, err
 	}
 	return &target{profile: p, workspace: ws, hash: domain.Hash(p.Name, ws)}, nil
-}
-
-// repoTop is the top level of the git work tree around dir, else dir.
-func repoTop(dir string) string {
-	for d := dir; ; d = filepath.Dir(d) {
-		if gitrepo.HasGitEntry(d) {
-			return d
-		}
-		if d == filepath.Dir(d) {
-			return dir
-		}
-	}
 }
