@@ -23,7 +23,8 @@ type Secret struct {
 	Name  string
 	Hosts []string
 	// Header, when set, is set to Format ("{value}" by default) on every
-	// request to Hosts; the placeholder is replaced in any header anyway.
+	// request to Hosts and is the only place the value goes; without it
+	// the placeholder is replaced in secret.DefaultHeaders only.
 	Header string
 	Format string
 	// Exactly one source: Env (a host variable), File (a 0600 file of the

@@ -16,13 +16,38 @@ type Secret struct {
 	// Hosts are exact names or "*.suffix" (any name below suffix).
 	Hosts []string `json:"hosts"`
 	// Header, when set, is set on every request to Hosts, to Format with
-	// {value} replaced (Format "{value}" when empty).
+	// {value} replaced (Format "{value}" when empty), and is the only
+	// place the value goes. Without it, the placeholder is replaced in the
+	// DefaultHeaders only.
 	Header string `json:"header,omitempty"`
 	Format string `json:"format,omitempty"`
-	// Placeholder is what the agent sees; in a request header to Hosts it
-	// is replaced by Value.
+	// Placeholder is what the agent sees; in one of the secret's headers
+	// (InjectsInto) of a request to Hosts it is replaced by Value.
 	Placeholder string `json:"placeholder"`
 	Value       string `json:"value"`
+}
+
+// DefaultHeaders are the request headers in which the placeholder of a
+// secret without Header is replaced: the ones APIs take keys in
+// (Authorization: Bearer/token/Basic for most, x-api-key for Anthropic,
+// api-key for Azure OpenAI, x-goog-api-key for Google, Private-Token for
+// GitLab). Anywhere else (another header, a cookie, the URL, the body) it
+// stays the placeholder.
+var DefaultHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key", "Private-Token"}
+
+// InjectsInto reports whether the value goes into request header name:
+// the secret's Header, or one of DefaultHeaders when it has none. Header
+// names compare in any letter case.
+func (s *Secret) InjectsInto(name string) bool {
+	if s.Header != "" {
+		return strings.EqualFold(name, s.Header)
+	}
+	for _, h := range DefaultHeaders {
+		if strings.EqualFold(name, h) {
+			return true
+		}
+	}
+	return false
 }
 
 // String never shows the value (a Secret printed by mistake stays safe).

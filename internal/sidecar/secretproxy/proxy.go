@@ -37,8 +37,13 @@ type Options struct {
 	// Refused is called for every placeholder sent to a host it is not
 	// for (after it was counted).
 	Refused func(secret, host string)
-	Log     *slog.Logger
-	Now     func() time.Time
+	// Elsewhere is called for every placeholder sent to one of its hosts
+	// outside the header(s) its value goes into (where: "url", "header
+	// NAME", "body", "trailer NAME"), after it was counted. When nil,
+	// Refused is called with host "HOST (WHERE)".
+	Elsewhere func(secret, host, where string)
+	Log       *slog.Logger
+	Now       func() time.Time
 	// UpstreamServerName, when set, is the name every upstream is
 	// verified under instead of the host asked for: tests and benchmarks
 	// whose upstream has a fixed test certificate. netd never sets it.
@@ -59,6 +64,7 @@ type Proxy struct {
 
 	mu      sync.Mutex
 	secrets []secret.Secret
+	pats    *patterns // of secrets
 	certs   map[string]*tls.Certificate
 	stats   map[[2]string]*secret.Stat
 	srv     *http.Server
@@ -84,7 +90,7 @@ func New(o Options) (*Proxy, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	p := &Proxy{o: o, secrets: o.Secrets, certs: map[string]*tls.Certificate{}, stats: map[[2]string]*secret.Stat{}}
+	p := &Proxy{o: o, secrets: o.Secrets, pats: newPatterns(o.Secrets), certs: map[string]*tls.Certificate{}, stats: map[[2]string]*secret.Stat{}}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 			host, _, err := net.SplitHostPort(addr)
@@ -142,6 +148,7 @@ func (p *Proxy) SetValue(name, value string) error {
 			ss := append([]secret.Secret(nil), p.secrets...)
 			ss[i] = s
 			p.secrets = ss
+			p.pats = newPatterns(ss)
 			return nil
 		}
 	}
@@ -243,27 +250,81 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Scheme = "https"
 	pr.Out.URL.Host = host
 	pr.Out.Host = host
+	// The transport asks for gzip and decodes it (a body netd scrubs must
+	// be readable); no WebSocket compression either.
+	pr.Out.Header.Del("Accept-Encoding")
+	pr.Out.Header.Del("Sec-Websocket-Extensions")
 	p.mu.Lock()
-	secrets := p.secrets
+	secrets, pats := p.secrets, p.pats
 	p.mu.Unlock()
 	rw := RewriteRequest(pr.Out.Header, pr.Out.URL, host, secrets)
 	p.count(host, rw.Injected, false)
-	p.count(host, rw.Refused, true)
 	for _, name := range rw.Refused {
-		p.o.Log.Warn("placeholder sent to a host it is not for; not replaced", "secret", name, "host", host)
-		if p.o.Refused != nil {
-			p.o.Refused(name, host)
+		p.refused(name, host)
+	}
+	for _, pl := range rw.Elsewhere {
+		p.elsewhere(pl.Secret, host, pl.Where)
+	}
+	if pr.Out.Body != nil && pr.Out.Body != http.NoBody {
+		pr.Out.Body = p.watchBody(pr, host, secrets, pats.placeholders)
+	}
+}
+
+// refused counts and reports a placeholder headed for a host its secret
+// is not for.
+func (p *Proxy) refused(name, host string) {
+	p.count(host, []string{name}, true)
+	p.o.Log.Warn("placeholder sent to a host it is not for; not replaced", "secret", name, "host", host)
+	if p.o.Refused != nil {
+		p.o.Refused(name, host)
+	}
+}
+
+// elsewhere counts and reports a placeholder headed for its own host but
+// not in a header its value goes into.
+func (p *Proxy) elsewhere(name, host, where string) {
+	p.count(host+" ("+where+")", []string{name}, true)
+	p.o.Log.Warn("placeholder outside the headers its secret goes into; not replaced", "secret", name, "host", host, "where", where)
+	switch {
+	case p.o.Elsewhere != nil:
+		p.o.Elsewhere(name, host, where)
+	case p.o.Refused != nil:
+		p.o.Refused(name, host+" ("+where+")")
+	}
+}
+
+// watchBody passes the request body on unchanged and reports a
+// placeholder in it or in the request's trailers (each secret once).
+func (p *Proxy) watchBody(pr *httputil.ProxyRequest, host string, secrets []secret.Secret, ps *patternSet) io.ReadCloser {
+	seen := make([]bool, len(secrets))
+	report := func(i int, where string) {
+		if seen[i] {
+			return
+		}
+		seen[i] = true
+		if secrets[i].For(host) {
+			p.elsewhere(secrets[i].Name, host, where)
+		} else {
+			p.refused(secrets[i].Name, host)
 		}
 	}
+	w := &watchReader{src: pr.Out.Body, s: scrubber{ps: ps, passAll: true}}
+	w.s.found = func(i int) { report(i, "body") }
+	w.eof = func() {
+		for i := range secrets {
+			if where := carries(pr.In.Trailer, nil, secrets[i].Placeholder); where != "" {
+				report(i, strings.Replace(where, "header", "trailer", 1))
+			}
+		}
+	}
+	return w
 }
 
 func (p *Proxy) scrub(resp *http.Response) error {
 	p.mu.Lock()
-	secrets := p.secrets
+	pats := p.pats
 	p.mu.Unlock()
-	ScrubResponse(resp.Header, secrets)
-	ScrubResponse(resp.Trailer, secrets)
-	return nil
+	return pats.values.scrubResponse(resp)
 }
 
 // CountRefused counts a placeholder seen outside an intercepted request
