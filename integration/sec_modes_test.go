@@ -18,7 +18,8 @@ import (
 // test's temp root down to the profile's overlay root (0755): `lazaret exec
 // -- true` fails with one line naming the overlay root, its mode and the
 // exact fix, leaves no container, coordinator or mount, and changes no
-// mode. Pasting the fix makes the next start work. Control: with only the
+// mode; doctor reports it with the same fix. Pasting the fix makes the
+// next start work. Control: with only the
 // profile dir and the overlay root opened (the data root, 0700, still
 // closes the path) the start goes ahead.
 func TestSecStateAnchorModes(t *testing.T) {
@@ -77,11 +78,20 @@ func TestSecStateAnchorModes(t *testing.T) {
 		}
 	}
 
+	// doctor reports the same finding with the same fix.
+	d := e.Run("doctor")
+	if d.Code == 0 || !strings.Contains(d.Stdout, "FAIL  State Anchor modes") || !strings.Contains(d.Stdout, "fix: "+fix) {
+		t.Errorf("doctor with the path open: exit %d\n%s", d.Code, d.Stdout)
+	}
+
 	// The fix, pasted as printed, and the sandbox starts again.
 	if out, err := exec.Command("sh", "-c", fix).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v: %s", fix, err, out)
 	}
 	if out := e.MustRun("exec", "--", "sh", "-c", "echo ok"); strings.TrimSpace(out) != "ok" {
 		t.Errorf("after the fix: %q", out)
+	}
+	if d := e.Run("doctor"); !strings.Contains(d.Stdout, "ok    State Anchor modes") {
+		t.Errorf("doctor after the fix:\n%s", d.Stdout)
 	}
 }

@@ -22,6 +22,11 @@ func newDoctorCmd(g *globalOptions) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env := &doctor.Env{Podman: g.podmanClient(), NetdImage: netdImageRef()}
+			// The State Anchor's mode check needs data_root only; a
+			// configuration broken elsewhere still gives it.
+			if cfg, err := g.loadDataRootConfig(); err == nil {
+				env.DataRoot = cfg.DataRoot
+			}
 			results := doctor.Run(cmd.Context(), env)
 			return printDoctor(g, o, results)
 		},

@@ -253,3 +253,29 @@ func shellQuote(p string) string {
 	}
 	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
 }
+
+// OverlayRoots lists the overlay roots that exist under dataRoot: every
+// profile's (<data_root>/<profile>/overlay, configured or not any more)
+// and every domain's own (<data_root>/domains/<hash>/overlay). Listing
+// needs no search of the roots themselves (vaults).
+func OverlayRoots(dataRoot string) []string {
+	var roots []string
+	add := func(parent string) {
+		ents, err := os.ReadDir(parent)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if !e.IsDir() || (parent == dataRoot && e.Name() == "domains") {
+				continue
+			}
+			r := filepath.Join(parent, e.Name(), "overlay")
+			if _, err := os.Lstat(r); err == nil {
+				roots = append(roots, r)
+			}
+		}
+	}
+	add(dataRoot)
+	add(filepath.Join(dataRoot, "domains"))
+	return roots
+}

@@ -258,3 +258,19 @@ func TestShellQuote(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlayRoots: profiles' and domains' overlay roots, whatever their
+// modes; nothing else.
+func TestOverlayRoots(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	mkdirs(t, filepath.Join(data, "claude", "overlay"), 0, filepath.Join(data, "domains", "abc", "overlay"), 0o755,
+		filepath.Join(data, "domains", "def", "workspace"), 0o700, filepath.Join(data, "old"), 0o700)
+	got := OverlayRoots(data)
+	want := []string{filepath.Join(data, "claude", "overlay"), filepath.Join(data, "domains", "abc", "overlay")}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("OverlayRoots = %v, want %v", got, want)
+	}
+	if got := OverlayRoots(filepath.Join(data, "missing")); len(got) != 0 {
+		t.Errorf("missing data root: %v", got)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/statestore"
 	"github.com/lazaret-dev/lazaret/internal/version"
 )
 
@@ -43,6 +44,9 @@ type Env struct {
 	NetdImage string
 	// THPDir is /sys/kernel/mm/transparent_hugepage.
 	THPDir string
+	// DataRoot is the configuration's data_root; "" skips the State
+	// Anchor's mode check (no configuration could be read).
+	DataRoot string
 }
 
 const setupFix = "run `make setup` in the lazaret repository (scripts/setup)"
@@ -76,6 +80,9 @@ func Run(ctx context.Context, env *Env) []Result {
 	rs = append(rs, checkDevice("/dev/fuse", "fuse-overlayfs (State Anchor, podman storage)"))
 	rs = append(rs, checkDevice("/dev/net/tun", "the rootless network (slirp4netns/pasta)"))
 	rs = append(rs, checkNftables())
+	if env.DataRoot != "" {
+		rs = append(rs, checkStateModes(env.DataRoot))
+	}
 	rs = append(rs, checkPodman(ctx, env.Podman)...)
 	rs = append(rs, checkImage(ctx, env.Podman, config.DefaultImage))
 	if env.NetdImage != "" {
@@ -397,4 +404,32 @@ func checkImage(ctx context.Context, c *podman.Client, ref string) Result {
 		return fail("image "+ref, "not built", "lazaret image build")
 	}
 	return pass("image "+ref, "present")
+}
+
+// checkStateModes is the check every sandbox start makes
+// (statestore.CheckClosed), for every overlay root under the data root:
+// the State Anchor's upper dirs keep agent-made setuid files owned by the
+// user, and no other user may reach them. A data root without one yet is
+// checked as the first start will find it.
+func checkStateModes(dataRoot string) Result {
+	const name = "State Anchor modes"
+	roots := statestore.OverlayRoots(dataRoot)
+	checked := roots
+	if len(roots) == 0 {
+		checked = []string{filepath.Join(dataRoot, config.DefaultProfileName, "overlay")}
+	}
+	for _, r := range checked {
+		err := statestore.CheckClosed(dataRoot, r)
+		var ee *statestore.ExposedError
+		switch {
+		case errors.As(err, &ee):
+			return fail(name, fmt.Sprintf("%s (mode %04o) %s", ee.Dir, ee.Mode&0o7777, ee.Problem), ee.Fix)
+		case err != nil:
+			return fail(name, err.Error(), "")
+		}
+	}
+	if len(roots) == 0 {
+		return pass(name, "no State Anchor under "+dataRoot+" yet; the path to it is closed to other users")
+	}
+	return pass(name, fmt.Sprintf("the path to each of %d State Anchor roots under %s is closed to other users", len(roots), dataRoot))
 }

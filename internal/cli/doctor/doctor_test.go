@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -110,5 +111,37 @@ func TestRunscStampResult(t *testing.T) {
 		if ok || r.OK || !r.Warning || !strings.Contains(r.Detail, want) || r.Fix == "" {
 			t.Errorf("stamp %q: %+v, want a warning naming %q with a fix", stamp, r, want)
 		}
+	}
+}
+
+// TestCheckStateModes: the doctor fails, with the start's fix, when other
+// users can reach an overlay root under the data root (a domain's here),
+// and passes once the fix is applied.
+func TestCheckStateModes(t *testing.T) {
+	base := t.TempDir()
+	for _, p := range []string{filepath.Dir(base), base} {
+		os.Chmod(p, 0o755)
+	}
+	data := filepath.Join(base, "data")
+	if r := checkStateModes(data); !r.OK {
+		t.Errorf("fresh data root: %+v", r)
+	}
+	prof, dom := filepath.Join(data, "claude", "overlay"), filepath.Join(data, "domains", "abc", "overlay")
+	for _, d := range []string{prof, dom} {
+		os.MkdirAll(d, 0o700)
+	}
+	os.Chmod(prof, 0)
+	for _, d := range []string{data, filepath.Join(data, "domains"), filepath.Dir(dom), dom} {
+		os.Chmod(d, 0o755)
+	}
+	r := checkStateModes(data)
+	if r.OK || !strings.Contains(r.Detail, dom+" (mode 0755)") || !strings.HasSuffix(r.Fix, "chmod 000 "+dom) {
+		t.Fatalf("open domain overlay root: %+v", r)
+	}
+	if out, err := exec.Command("sh", "-c", r.Fix).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v %s", r.Fix, err, out)
+	}
+	if r := checkStateModes(data); !r.OK || !strings.Contains(r.Detail, "each of 2 ") {
+		t.Errorf("after the fix: %+v", r)
 	}
 }
