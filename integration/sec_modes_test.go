@@ -18,7 +18,7 @@ import (
 // test's temp root down to the profile's overlay root (0755): `lazaret exec
 // -- true` fails with one line naming the overlay root, its mode and the
 // exact fix, leaves no container, coordinator or mount, and changes no
-// mode; doctor reports it with the same fix. Pasting the fix makes the
+// mode; `lazaret state` and doctor report it with the same fix. Pasting the fix makes the
 // next start work. Control: with only the
 // profile dir and the overlay root opened (the data root, 0700, still
 // closes the path) the start goes ahead.
@@ -78,7 +78,10 @@ func TestSecStateAnchorModes(t *testing.T) {
 		}
 	}
 
-	// doctor reports the same finding with the same fix.
+	// `lazaret state` says the same, and doctor with the same fix.
+	if st := e.Run("state"); st.Code == 0 || !strings.Contains(st.Stderr, "fix: "+fix) {
+		t.Errorf("state with the path open: exit %d\n%s%s", st.Code, st.Stdout, st.Stderr)
+	}
 	d := e.Run("doctor")
 	if d.Code == 0 || !strings.Contains(d.Stdout, "FAIL  State Anchor modes") || !strings.Contains(d.Stdout, "fix: "+fix) {
 		t.Errorf("doctor with the path open: exit %d\n%s", d.Code, d.Stdout)

@@ -31,6 +31,9 @@ type Store struct {
 	// Legacy is true for a domain that keeps its own changes, made before
 	// persistence was per profile, under persist = "profile".
 	Legacy bool
+	// DataRoot is the data_root Root lies below (CheckClosed walks the
+	// path from it); "" in a Store made by hand.
+	DataRoot string
 }
 
 // ProfileRoot is the State Anchor root shared by a profile's workspaces.
@@ -45,12 +48,12 @@ func ProfileRoot(a *domain.Anchor) string { return filepath.Join(a.ProfileDir(),
 func Locate(a *domain.Anchor, persist string) Store {
 	own := DomainRoot(a)
 	if persist != config.PersistProfile {
-		return Store{Root: own}
+		return Store{Root: own, DataRoot: a.DataRoot}
 	}
 	if hasChanges(own) {
-		return Store{Root: own, Legacy: true}
+		return Store{Root: own, Legacy: true, DataRoot: a.DataRoot}
 	}
-	return Store{Root: ProfileRoot(a), Shared: true}
+	return Store{Root: ProfileRoot(a), Shared: true, DataRoot: a.DataRoot}
 }
 
 // hasChanges reports whether root holds a changes dir of any persistent

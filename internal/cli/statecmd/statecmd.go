@@ -35,8 +35,16 @@ type DirState struct {
 
 // Inspect reports the State Anchor of each dir in st (Locate). Files in
 // the changes may belong to sub-uids of the sandbox, so sizes are taken
-// inside podman unshare.
+// inside podman unshare. A path to the root that other users can search
+// is reported first, as a start refuses it (statestore.CheckClosed):
+// reading the records would open and seal the vault, and so hide the
+// finding without telling anyone.
 func Inspect(ctx context.Context, pc *podman.Client, st statestore.Store, dirs []string) ([]DirState, error) {
+	if st.DataRoot != "" {
+		if err := statestore.CheckClosed(st.DataRoot, st.Root); err != nil {
+			return nil, err
+		}
+	}
 	mounts, err := mountsUnderRoot(ctx, pc, st.Root)
 	if err != nil {
 		return nil, err
