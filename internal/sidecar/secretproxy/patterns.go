@@ -9,7 +9,7 @@ import "slices"
 //
 //   - text: the value in any letter case, each byte either as it is or
 //     percent-encoded (%xx, either hex case; '+' for a space), JSON- or
-//     JavaScript-escaped (\u00xx, \xXX, \" \\ \/) or HTML-escaped
+//     JavaScript-escaped (\u00xx, \xXX, \" \\ \/ \b \f \t) or HTML-escaped
 //     (&amp; &lt; &gt; &quot; &#34; &#39; &#x27;), mixed freely;
 //   - hex: two hex digits per byte, either case, of the value in any case;
 //   - base64 at each of the three alignments a value can have inside a
@@ -92,6 +92,9 @@ func hexCases(b byte) []string {
 var escapes = map[byte][]string{
 	'"':  {`\"`, "&quot;", "&#34;", "&#x22;"},
 	'\\': {`\\`},
+	'\b': {`\b`},
+	'\f': {`\f`},
+	'\t': {`\t`},
 	'/':  {`\/`},
 	'&':  {"&amp;", "&#38;", "&#x26;"},
 	'<':  {"&lt;", "&#60;", "&#x3c;", "&#x3C;"},
@@ -113,9 +116,7 @@ func textPattern(v string, secret int) pattern {
 			e.one.add(c)
 			for _, hh := range hexCases(c) {
 				e.addMulti("%" + hh)
-				if c < 0x80 {
-					e.addMulti(`\u00` + hh)
-				}
+				e.addMulti(`\u00` + hh)
 				e.addMulti(`\x` + hh)
 			}
 			for _, s := range escapes[c] {

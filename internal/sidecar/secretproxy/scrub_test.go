@@ -39,6 +39,28 @@ type spelling struct {
 	lossy bool
 }
 
+// asciiLower and asciiUpper change ASCII letters only (strings.ToLower
+// would turn a byte that is not UTF-8 into U+FFFD).
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 32
+		}
+	}
+	return string(b)
+}
+
+func asciiUpper(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' {
+			b[i] = c - 32
+		}
+	}
+	return string(b)
+}
+
 func b64Around(enc *base64.Encoding, pre, post string) func(string) string {
 	return func(v string) string { return enc.EncodeToString([]byte(pre + v + post)) }
 }
@@ -46,8 +68,8 @@ func b64Around(enc *base64.Encoding, pre, post string) func(string) string {
 func spellings() []spelling {
 	sp := []spelling{
 		{"raw", func(v string) string { return v }, true, false},
-		{"lower", strings.ToLower, true, false},
-		{"upper", strings.ToUpper, true, false},
+		{"lower", asciiLower, true, false},
+		{"upper", asciiUpper, true, false},
 		{"query-escaped", url.QueryEscape, true, false},
 		{"path-escaped", url.PathEscape, true, false},
 		{"percent-every-byte-lower", func(v string) string {
@@ -68,9 +90,9 @@ func spellings() []spelling {
 		{"html", html.EscapeString, true, false},
 		{"hex", func(v string) string { return hex.EncodeToString([]byte(v)) }, true, false},
 		{"HEX", func(v string) string { return strings.ToUpper(hex.EncodeToString([]byte(v))) }, true, false},
-		{"hex-of-lower", func(v string) string { return hex.EncodeToString([]byte(strings.ToLower(v))) }, true, false},
+		{"hex-of-lower", func(v string) string { return hex.EncodeToString([]byte(asciiLower(v))) }, true, false},
 		{"base64-lowercased", func(v string) string { return strings.ToLower(base64.RawStdEncoding.EncodeToString([]byte(v))) }, true, true},
-		{"base64-of-upper", func(v string) string { return base64.RawStdEncoding.EncodeToString([]byte(strings.ToUpper(v))) }, true, false},
+		{"base64-of-upper", func(v string) string { return base64.RawStdEncoding.EncodeToString([]byte(asciiUpper(v))) }, true, false},
 		{"basic-credentials", b64Around(base64.StdEncoding, "x-access-token:", ""), false, false},
 		{"base64-query-escaped", func(v string) string { return url.QueryEscape(base64.StdEncoding.EncodeToString([]byte(">>?" + v))) }, false, false},
 		{"base64-json-slash-escaped", func(v string) string {
