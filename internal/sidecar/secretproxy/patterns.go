@@ -59,8 +59,16 @@ func (e *element) firsts() byteSet {
 }
 
 type pattern struct {
-	elems  []element
+	elems []element
+	// lead, when set, is a character just before elems that carries some
+	// bits of the value and some of the bytes before it (a base64
+	// alignment's first character): scrubbed with a match when it is
+	// there, but not part of it, so that the filters look at the value's
+	// own characters (a lead matches a quarter of all characters).
+	lead   *element
 	secret int
+	// f0, f1: the bytes a match's first and second byte can be.
+	f0, f1 byteSet
 }
 
 // caseVariants are b and, for a letter, its other case.
@@ -173,6 +181,9 @@ func base64Pattern(v string, shift, secret int) pattern {
 		}
 		p.elems = append(p.elems, e)
 	}
+	if shift > 0 && len(p.elems) > 1 {
+		p.lead, p.elems = &p.elems[0], p.elems[1:]
+	}
 	return p
 }
 
@@ -249,10 +260,35 @@ func newPatternSet(values, repl []string, forms func(v string, i int) []pattern)
 		}
 		ps.pats = append(ps.pats, forms(v, i)...)
 	}
-	for _, p := range ps.pats {
-		ps.addPairs(p)
+	for i := range ps.pats {
+		p := &ps.pats[i]
+		p.f0 = p.elems[0].firsts()
+		p.f1 = byteSet{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
+		if len(p.elems) > 1 {
+			p.f1 = p.elems[1].firsts()
+			for _, m := range p.elems[0].multi {
+				p.f1.add(m[1])
+			}
+		}
+		ps.addPairs(*p)
 	}
 	return ps
+}
+
+// leadLen is how many bytes just before b[i] are p's lead (0: none).
+func (p *pattern) leadLen(b []byte, i int) int {
+	if p.lead == nil || i == 0 {
+		return 0
+	}
+	if p.lead.one.has(b[i-1]) {
+		return 1
+	}
+	for _, m := range p.lead.multi {
+		if i >= len(m) && string(b[i-len(m):i]) == m {
+			return len(m)
+		}
+	}
+	return 0
 }
 
 func (ps *patternSet) addPairs(p pattern) {

@@ -296,12 +296,13 @@ func (p *Proxy) elsewhere(name, host, where string) {
 // watchBody passes the request body on unchanged and reports a
 // placeholder in it or in the request's trailers (each secret once).
 func (p *Proxy) watchBody(pr *httputil.ProxyRequest, host string, secrets []secret.Secret, ps *patternSet) io.ReadCloser {
-	seen := make([]bool, len(secrets))
+	seen := map[Place]bool{}
 	report := func(i int, where string) {
-		if seen[i] {
+		k := Place{secrets[i].Name, where}
+		if seen[k] {
 			return
 		}
-		seen[i] = true
+		seen[k] = true
 		if secrets[i].For(host) {
 			p.elsewhere(secrets[i].Name, host, where)
 		} else {
@@ -312,7 +313,7 @@ func (p *Proxy) watchBody(pr *httputil.ProxyRequest, host string, secrets []secr
 	w.s.found = func(i int) { report(i, "body") }
 	w.eof = func() {
 		for i := range secrets {
-			if where := carries(pr.In.Trailer, nil, secrets[i].Placeholder); where != "" {
+			for _, where := range carries(pr.In.Trailer, nil, secrets[i].Placeholder) {
 				report(i, strings.Replace(where, "header", "trailer", 1))
 			}
 		}

@@ -181,3 +181,9 @@ func (w *watchReader) Read(p []byte) (int, error) {
 }
 
 func (w *watchReader) Close() error { return w.src.Close() }
+
+// ScrubBody returns r as the agent would read it through the injector:
+// every spelling of the secrets' values replaced by '*' (bench/scrub).
+func ScrubBody(r io.Reader, secrets []secret.Secret) io.Reader {
+	return newScrubReader(r, newPatterns(secrets).values, nil)
+}

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/lazaret-dev/lazaret/internal/secret"
@@ -36,7 +38,7 @@ func RewriteRequest(h http.Header, u *url.URL, host string, secrets []secret.Sec
 	for i := range secrets {
 		s := &secrets[i]
 		if !s.For(host) {
-			if carries(h, u, s.Placeholder) != "" {
+			if len(carries(h, u, s.Placeholder)) > 0 {
 				rw.Refused = append(rw.Refused, s.Name)
 			}
 			continue
@@ -44,7 +46,7 @@ func RewriteRequest(h http.Header, u *url.URL, host string, secrets []secret.Sec
 		if inject(h, s) {
 			rw.Injected = append(rw.Injected, s.Name)
 		}
-		if where := carries(h, u, s.Placeholder); where != "" {
+		for _, where := range carries(h, u, s.Placeholder) {
 			rw.Elsewhere = append(rw.Elsewhere, Place{s.Name, where})
 		}
 	}
@@ -96,28 +98,31 @@ func formatValue(format, value string) string {
 	return strings.ReplaceAll(format, "{value}", value)
 }
 
-// carries reports where the placeholder appears in the request head: a
-// header name or value ("header NAME"), or the URL (also percent-decoded,
-// "url"), in any letter case; "" for nowhere. Only reporting depends on
-// it: a placeholder that escapes detection (encoded some other way) is
-// still only a placeholder.
-func carries(h http.Header, u *url.URL, ph string) string {
+// carries returns where the placeholder appears in the request head: in
+// a header name ("header name") or value ("header NAME"), or the URL
+// (also percent-decoded: "url"), in any letter case; sorted, each place
+// once. Only reporting depends on it: a placeholder that escapes
+// detection (encoded some other way) is still only a placeholder.
+func carries(h http.Header, u *url.URL, ph string) []string {
 	in := func(s string) bool { return strings.Contains(strings.ToLower(s), ph) }
+	var places []string
 	if u != nil {
 		q, _ := url.QueryUnescape(u.RawQuery)
 		if in(u.String()) || in(u.Path) || in(q) {
-			return "url"
+			places = append(places, "url")
 		}
 	}
 	for k, vs := range h {
-		if in(k) {
-			return "header name"
+		if in(k) && !slices.Contains(places, "header name") {
+			places = append(places, "header name")
 		}
 		for _, v := range vs {
 			if in(v) {
-				return "header " + k
+				places = append(places, "header "+k)
+				break
 			}
 		}
 	}
-	return ""
+	sort.Strings(places)
+	return places
 }

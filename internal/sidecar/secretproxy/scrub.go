@@ -27,28 +27,38 @@ const (
 type scratch struct{ cur, next []int }
 
 // matchAt tries every pattern at b[i:]. eof: nothing follows b. It
-// returns the longest match's end, or needMore when a pattern could match
-// with bytes past b (then also when another one matched: the longer one
-// wins once known).
-func (ps *patternSet) matchAt(b []byte, i int, eof bool, sc *scratch) (end, secret int, st matchStatus) {
-	end = -1
+// returns the widest match (its start is before i when it has a lead),
+// or needMore when a pattern could match with bytes past b (then also
+// when another one matched: the longer one wins once known).
+func (ps *patternSet) matchAt(b []byte, i int, eof bool, sc *scratch) (m region, st matchStatus) {
+	m = region{start: i, end: -1}
+	next := byte(0)
+	if i+1 < len(b) {
+		next = b[i+1]
+	}
 	for pi := range ps.pats {
 		p := &ps.pats[pi]
+		if !p.f0.has(b[i]) || (i+1 < len(b) && !p.f1.has(next)) {
+			continue
+		}
 		e, cut := p.matchAt(b, i, sc)
 		if cut && !eof {
 			st = needMore
 		}
-		if e > end {
-			end, secret = e, p.secret
+		if e > m.end {
+			m.end, m.secret = e, p.secret
+		}
+		if e >= 0 {
+			m.start = min(m.start, i-p.leadLen(b, i))
 		}
 	}
 	if st == needMore {
-		return end, secret, needMore
+		return m, needMore
 	}
-	if end >= 0 {
-		return end, secret, matched
+	if m.end >= 0 {
+		return m, matched
 	}
-	return end, secret, noMatch
+	return m, noMatch
 }
 
 // matchAt follows every way p can match from b[i] (spellings of
@@ -57,7 +67,7 @@ func (ps *patternSet) matchAt(b []byte, i int, eof bool, sc *scratch) (end, secr
 func (p *pattern) matchAt(b []byte, i int, sc *scratch) (end int, cut bool) {
 	cur := append(sc.cur[:0], i)
 	next := sc.next[:0]
-	defer func() { sc.cur, sc.next = cur[:0], next[:0] }()
+	end = -1
 	for k := range p.elems {
 		e := &p.elems[k]
 		next = next[:0]
@@ -80,15 +90,17 @@ func (p *pattern) matchAt(b []byte, i int, sc *scratch) (end int, cut bool) {
 				}
 			}
 		}
-		if len(next) == 0 {
-			return -1, cut
-		}
 		cur, next = next, cur
+		if len(cur) == 0 {
+			break
+		}
 	}
-	end = -1
-	for _, pos := range cur {
-		end = max(end, pos)
+	if len(cur) > 0 {
+		for _, pos := range cur {
+			end = max(end, pos)
+		}
 	}
+	sc.cur, sc.next = cur[:0], next[:0]
 	return end, cut
 }
 
@@ -101,14 +113,21 @@ func addPos(s []int, p int) []int {
 	return append(s, p)
 }
 
-// candidate: a match can begin at b[i] (the filters; false positives
-// are resolved by matchAt).
-func (ps *patternSet) candidate(b []byte, i int) bool {
-	if i+1 < len(b) {
+// skip returns the first position from i on where a match can begin
+// (the filters, run on every byte; matchAt resolves false positives), or
+// len(b).
+func (ps *patternSet) skip(b []byte, i int) int {
+	pairs := &ps.pairs
+	for ; i+1 < len(b); i++ {
 		x := uint16(b[i])<<8 | uint16(b[i+1])
-		return ps.pairs[x>>6]>>(x&63)&1 != 0
+		if pairs[x>>6]>>(x&63)&1 != 0 {
+			return i
+		}
 	}
-	return ps.first.has(b[i])
+	if i < len(b) && !ps.first.has(b[i]) {
+		i++
+	}
+	return i
 }
 
 // region is a stretch of the stream to scrub, in the scrubber's buffer.
@@ -139,12 +158,12 @@ func (s *scrubber) process(eof bool) int {
 	b := s.buf
 	s.held = false
 	for s.scan < len(b) {
-		i := s.scan
-		if !s.ps.candidate(b, i) {
-			s.scan++
-			continue
+		s.scan = s.ps.skip(b, s.scan)
+		if s.scan == len(b) {
+			break
 		}
-		end, secret, st := s.ps.matchAt(b, i, eof, &s.sc)
+		i := s.scan
+		m, st := s.ps.matchAt(b, i, eof, &s.sc)
 		if st == needMore && eof {
 			st = noMatch
 		}
@@ -155,10 +174,10 @@ func (s *scrubber) process(eof bool) int {
 		if st == noMatch && eof && len(b)-i >= softCut && s.cutAtEnd(i) {
 			// A long beginning of a spelling ends the stream (a
 			// truncated response): scrubbed as well.
-			st, end = matched, len(b)
+			st, m = matched, region{i, len(b), m.secret}
 		}
 		if st == matched {
-			s.addRegion(region{i, end, secret})
+			s.addRegion(m)
 		}
 		s.scan++
 	}
@@ -171,7 +190,7 @@ func (s *scrubber) process(eof bool) int {
 
 // cutAtEnd: a pattern follows b[i:] to its end.
 func (s *scrubber) cutAtEnd(i int) bool {
-	_, _, st := s.ps.matchAt(s.buf, i, false, &s.sc)
+	_, st := s.ps.matchAt(s.buf, i, false, &s.sc)
 	return st == needMore
 }
 
@@ -180,6 +199,7 @@ func (s *scrubber) addRegion(r region) {
 		s.found(r.secret)
 	}
 	if n := len(s.regions); n > 0 && r.start <= s.regions[n-1].end {
+		s.regions[n-1].start = min(s.regions[n-1].start, r.start)
 		s.regions[n-1].end = max(s.regions[n-1].end, r.end)
 		return
 	}
@@ -202,10 +222,14 @@ func (s *scrubber) take(p []byte, limit int) int {
 	return n
 }
 
+// maxLead: compact keeps this many bytes before the scan for the leads
+// of later matches.
+const maxLead = 3
+
 // compact drops what is no longer needed from buf.
 func (s *scrubber) compact() {
-	drop := min(s.emitted, s.scan)
-	if drop == 0 {
+	drop := min(s.emitted, s.scan) - maxLead
+	if drop <= 0 {
 		return
 	}
 	n := copy(s.buf, s.buf[drop:])
