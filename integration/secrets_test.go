@@ -3,15 +3,21 @@
 package integration
 
 import (
+	"compress/gzip"
 	"crypto/tls"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +41,8 @@ func init() {
 		os.Exit(httpsGet(os.Args[1:]))
 	case "bench":
 		os.Exit(httpsBench(os.Args[1:]))
+	case "dump":
+		os.Exit(httpsDump(os.Args[1:]))
 	}
 }
 
@@ -61,7 +69,7 @@ func tlsEcho() int {
 			hs = append(hs, strings.ToLower(k)+"="+strings.Join(vs, ","))
 		}
 		sort.Strings(hs)
-		io.Copy(io.Discard, r.Body)
+		body, _ := io.ReadAll(r.Body)
 		if r.URL.Path == "/bench/stream" {
 			buf := make([]byte, 32<<10)
 			for range 32 << 20 / len(buf) {
@@ -72,6 +80,11 @@ func tlsEcho() int {
 		}
 		if strings.HasPrefix(r.URL.Path, "/bench") {
 			fmt.Fprintln(w, "ok")
+			return
+		}
+		if r.URL.Path == "/reflect" {
+			fmt.Fprintf(out, "request sni=%s proto=%s path=%s url=%s %s body=%s\n", r.TLS.ServerName, r.Proto, r.URL.Path, r.URL, strings.Join(hs, " "), body)
+			reflectAll(w, r, string(body))
 			return
 		}
 		fmt.Fprintf(out, "request sni=%s proto=%s path=%s %s\n", r.TLS.ServerName, r.Proto, r.URL.Path, strings.Join(hs, " "))
@@ -89,6 +102,65 @@ func tlsEcho() int {
 	fmt.Fprintln(out, "tls-ready")
 	fmt.Fprintln(os.Stderr, <-errc)
 	return 1
+}
+
+// reflectAll is an upstream that hands the request back, as many error
+// pages and debugging endpoints do: every request header as a response
+// header (as sent and lower-cased) and in a trailer, and every header
+// line ("Name: value") and the body in the body in every spelling of
+// reflectForms. ?gzip=1 compresses the body whatever the request
+// accepts; ?drip=N writes it N bytes at a time, each flushed.
+func reflectAll(w http.ResponseWriter, r *http.Request, body string) {
+	var texts []string
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			texts = append(texts, k+": "+v)
+			w.Header().Add("X-Echo-"+k, v)
+			w.Header().Add("X-Echo-Lower-"+k, strings.ToLower(v))
+		}
+	}
+	w.Header().Set("Trailer", "X-Echo-Trailer")
+	var b strings.Builder
+	for _, t := range append(texts, body) {
+		for _, f := range reflectForms(t) {
+			b.WriteString(f + "\n")
+		}
+	}
+	text := b.String()
+	n, _ := strconv.Atoi(r.URL.Query().Get("drip"))
+	switch {
+	case r.URL.Query().Get("gzip") == "1":
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		io.WriteString(zw, text)
+		zw.Close()
+	case n > 0:
+		for len(text) > 0 {
+			k := min(n, len(text))
+			io.WriteString(w, text[:k])
+			w.(http.Flusher).Flush()
+			text = text[k:]
+		}
+	default:
+		io.WriteString(w, text)
+	}
+	w.Header().Set("X-Echo-Trailer", r.Header.Get("Authorization")+" "+r.Header.Get("X-Api-Key"))
+}
+
+// reflectForms are the spellings reflectAll hands s back in: as it is, in
+// lower and upper case, percent-encoded, hex, base64 (standard and URL,
+// padded and raw, at the three alignments), lower-cased base64, JSON.
+func reflectForms(s string) []string {
+	forms := []string{s, strings.ToLower(s), strings.ToUpper(s), url.QueryEscape(s),
+		hex.EncodeToString([]byte(s)), strings.ToUpper(hex.EncodeToString([]byte(s)))}
+	for _, pre := range []string{"", "a", "ab"} {
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+			forms = append(forms, enc.EncodeToString([]byte(pre+s)))
+		}
+	}
+	forms = append(forms, strings.ToLower(base64.StdEncoding.EncodeToString([]byte(s))))
+	j, _ := json.Marshal(s)
+	return append(forms, string(j))
 }
 
 // anthropicStream is the smallest Messages API stream a client accepts.
@@ -131,6 +203,37 @@ func httpsGet(args []string) int {
 	if resp.StatusCode != 200 {
 		return 1
 	}
+	return 0
+}
+
+// httpsDump is the agent's client for a reflecting host: POST URL with
+// the body (GET when empty) and "Name: value" headers; prints the status,
+// the response headers, the body and the trailers.
+func httpsDump(args []string) int {
+	method, body := "GET", io.Reader(nil)
+	if args[1] != "" {
+		method, body = "POST", strings.NewReader(args[1])
+	}
+	req, err := http.NewRequest(method, args[0], body)
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	for _, h := range args[2:] {
+		k, v, _ := strings.Cut(h, ": ")
+		req.Header.Add(k, v)
+	}
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	fmt.Printf("status %d proto %s read error %v\n", resp.StatusCode, resp.Proto, err)
+	resp.Header.Write(os.Stdout)
+	fmt.Printf("%s\n", b)
+	resp.Trailer.Write(os.Stdout)
 	return 0
 }
 
@@ -627,5 +730,106 @@ func TestSecretsAgentCLI(t *testing.T) {
 	t.Logf("test double received %d Messages requests: %s", len(msgs), mask.Replace(strings.Join(msgs, "\n")))
 	if len(msgs) == 0 || !strings.Contains(msgs[0], "x-api-key="+s.alpha) {
 		t.Error("the test double did not receive the key")
+	}
+}
+
+// TestSecretsReflected (#33 item 4): the agent cannot get a secret's
+// value back from a host that reflects requests. alpha (no header
+// configured) goes only into Authorization: the agent puts its
+// placeholder there and also in another header, a cookie, the URL and the
+// body; the test host hands everything back in many spellings, in
+// headers, body and trailer, plain, gzip and in small writes; the agent
+// sees none of the values in any of them. Controls: the test host got the
+// real value in Authorization (and the placeholder everywhere else), and
+// the same reflection of a known string from a host netd does not
+// intercept reaches the agent in every spelling the test looks for.
+func TestSecretsReflected(t *testing.T) {
+	s := startSecretSandbox(t, secretsConfig, "192.0.3.20:443")
+	env := s.env
+	out := env.MustRun("exec", "--", "bash", "-c", `echo "$ALPHA_KEY"`)
+	ph := strings.TrimSpace(out)
+	if !strings.HasPrefix(ph, "lzph-") {
+		t.Fatalf("placeholder %q", ph)
+	}
+	mask := strings.NewReplacer(s.alpha, "<alpha value>", s.beta, "<beta value>")
+	dump := func(url, body string, headers ...string) string {
+		cmd := secretHelperEnv + `=dump /run/lzt/lzt-helper "` + url + `" "` + body + `"`
+		for _, h := range headers {
+			cmd += ` "` + h + `"`
+		}
+		r := env.Run("exec", "--", "bash", "-c", cmd)
+		if r.Code != 0 || !strings.HasPrefix(r.Stdout, "status 200") || !strings.Contains(r.Stdout, "read error <nil>") {
+			// Only the status line: the rest may hold spellings of a value.
+			line, _, _ := strings.Cut(r.Stdout, "\n")
+			t.Fatalf("%s: exit %d %s %.300s", url, r.Code, line, mask.Replace(r.Stderr))
+		}
+		return r.Stdout
+	}
+	// leaked names the spellings of line (as the host reflects it) and of
+	// value alone found in what the agent got.
+	leaked := func(got, value, line string) []string {
+		var found []string
+		forms := append(reflectForms(line), strings.ToLower(value), hex.EncodeToString([]byte(value)),
+			base64.RawStdEncoding.EncodeToString([]byte(value)), url.QueryEscape(value))
+		for i, f := range forms {
+			if strings.Contains(strings.ToLower(got), strings.ToLower(f)) {
+				found = append(found, strconv.Itoa(i))
+			}
+		}
+		return found
+	}
+
+	// Control: direct.secret.test is no secret's host; the known string
+	// comes back in every spelling, so the checks below can see one.
+	ctl := randomSecret(t)
+	got := dump("https://direct.secret.test/reflect?drip=7", ctl, "Authorization: Bearer "+ctl)
+	if n := len(leaked(got, ctl, "Authorization: Bearer "+ctl)); n != len(reflectForms("x"))+4 {
+		t.Fatalf("control: %d of the spellings came back from the reflecting host: %.600s", n, got)
+	}
+
+	for _, q := range []string{"", "?gzip=1", "?drip=1", "?drip=7"} {
+		got := dump("https://api.secret.test/reflect?k=$ALPHA_KEY"+strings.Replace(q, "?", "&", 1), "key=$ALPHA_KEY",
+			"Authorization: Bearer $ALPHA_KEY", "X-Anything: $ALPHA_KEY", "Cookie: k=$ALPHA_KEY")
+		if f := leaked(got, s.alpha, "Authorization: Bearer "+s.alpha); len(f) > 0 {
+			t.Errorf("%s: alpha's value came back to the agent (spellings %v of reflectForms, then lower, hex, base64, query-escaped)", q, f)
+		}
+		got = dump("https://other.secret.test/reflect"+q, "", "X-Api-Key: anything")
+		if f := leaked(got, s.beta, "X-Api-Key: "+s.beta); len(f) > 0 {
+			t.Errorf("%s: beta's value came back to the agent (spellings %v of reflectForms, then lower, hex, base64, query-escaped)", q, f)
+		}
+	}
+
+	// The host's side: the value arrived where it goes, the placeholder
+	// everywhere else.
+	var n int
+	for _, l := range s.requests() {
+		if !strings.Contains(l, "path=/reflect") || !strings.Contains(l, "sni=api.secret.test") {
+			continue
+		}
+		n++
+		for _, want := range []string{"authorization=Bearer " + s.alpha, "x-anything=" + ph, "cookie=k=" + ph, "body=key=" + ph, "url=/reflect?k=" + ph} {
+			if !strings.Contains(l, want) {
+				t.Errorf("the test host did not get %q: %s", mask.Replace(want), mask.Replace(l))
+			}
+		}
+		if strings.Count(l, s.alpha) != 1 {
+			t.Errorf("the value went elsewhere than Authorization: %s", mask.Replace(l))
+		}
+	}
+	if n != 4 {
+		t.Fatalf("%d reflect requests arrived at api.secret.test, want 4", n)
+	}
+	// Reported: the placeholder outside Authorization, counted per place.
+	st := netStatus(t, env)
+	places := map[string]uint64{}
+	for _, x := range st.Secrets {
+		if x.Secret == "alpha" && strings.HasPrefix(x.Host, "api.secret.test (") {
+			places[x.Host] = x.Refused
+		}
+	}
+	for _, where := range []string{"url", "header X-Anything", "header Cookie", "body"} {
+		if places["api.secret.test ("+where+")"] != 4 {
+			t.Errorf("placeholder in %s: reported %v", where, places)
+		}
 	}
 }
