@@ -270,3 +270,46 @@ func newReq(method, path, body string, hdr ...string) *http.Request {
 	}
 	return r
 }
+
+// TestUpgradedStreamScrubbed: after a protocol switch (WebSocket) the
+// stream towards the agent is scrubbed too, and the agent's bytes still
+// reach the upstream. Control: the upstream got the real value.
+func TestUpgradedStreamScrubbed(t *testing.T) {
+	var got string
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Get("Authorization")
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		brw.WriteString("echo " + got + "\n")
+		brw.Flush()
+		line, _ := brw.ReadString('\n')
+		brw.WriteString("again " + strings.ToLower(got) + " " + line)
+		brw.Flush()
+	}))
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	f := newFixture(t, up)
+	req := newReq("GET", "/ws", "", "Authorization", "Bearer "+testSecrets[0].Placeholder, "Connection", "Upgrade", "Upgrade", "websocket")
+	resp, err := f.client(false).Transport.RoundTrip(req) // (a Client's timeout hides the writable body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rwc, ok := resp.Body.(io.ReadWriteCloser)
+	if resp.StatusCode != http.StatusSwitchingProtocols || !ok {
+		t.Fatalf("status %d, writable body %v", resp.StatusCode, ok)
+	}
+	defer rwc.Close()
+	io.WriteString(rwc, "ping\n")
+	all, _ := io.ReadAll(rwc)
+	if got != "Bearer "+testSecrets[0].Value {
+		t.Errorf("control: the upstream got %q", got)
+	}
+	if strings.Contains(strings.ToLower(string(all)), strings.ToLower(testSecrets[0].Value)) || !strings.Contains(string(all), "ping") {
+		t.Errorf("the agent read %q", all)
+	}
+}
