@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/cli/statecmd"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/prompt"
 	"github.com/lazaret-dev/lazaret/internal/statestore"
 )
 
@@ -195,9 +195,10 @@ func resetStates(ctx context.Context, g *globalOptions, o *stateOptions, a *doma
 		for _, s := range states {
 			fmt.Fprintf(g.io.ErrOut, "  %s: %s of changes in %s\n", s.Dir, stateSize(s.Bytes), s.Changes)
 		}
-		fmt.Fprintf(g.io.ErrOut, "Discard these changes of profile %s? [y/N] ", a.Profile)
-		line, _ := bufio.NewReader(in).ReadString('\n')
-		if ans := strings.ToLower(strings.TrimSpace(line)); ans != "y" && ans != "yes" {
+		// prompt.Confirm: keys typed before the question was readable
+		// do not answer it.
+		ok, err := prompt.Confirm(in, g.io.ErrOut, fmt.Sprintf("Discard these changes of profile %s? [y/N] ", a.Profile))
+		if err != nil || !ok {
 			return errors.New("state reset: not confirmed; nothing changed")
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/kube"
+	"github.com/lazaret-dev/lazaret/internal/prompt"
 )
 
 // escBinaries builds the in-sandbox client (C front end and holder, Go
@@ -168,6 +169,8 @@ func TestEscalationPromptOnTheTerminal(t *testing.T) {
 				`"$FE" --reason "need host" -- touch "$1"; echo "rc=$?"`, "sh", c.word})
 		}()
 		tm.WaitFor(t, "abort lazaret")
+		// The readability gate drops keys until the prompt was readable.
+		time.Sleep(prompt.MinReadable + 200*time.Millisecond)
 		if !tm.Shows("need host") || !tm.Shows("/usr/bin/touch") {
 			t.Fatalf("prompt:\n%s", tm.Output())
 		}

@@ -1,7 +1,6 @@
 package kubecli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/kube"
 	"github.com/lazaret-dev/lazaret/internal/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/prompt"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
@@ -122,9 +122,10 @@ func (g *globals) runStateReset(ctx context.Context, profile string, yes bool) e
 		if !ok || !isTerminal(f) {
 			return usageError{errors.New("--yes is required without a terminal: this deletes what the agent installed")}
 		}
-		fmt.Fprintf(g.io.ErrOut, "delete %s (the persistent dirs %s of profile %s)? [y/N] ", pvcs[0].Name, strings.Join(t.profile.PersistentDirs, " "), t.profile.Name)
-		line, _ := bufio.NewReader(f).ReadString('\n')
-		if a := strings.TrimSpace(line); a != "y" && a != "yes" {
+		// prompt.Confirm: keys typed before the question was readable
+		// do not answer it.
+		q := fmt.Sprintf("delete %s (the persistent dirs %s of profile %s)? [y/N] ", pvcs[0].Name, strings.Join(t.profile.PersistentDirs, " "), t.profile.Name)
+		if ok, err := prompt.Confirm(f, g.io.ErrOut, q); err != nil || !ok {
 			return errors.New("not confirmed: nothing deleted")
 		}
 	}

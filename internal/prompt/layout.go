@@ -35,10 +35,11 @@ type bodyLine struct {
 // and everything they cut is in the body too, so the body is the whole
 // request and the legend and the directory never leave the screen.
 type screen struct {
-	top, bottom  []string
-	body         []bodyLine
-	offset, rows int
-	small        bool
+	top, bottom   []string
+	body          []bodyLine
+	offset, rows  int
+	width, height int
+	small         bool
 }
 
 func (s *screen) window() []string {
@@ -69,7 +70,7 @@ func (m *Model) size() (w, h int) {
 func (m *Model) layout() *screen {
 	w, h := m.size()
 	r := m.current()
-	s := &screen{body: m.cachedBody(r, w)}
+	s := &screen{body: m.cachedBody(r, w), width: w, height: h}
 	s.small = w < minWidth || h < minHeight
 	s.top = m.top(r, w)
 	s.bottom = m.bottomLines(s, w, h)
@@ -240,6 +241,9 @@ func (m *Model) bottomLines(s *screen, w, h int) []string {
 			legend = keys.Render("[A]") + " approve " + keys.Render("[D]") + " deny " + keys.Render("[E]") + " edit " + keys.Render("[Q]") + " abort"
 		}
 		b = append(b, legend)
+	}
+	if m.gate != nil && m.gate.Dropped() > 0 {
+		b = append(b, warn.Render(IgnoredNotice))
 	}
 	if m.note != "" {
 		n := strings.Split(ansi.Wrap(Visible(m.note), w, ""), "\n")

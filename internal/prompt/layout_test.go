@@ -59,7 +59,7 @@ func TestLongRequestPagesAndRefusesEarlyA(t *testing.T) {
 		w, h := sz[0], sz[1]
 		t.Run(fmt.Sprintf("%dx%d", w, h), func(t *testing.T) {
 			rec := &recorder{}
-			m := New(longRequest(300), resolver, rec.decide)
+			m := ungated(New(longRequest(300), resolver, rec.decide))
 			m.Update(tea.WindowSizeMsg{Width: w, Height: h})
 			first := checkScreen(t, m, w, h, "session    lazaret shell")
 			if !strings.Contains(first, "more lines") || !strings.Contains(first, "more words") {
@@ -115,7 +115,7 @@ func TestShortRequestApprovesAtOnce(t *testing.T) {
 // provably shown, so A is refused.
 func TestNoSizeNoApproval(t *testing.T) {
 	rec := &recorder{}
-	m := New(req("r1", "make", "lint"), resolver, rec.decide)
+	m := ungated(New(req("r1", "make", "lint"), resolver, rec.decide))
 	m.Update(key("a"))
 	if len(rec.got) != 0 {
 		t.Fatal("approved before the terminal size was known")
@@ -126,7 +126,7 @@ func TestNoSizeNoApproval(t *testing.T) {
 // shown, so A is refused whatever is scrolled.
 func TestTinyTerminalRefusesA(t *testing.T) {
 	rec := &recorder{}
-	m := New(req("r1", "make", "lint"), resolver, rec.decide)
+	m := ungated(New(req("r1", "make", "lint"), resolver, rec.decide))
 	m.Update(tea.WindowSizeMsg{Width: 30, Height: 8})
 	m.Update(key("a"))
 	if len(rec.got) != 0 || !strings.Contains(plain(m.Render()), "too small") {
@@ -211,7 +211,7 @@ func FuzzRender(f *testing.F) {
 		width, height := max(int(w), minWidth), max(int(h), minHeight)
 		r := req("r1", append([]string{"make"}, strings.Fields(argv)...)...)
 		r.Justification, r.Cwd, r.HostDir = why, cwd, cwd
-		m := New(r, resolver, func(Decision) {})
+		m := ungated(New(r, resolver, func(Decision) {}))
 		m.Update(tea.WindowSizeMsg{Width: width, Height: height})
 		for _, k := range []string{"G", "a", "g", " "} {
 			if m.Update(key(k)); m.Pending() == 0 {

@@ -7,6 +7,7 @@ package prompt
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
@@ -66,12 +67,46 @@ type Model struct {
 	gen       int
 	bodyKey   bodyKey
 	bodyCache []bodyLine
+	// gate is the readability gate: no key but scrolling counts before
+	// the content on screen has been readable (readgate.go); shown is
+	// what the last change of that content was.
+	gate  *ReadGate
+	shown shownState
 }
+
+// shownState is what of the request the screen shows: the request or
+// edit (gen), the size and the window of body lines. Content new to the
+// human (another gen or size, a line scrolled into view) closes the gate.
+type shownState struct {
+	ok                    bool
+	gen, w, h, first, end int
+}
+
+// Messages of the gate's bookkeeping.
+type (
+	// handOverMsg arrives once the view of epoch e is with the renderer.
+	handOverMsg uint64
+	// settleMsg checks that epoch e was drawn.
+	settleMsg uint64
+	// droppedMsg: the input reader dropped keys (the notice is shown).
+	droppedMsg struct{}
+)
+
+// settle is how long after the hand-over a frame that wrote nothing (it
+// equalled the screen) counts as drawn: a few of the renderer's frames.
+const settle = 50 * time.Millisecond
 
 // New returns a model with the first request r.
 func New(r escprompt.PromptRequest, resolve Resolver, decide func(Decision)) *Model {
-	return &Model{queue: []escprompt.PromptRequest{r}, resolve: resolve, decide: decide}
+	return &Model{queue: []escprompt.PromptRequest{r}, resolve: resolve, decide: decide, gate: NewReadGate(-1, nil)}
 }
+
+// SetReadGate makes g the model's readability gate (the runner shares
+// one with the terminal's input and output).
+func (m *Model) SetReadGate(g *ReadGate) { m.gate = g }
+
+// ReadGate is the model's readability gate.
+func (m *Model) ReadGate() *ReadGate { return m.gate }
 
 // Init implements tea.Model.
 func (m *Model) Init() tea.Cmd { return nil }
@@ -100,22 +135,60 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.width, m.height, m.sized = msg.Width, msg.Height, true
 	case tea.KeyPressMsg:
-		if m.mode == editing {
-			m.editKey(msg)
-		} else {
-			m.viewKey(msg)
+		if len(m.queue) > 0 && !m.done {
+			m.key(msg)
 		}
+	case handOverMsg:
+		m.gate.HandOver(uint64(msg))
+		return m, tea.Tick(settle, func(time.Time) tea.Msg { return settleMsg(msg) })
+	case settleMsg:
+		m.gate.DrawnBy(uint64(msg))
 	}
 	if len(m.queue) == 0 || m.done {
 		m.done = true
 		return m, tea.Quit
 	}
 	m.track()
-	return m, nil
+	return m, m.changed()
+}
+
+// key handles a key: scrolling always (it only shows more, and what it
+// shows closes the gate again); every other key only through the
+// readability gate, which drops and counts it before the content on
+// screen was readable.
+func (m *Model) key(k tea.KeyPressMsg) {
+	if m.mode == viewing && m.scroll(k.String()) {
+		return
+	}
+	if !m.gate.Admit() {
+		return
+	}
+	if m.mode == editing {
+		m.editKey(k)
+	} else {
+		m.viewKey(k)
+	}
+}
+
+// changed closes the gate when the screen is to show content new to the
+// human and returns the command that reports the hand-over of that view
+// to the renderer (bubbletea renders it after this Update returns).
+func (m *Model) changed() tea.Cmd {
+	s := m.layout()
+	now := shownState{true, m.gen, s.width, s.height, s.offset, min(s.offset+s.rows, len(s.body))}
+	old := m.shown
+	m.shown = now
+	if old.ok && old.gen == now.gen && old.w == now.w && old.h == now.h && now.first >= old.first && now.end <= old.end {
+		m.shown.first, m.shown.end = old.first, old.end // nothing new to read
+		return nil
+	}
+	e := m.gate.Change()
+	return func() tea.Msg { return handOverMsg(e) }
 }
 
 func (m *Model) reset() {
 	m.mode, m.buf, m.edited, m.exe, m.note = viewing, nil, nil, "", ""
+	m.gate.ResetDropped()
 	m.showAgain()
 }
 
@@ -177,9 +250,6 @@ func (m *Model) scroll(k string) bool {
 }
 
 func (m *Model) viewKey(k tea.KeyPressMsg) {
-	if m.scroll(k.String()) {
-		return
-	}
 	switch strings.ToLower(k.String()) {
 	case "a":
 		if m.layout().small {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/lazaret-dev/lazaret/internal/escprompt"
@@ -37,6 +39,12 @@ type Runner struct {
 	OnAbort func()
 	// noFlush disables the input flush (tests' positive control only).
 	noFlush bool
+	// readDelay, when readDelaySet, replaces MinReadable (tests only: 0
+	// is the positive control of the readability gate).
+	readDelay    time.Duration
+	readDelaySet bool
+	// noReadGate opens the gate for good (tests' positive controls only).
+	noReadGate bool
 
 	mu      sync.Mutex
 	prog    *tea.Program
@@ -119,9 +127,23 @@ func (r *Runner) start(reqs []escprompt.PromptRequest) {
 	} else {
 		_ = flush()
 	}
+	delay := time.Duration(-1)
+	if r.readDelaySet {
+		delay = r.readDelay
+	}
+	gate := NewReadGate(delay, nil)
+	gate.off = r.noReadGate
+	var prog atomic.Pointer[tea.Program]
+	in = newGatedInput(in, gate, func() {
+		if p := prog.Load(); p != nil {
+			go p.Send(droppedMsg{})
+		}
+	})
 	m := New(reqs[0], r.Resolve, r.deliver)
+	m.SetReadGate(gate)
 	m.queue = append(m.queue, reqs[1:]...)
-	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(r.TTY), tea.WithoutSignalHandler())
+	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(frameOutput{r.TTY, gate}), tea.WithoutSignalHandler())
+	prog.Store(p)
 	r.prog = p
 	r.running.Add(1)
 	restoreOutput := cookedOutput(r.TTY)
@@ -184,6 +206,23 @@ func (r *Runner) deliver(d Decision) {
 		go r.OnAbort()
 	}
 }
+
+// frameOutput is the prompt's terminal as bubbletea writes its frames:
+// the readability gate learns when the frame that shows new content was
+// completely written (the delay counts from there).
+type frameOutput struct {
+	*os.File
+	g *ReadGate
+}
+
+func (f frameOutput) Write(p []byte) (int, error) {
+	e := f.g.beginWrite()
+	n, err := f.File.Write(p)
+	f.g.endWrite(e)
+	return n, err
+}
+
+func (f frameOutput) WriteString(s string) (int, error) { return f.Write([]byte(s)) }
 
 // cookedOutput turns output post-processing (OPOST|ONLCR) back on for the
 // prompt and returns the function that restores the terminal. The attached

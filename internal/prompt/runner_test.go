@@ -23,13 +23,25 @@ func ask(r *Runner, rq escprompt.PromptRequest) chan escprompt.Answer {
 	return ch
 }
 
+// readable waits until a prompt just shown is readable (the gate's delay
+// and a margin for the frame's write).
+func readable(d time.Duration) { time.Sleep(d + 150*time.Millisecond) }
+
+// quickGate makes r's readability gate short, so the tests of the other
+// rules need not wait a second per key.
+func quickGate(r *Runner) *Runner {
+	r.readDelay, r.readDelaySet = 100*time.Millisecond, true
+	return r
+}
+
 func TestRunnerOnPTY(t *testing.T) {
 	p := ptytest.Open(t)
 	var paused, resumed atomic.Int32
-	r := &Runner{TTY: p.TTY, Resolve: resolver, Pause: func(flush func() error) io.Reader { paused.Add(1); flush(); return nil }, Resume: func() { resumed.Add(1) }}
+	r := quickGate(&Runner{TTY: p.TTY, Resolve: resolver, Pause: func(flush func() error) io.Reader { paused.Add(1); flush(); return nil }, Resume: func() { resumed.Add(1) }})
 	t.Cleanup(r.Wait)
 	ch := ask(r, req("r1", "make", "x"))
 	p.WaitFor(t, "abort lazaret")
+	readable(r.readDelay)
 	if _, err := p.Ptmx.Write([]byte("a")); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +57,8 @@ func TestRunnerOnPTY(t *testing.T) {
 }
 
 // TestRunnerFlushesPendingInput: a keystroke typed before the prompt
-// appeared must not answer it. Control: without the flush it does. The
+// appeared must not answer it. Control: without the flush (and without
+// the readability gate, which drops it too) it does. The
 // pending key is D, which answers at once; A would not be a reliable
 // control, since A is refused until the request has been shown, and a key
 // read before the prompt's first window size finds nothing shown yet.
@@ -66,7 +79,7 @@ func TestRunnerFlushesPendingInput(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		r := &Runner{TTY: p.TTY, Resolve: resolver, noFlush: !flush}
+		r := quickGate(&Runner{TTY: p.TTY, Resolve: resolver, noFlush: !flush, noReadGate: !flush})
 		t.Cleanup(r.Wait)
 		ch := ask(r, req("r1", "make", "x"))
 		if !flush {
@@ -76,6 +89,7 @@ func TestRunnerFlushesPendingInput(t *testing.T) {
 			continue
 		}
 		p.WaitFor(t, "abort lazaret")
+		readable(r.readDelay)
 		p.Ptmx.Write([]byte("a"))
 		if a := <-ch; a.Action != escprompt.Approve {
 			t.Fatalf("pending input answered the prompt: %v", a.Action)
@@ -97,12 +111,13 @@ func TestRunnerNoTTYDenies(t *testing.T) {
 func TestRunnerQueuesAndAborts(t *testing.T) {
 	p := ptytest.Open(t)
 	aborted := make(chan struct{})
-	r := &Runner{TTY: p.TTY, Resolve: resolver, OnAbort: func() { close(aborted) }}
+	r := quickGate(&Runner{TTY: p.TTY, Resolve: resolver, OnAbort: func() { close(aborted) }})
 	t.Cleanup(r.Wait)
 	ch1 := ask(r, req("r1", "make", "one"))
 	p.WaitFor(t, "abort lazaret")
 	ch2 := ask(r, req("r2", "make", "two"))
 	p.WaitFor(t, "1 more waiting")
+	readable(r.readDelay)
 	p.Ptmx.Write([]byte("q"))
 	if a := <-ch1; a.Action != escprompt.Abort {
 		t.Fatalf("r1 %v", a.Action)

@@ -125,6 +125,9 @@ func TestPromptInTmux(t *testing.T) {
 	if !strings.Contains(first, "lines 1–") {
 		t.Fatalf("not at the top:\n%s", first)
 	}
+	// Each answer waits until what the screen shows is readable (the
+	// readability gate: scrolling restarts it).
+	readable(MinReadable)
 	x.tmux("send-keys", "-t", "p", "a")
 	x.capture("A is refused")
 	x.tmux("send-keys", "-t", "p", "G")
@@ -132,6 +135,7 @@ func TestPromptInTmux(t *testing.T) {
 	if !strings.Contains(last, `"SHELL=/bin/cat"`) {
 		t.Fatalf("the last page lacks the last word:\n%s", last)
 	}
+	readable(MinReadable)
 	x.tmux("send-keys", "-t", "p", "a")
 	x.capture("A is refused") // the middle was skipped
 	if d := x.decided(); d != "" {
@@ -166,6 +170,7 @@ func TestPromptInTmux(t *testing.T) {
 	if pages < 10 {
 		t.Fatalf("only %d pages: the request should not fit", pages)
 	}
+	readable(MinReadable)
 	x.tmux("send-keys", "-t", "p", "a")
 	deadline := time.Now().Add(30 * time.Second)
 	for x.decided() == "" && time.Now().Before(deadline) {

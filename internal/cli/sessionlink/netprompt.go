@@ -136,8 +136,16 @@ func (l *Link) netPrompt(ctx context.Context, p ctl.NetPrompt) ctl.NetAnswer {
 		}
 	}
 	defer resume()
+	// The readability gate (prompt.ReadGate): a key counts only once the
+	// prompt has been on the screen for prompt.MinReadable; the "i" of an
+	// "exit" typed for the shell must not answer it.
+	gate := prompt.NewReadGate(l.netReadDelay(), nil)
+	notice := prompt.NewNotice(tty, "")
+	defer notice.Close()
+	in = prompt.GateInput(in, gate, notice.Dropped)
 	writeLines(tty, NetPromptText(p))
-	choice := readChoice(ctx, in, resume)
+	gate.Drawn()
+	choice := readChoice(ctx, in, gate, notice.Dropped, resume)
 	if choice == "" {
 		writeLines(tty, []string{"lazaret: no answer; the lookup is denied", ""})
 		return none
@@ -154,10 +162,11 @@ func (l *Link) netPrompt(ctx context.Context, p ctl.NetPrompt) ctl.NetAnswer {
 	return ctl.NetAnswer{Choice: choice}
 }
 
-// readChoice reads keys until one of netKeys; "" when ctx ends or input
-// ends. unblock makes a pending read return (the gate's reader ends on
-// resume).
-func readChoice(ctx context.Context, in io.Reader, unblock func()) string {
+// readChoice reads keys until one of netKeys that the gate admits; ""
+// when ctx ends or input ends. in drops the keys that arrived before the
+// gate opened; gate is asked again as each key is handled. unblock makes
+// a pending read return (the gate's reader ends on resume).
+func readChoice(ctx context.Context, in io.Reader, gate *prompt.ReadGate, dropped, unblock func()) string {
 	got := make(chan string, 1)
 	go func() {
 		b := make([]byte, 1)
@@ -165,6 +174,10 @@ func readChoice(ctx context.Context, in io.Reader, unblock func()) string {
 			if _, err := in.Read(b); err != nil {
 				got <- ""
 				return
+			}
+			if !gate.Admit() {
+				dropped()
+				continue
 			}
 			if c, ok := netKeys[b[0]|0x20]; ok {
 				got <- c
@@ -179,6 +192,15 @@ func readChoice(ctx context.Context, in io.Reader, unblock func()) string {
 		unblock()
 		return ""
 	}
+}
+
+// netReadDelay is the network prompt's readability delay (tests may set
+// Link.readDelay; -1 is prompt.MinReadable).
+func (l *Link) netReadDelay() time.Duration {
+	if l.readDelaySet {
+		return l.readDelay
+	}
+	return -1
 }
 
 // writeLines writes lines for a terminal that may be in raw mode.

@@ -4,8 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/prompt"
 )
 
 func TestOneLineIsInert(t *testing.T) {
@@ -60,5 +63,57 @@ func TestNetPromptNeverSharesTheTerminal(t *testing.T) {
 	l := &Link{term: newTermOwner()}
 	if a := l.netPrompt(context.Background(), ctl.NetPrompt{Name: "a.example"}); a.Choice != ctl.NetNone {
 		t.Fatalf("without a terminal: %v", a.Choice)
+	}
+}
+
+// TestNetPromptTypeAhead is issue 33's second case: the "i" of an "exit"
+// and the allow keys o and a, typed 50-200 ms apart from the moment the
+// prompt is on the screen, do not answer it; the notice is shown; an
+// answer once it is readable counts. Control: with no delay the same
+// type-ahead answers (the "i" ignores the name).
+func TestNetPromptTypeAhead(t *testing.T) {
+	for _, gate := range []bool{true, false} {
+		tm := ptytest.Open(t)
+		l := &Link{term: newTermOwner(), opts: Options{TTY: tm.TTY}}
+		if !gate {
+			l.readDelay, l.readDelaySet = 0, true
+		}
+		got := make(chan ctl.NetAnswer, 1)
+		go func() { got <- l.netPrompt(context.Background(), ctl.NetPrompt{Name: "evil.example", Profile: "default", WaitSeconds: 25}) }()
+		tm.WaitFor(t, "ignore for this run")
+		start := time.Now()
+		for i, k := range "exit oa" {
+			time.Sleep([]time.Duration{50, 200, 60, 90, 150}[i%5] * time.Millisecond)
+			if time.Since(start) > prompt.MinReadable-150*time.Millisecond {
+				break
+			}
+			tm.Ptmx.Write([]byte(string(k)))
+		}
+		var a *ctl.NetAnswer
+		select {
+		case ans := <-got:
+			a = &ans
+		case <-time.After(100 * time.Millisecond):
+		}
+		if !gate {
+			if a == nil || a.Choice != ctl.NetIgnore {
+				t.Fatalf("control: the type-ahead did not answer without the gate: %+v", a)
+			}
+			continue
+		}
+		if a != nil {
+			t.Fatalf("type-ahead answered the network prompt: %+v", a)
+		}
+		tm.WaitFor(t, prompt.IgnoredNotice)
+		time.Sleep(prompt.MinReadable)
+		tm.Ptmx.Write([]byte("d"))
+		select {
+		case ans := <-got:
+			if ans.Choice != ctl.NetDeny {
+				t.Fatalf("answer after the delay: %v", ans.Choice)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no answer after the delay")
+		}
 	}
 }

@@ -32,6 +32,10 @@ type Link struct {
 	term      *termOwner
 	// TTL of delegations; session.DefaultDelegationTTL when zero.
 	TTL time.Duration
+	// readDelay, when readDelaySet, replaces prompt.MinReadable in the
+	// network prompt (tests only: 0 is the positive control).
+	readDelay    time.Duration
+	readDelaySet bool
 }
 
 // Options of New.
@@ -160,7 +164,7 @@ func (l *Link) Command(command []string, pidFile string) []string {
 	if !l.Holds() {
 		return command
 	}
-	argv := []string{escprompt.SandboxClient, session.HolderVerb}
+	argv := []string{escprompt.SandboxClient, session.HolderVerb, escprompt.IsolateFlag}
 	if pidFile != "" {
 		argv = append(argv, "--pidfile", pidFile)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/prompt"
 )
 
 // coordinator runs the escalation component behind a real control socket.
@@ -57,6 +58,10 @@ func coordinatorWith(t *testing.T, aud escalation.Auditor, handlers map[string]c
 }
 
 // attach is one CLI: a link on its own terminal, attached and registered.
+// readable waits until a prompt just shown is readable: the readability
+// gate drops every key before (prompt.MinReadable after its frame).
+func readable() { time.Sleep(prompt.MinReadable + 200*time.Millisecond) }
+
 func attach(t *testing.T, sock string, tty *os.File) *Link {
 	t.Helper()
 	l, err := New(Options{TTY: tty})
@@ -121,6 +126,7 @@ func TestPromptGoesOnlyToTheRequestingSession(t *testing.T) {
 	if tb.Shows("from A") || tb.Shows("abort lazaret") {
 		t.Fatal("A's request shown on B's terminal")
 	}
+	readable()
 	tb.Ptmx.Write([]byte("a")) // B's human cannot answer A's request
 	ta.Ptmx.Write([]byte("d"))
 	if code := <-done; code != client.ExitDenied {
@@ -134,6 +140,7 @@ func TestPromptGoesOnlyToTheRequestingSession(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	readable()
 	tb.Ptmx.Write([]byte("a"))
 	if code := <-done; code != 0 {
 		t.Fatalf("B approved: exit %d", code)
@@ -258,6 +265,7 @@ func TestQStopsAsAborted(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+		readable()
 		tm.Ptmx.Write([]byte(key))
 		return <-done
 	}
