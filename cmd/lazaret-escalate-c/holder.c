@@ -27,6 +27,11 @@
  *     serves requests like the broker, only for descendants of this
  *     process (SO_PEERCRED), and dies with it (PR_SET_PDEATHSIG). A session
  *     that never escalates never starts it.
+ * With --isolate (every local session) the session runs in PID and mount
+ * namespaces of its own (see isolate below): no other session's process
+ * can name, trace, signal or read any of its processes, or reach its
+ * socket, which is then in a private read-only directory. --no-key runs a
+ * command of lazaret's own isolated the same way, without a delegation.
  * It reaps orphans of the session (child subreaper), forwards the signals
  * that reach it to CMD (not a terminal's SIGINT/SIGQUIT/SIGTSTP, which the
  * foreground process group has already), and exits with CMD's exit code
@@ -40,13 +45,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
+#include <linux/capability.h>
+#include <sched.h>
 
 #include "holder.h"
 
@@ -66,6 +76,15 @@
  * terminal shows nothing of it should it ever reach one. */
 #define READY_MARKER "\033_lazaret-holder-ready\033\\"
 #define FRAME_HDR 4
+/* --isolate: the session's own directory, a private tmpfs mounted over
+ * the sandbox's read-only SESSION_DIR in the session's mount namespace
+ * (internal/escprompt: SandboxSessionDir). */
+#define SESSION_DIR "/run/lazaret/session"
+/* Where isolated sessions' holders record the pid the CLI signals: a
+ * tmpfs only the sandbox's first namespace sees (each session's X mounts
+ * an empty read-only one over it), so no session can name another
+ * session's process there (internal/escprompt: SandboxPidDir). */
+#define PID_DIR "/run/lazaret/pids"
 
 static char key[MAX_KEY];
 static size_t keylen;
@@ -199,14 +218,17 @@ static int read_key_stdin(void)
 }
 
 /* listen_session makes the session socket in a new private directory. */
-static int listen_session(char *dir, size_t dirsz, char *path, size_t pathsz)
+static int listen_session(char *dir, size_t dirsz, char *path, size_t pathsz, int isolated)
 {
-	const char *tmp = getenv("TMPDIR");
+	const char *tmp = isolated ? SESSION_DIR : getenv("TMPDIR");
 	struct sockaddr_un sa;
 	int fd;
 	if (tmp == NULL || tmp[0] != '/')
 		tmp = "/tmp";
-	if ((size_t)snprintf(dir, dirsz, "%s/lazaret-session-XXXXXX", tmp) >= dirsz || mkdtemp(dir) == NULL)
+	/* Isolated: SESSION_DIR is the session's own (and its removal at the
+	 * end fails harmlessly: a read-only mount point). */
+	if (isolated ? (size_t)snprintf(dir, dirsz, "%s", tmp) >= dirsz
+		     : (size_t)snprintf(dir, dirsz, "%s/lazaret-session-XXXXXX", tmp) >= dirsz || mkdtemp(dir) == NULL)
 		return -1;
 	if ((size_t)snprintf(path, pathsz, "%s/sock", dir) >= pathsz || strlen(path) >= sizeof sa.sun_path) {
 		rmdir(dir);
@@ -227,6 +249,146 @@ static int listen_session(char *dir, size_t dirsz, char *path, size_t pathsz)
 		return -1;
 	}
 	return fd;
+}
+
+/* The session's isolation (--isolate). Every session of a sandbox runs as
+ * the sandbox's root, so without it one session's processes could trace,
+ * signal and read (/proc/PID/environ, maps) another's: root in gVisor may
+ * even lower yama's ptrace_scope. The holder therefore puts the session in
+ * a PID namespace and a mount namespace of its own: the holder's child X
+ * is PID 1 there, mounts a /proc that shows only the session's processes
+ * and a private tmpfs for the session's socket, drops the two capabilities
+ * lazaret gave the holder for that (SYS_ADMIN, SETPCAP) and every other
+ * one the container does not have, then runs the session as the holder
+ * always did. Another session's processes have no PID for any of this
+ * session's (kill, ptrace, /proc and SO_PEERCRED all see nothing), and
+ * cannot reach its socket. The holder itself stays outside as X's parent:
+ * it forwards signals to X and exits with X's status. */
+
+/* container_caps reads the container's capability bounding set from its
+ * first process (the sandbox's init), before this process leaves its PID
+ * namespace: what a session may keep. */
+static int container_caps(unsigned long long *mask)
+{
+	char buf[4096], *p, *end;
+	ssize_t n;
+	int fd = open("/proc/1/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strstr(buf, "\nCapBnd:");
+	if (p == NULL)
+		return 0;
+	errno = 0;
+	*mask = strtoull(p + 8, &end, 16);
+	return errno == 0 && end != p + 8 && (*end == '\n' || *end == 0);
+}
+
+/* keep_caps drops every capability outside keep from the bounding set
+ * (SETPCAP last: the drops need it) and from the permitted, effective and
+ * inheritable sets, and checks that SYS_ADMIN is gone when not kept. */
+static int keep_caps(unsigned long long keep)
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct d[2];
+	int cap;
+	for (cap = 0; cap < 64; cap++)
+		if (cap != CAP_SETPCAP && !(keep >> cap & 1) && prctl(PR_CAPBSET_READ, cap) == 1 &&
+		    prctl(PR_CAPBSET_DROP, cap) != 0)
+			return 0;
+	if (!(keep >> CAP_SETPCAP & 1) && prctl(PR_CAPBSET_READ, CAP_SETPCAP) == 1 &&
+	    prctl(PR_CAPBSET_DROP, CAP_SETPCAP) != 0)
+		return 0;
+	if (syscall(SYS_capget, &h, d) != 0)
+		return 0;
+	for (cap = 0; cap < 2; cap++) {
+		__u32 k = (__u32)(keep >> (32 * cap));
+		d[cap].effective &= k;
+		d[cap].permitted &= k;
+		d[cap].inheritable &= k;
+	}
+	if (syscall(SYS_capset, &h, d) != 0)
+		return 0;
+	return (keep >> CAP_SYS_ADMIN & 1) || prctl(PR_CAPBSET_READ, CAP_SYS_ADMIN) == 0;
+}
+
+/* take_terminal makes X the leader of a new session whose controlling
+ * terminal is the session's (taken from the holder's session, which needs
+ * SYS_ADMIN), in the foreground: a shell checks that its terminal's
+ * foreground process group is its own, and the holder's group has no ID in
+ * this PID namespace (the shell would stop itself, waiting forever). */
+static int take_terminal(void)
+{
+	struct sigaction ign, old;
+	int ok;
+	if (setsid() < 0 || ioctl(0, TIOCSCTTY, 1) != 0)
+		return 0;
+	memset(&ign, 0, sizeof ign);
+	ign.sa_handler = SIG_IGN;
+	sigaction(SIGTTOU, &ign, &old);
+	ok = tcsetpgrp(0, getpgrp()) == 0;
+	sigaction(SIGTTOU, &old, NULL);
+	return ok;
+}
+
+/* enter_session_ns makes X's namespace the session's: mounts private to
+ * it, its own /proc, its own socket directory, the pid directory hidden,
+ * the terminal (seal_session follows once the socket is made). */
+static int enter_session_ns(void)
+{
+	if (unshare(CLONE_NEWNS) != 0)
+		return 0;
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+		return 0;
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+		return 0;
+	if (mount("tmpfs", SESSION_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=700,size=64k") != 0)
+		return 0;
+	if (mount("tmpfs", PID_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "mode=500,size=4k") != 0)
+		return 0;
+	if (tty && !take_terminal())
+		return 0;
+	return 1;
+}
+
+/* seal_session, in X once the session's socket is there, makes its
+ * directory read-only (nothing in the session can rename or replace the
+ * socket) and keeps only the container's capabilities. */
+static int seal_session(unsigned long long keep)
+{
+	if (mount(NULL, SESSION_DIR, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+		return 0;
+	return keep_caps(keep);
+}
+
+/* isolate forks X into new PID and mount namespaces: 0 in X, X's pid in
+ * the holder, -1 (errno set) on failure; keep is the container's
+ * capability set. X reports its own failure to set up and exits
+ * EXIT_FAILURE_CODE. */
+static pid_t isolate(unsigned long long *keep)
+{
+	pid_t pid;
+	if (!container_caps(keep)) {
+		errno = errno ? errno : EINVAL;
+		return -1;
+	}
+	/* The PID namespace is for the children only; the mount namespace is
+	 * X's own (unshare would move the holder into it too, where the pid
+	 * directory is hidden). */
+	if (unshare(CLONE_NEWPID) != 0)
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0 && !enter_session_ns()) {
+		say("cannot isolate the session's processes", strerror(errno));
+		_exit(EXIT_FAILURE_CODE);
+	}
+	return pid;
 }
 
 static void block_signals(sigset_t *old)
@@ -352,6 +514,21 @@ static int exit_code(int st)
 	return 128 + WTERMSIG(st);
 }
 
+/* signer_ended says on the session's terminal that its signer ended
+ * without being asked to: killed, it cannot sign this session's requests
+ * until the holder starts it again on the next one. */
+static void signer_ended(int st, int starts)
+{
+	char why[64];
+	if (WIFSIGNALED(st))
+		snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(st));
+	else
+		snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(st));
+	say(starts < MAX_SIGNER_STARTS ? "host escalation's signer ended; the next request restarts it"
+				       : "host escalation's signer ended; it is not restarted again",
+	    why);
+}
+
 /* serve waits for CMD, reaping every child, and starts the signer when a
  * request arrives on ln (ln < 0: no escalation). */
 static int serve(int ln, const char *go)
@@ -373,8 +550,10 @@ static int serve(int ln, const char *go)
 		while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
 			if (w == child)
 				return exit_code(st);
-			if (w == signer)
+			if (w == signer) {
 				signer = 0;
+				signer_ended(st, starts);
+			}
 		}
 		if (n == 2 && (p[1].revents & (POLLIN | POLLERR | POLLHUP))) {
 			if (starts == MAX_SIGNER_STARTS) {
@@ -389,6 +568,69 @@ static int serve(int ln, const char *go)
 				signer = 0;
 		}
 	}
+}
+
+/* outside is the holder's part outside an isolated session: it records
+ * X's pid (the CLI's signals go to X, which forwards them to CMD),
+ * forwards the signals it gets to X and exits with X's status. */
+static int outside(pid_t x, const char *pidfile)
+{
+	if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+		kill(x, SIGKILL);
+		say("cannot run", strerror(errno));
+		return EXIT_FAILURE_CODE;
+	}
+	child = x;
+	install_handlers();
+	/* X may have ended before the handler was there: look once. */
+	if (write(wake[1], "c", 1) != 1)
+		return EXIT_FAILURE_CODE;
+	if (pidfile != NULL)
+		write_pidfile(pidfile, x);
+	/* The holder needs no capability from here on. */
+	if (!keep_caps(0)) {
+		kill(x, SIGKILL);
+		say("cannot drop the holder's capabilities", strerror(errno));
+	}
+	return serve(-1, NULL);
+}
+
+/* signal_main is `lazaret-escalate __signal NAME SIGNAL`: the CLI's way to
+ * signal a session without a terminal. It runs in the sandbox's first
+ * namespace (a podman exec of this read-only binary, not the image's
+ * kill, which the agent may have replaced) and signals the pid that the
+ * session's holder recorded as PID_DIR/NAME. */
+int signal_main(int argc, char **argv)
+{
+	char path[256], line[32];
+	long pid, sig;
+	char *end;
+	ssize_t n;
+	int fd;
+	if (argc != 2 || strchr(argv[0], '/') != NULL || argv[0][0] == '.' ||
+	    (size_t)snprintf(path, sizeof path, "%s/%s", PID_DIR, argv[0]) >= sizeof path) {
+		say("usage: __signal NAME SIGNAL", NULL);
+		return EXIT_USAGE;
+	}
+	sig = strtol(argv[1], &end, 10);
+	if (*end != 0 || sig <= 0 || sig >= 65) {
+		say("not a signal number", argv[1]);
+		return EXIT_USAGE;
+	}
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		say("no such session", argv[0]);
+		return EXIT_FAILURE_CODE;
+	}
+	n = read(fd, line, sizeof line - 1);
+	close(fd);
+	line[n > 0 ? n : 0] = 0;
+	pid = strtol(line, &end, 10);
+	if (pid <= 1 || (*end != '\n' && *end != 0) || kill((pid_t)pid, (int)sig) != 0) {
+		say("cannot signal the session", argv[0]);
+		return EXIT_FAILURE_CODE;
+	}
+	return 0;
 }
 
 /* path_append adds dir at the end of PATH unless it is there (the
@@ -419,7 +661,8 @@ int holder_main(int argc, char **argv, const char *go)
 	char dir[256], path[300];
 	int ln = -1, code;
 	const char *pidfile = NULL;
-	int from_stdin = 0, got;
+	int from_stdin = 0, got = 0, isolated = 0, no_key = 0;
+	unsigned long long keep = 0;
 	/* First thing: nothing of this process is readable from outside
 	 * from here on. */
 	prctl(PR_SET_DUMPABLE, 0);
@@ -443,6 +686,18 @@ int holder_main(int argc, char **argv, const char *go)
 			argc--;
 			argv++;
 			continue;
+		} else if (argc > 0 && strcmp(argv[0], "--isolate") == 0) {
+			isolated = 1;
+			argc--;
+			argv++;
+			continue;
+		} else if (argc > 0 && strcmp(argv[0], "--no-key") == 0) {
+			/* A command of lazaret's own (the ref sync's git), run
+			 * isolated but with no escalation of its own. */
+			no_key = 1;
+			argc--;
+			argv++;
+			continue;
 		} else {
 			break;
 		}
@@ -463,12 +718,27 @@ int holder_main(int argc, char **argv, const char *go)
 	tty = isatty(0);
 	unsetenv("LAZARET_DELEGATED_KEY");
 	unsetenv("LAZARET_DELEGATION");
-	got = from_stdin ? read_key_stdin() : read_key();
-	if (!got) {
-		say("host escalation is unavailable in this session", from_stdin ? "no delegation on stdin" : "no delegation on descriptor 3");
-	} else {
+	if (!no_key) {
+		got = from_stdin ? read_key_stdin() : read_key();
+		if (!got)
+			say("host escalation is unavailable in this session", from_stdin ? "no delegation on stdin" : "no delegation on descriptor 3");
+	}
+	if (isolated) {
+		pid_t x = isolate(&keep);
+		if (x < 0) {
+			memset(key, 0, sizeof key);
+			say("cannot isolate the session's processes", strerror(errno));
+			return EXIT_FAILURE_CODE;
+		}
+		if (x > 0) {
+			memset(key, 0, sizeof key);
+			return outside(x, pidfile);
+		}
+		pidfile = NULL; /* the holder outside records X's pid */
+	}
+	if (got) {
 		prctl(PR_SET_CHILD_SUBREAPER, 1);
-		ln = listen_session(dir, sizeof dir, path, sizeof path);
+		ln = listen_session(dir, sizeof dir, path, sizeof path, isolated);
 		if (ln < 0 || setenv("LAZARET_SESSION_SOCKET", path, 1) != 0) {
 			say("host escalation is unavailable in this session", strerror(errno));
 			if (ln >= 0) {
@@ -478,6 +748,10 @@ int holder_main(int argc, char **argv, const char *go)
 				ln = -1;
 			}
 		}
+	}
+	if (isolated && !seal_session(keep)) {
+		say("cannot isolate the session's processes", strerror(errno));
+		return EXIT_FAILURE_CODE;
 	}
 	if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
 		say("cannot run", strerror(errno));

@@ -11,4 +11,8 @@
  * the Go client, started as the session's signer. */
 int holder_main(int argc, char **argv, const char *go);
 
+/* The hidden first argument that signals an isolated session. */
+#define SIGNAL_VERB "__signal"
+int signal_main(int argc, char **argv);
+
 #endif

@@ -202,6 +202,8 @@ int main(int argc, char **argv, char **envp)
 
 	if (argc > 1 && strcmp(argv[1], SESSION_VERB) == 0)
 		return holder_main(argc - 2, argv + 2, go_client());
+	if (argc > 1 && strcmp(argv[1], SIGNAL_VERB) == 0)
+		return signal_main(argc - 2, argv + 2);
 	saved_argv = argv;
 	if (argc < 1)
 		fallback(-1);

@@ -22,6 +22,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/execargs"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
@@ -288,6 +289,10 @@ func (s *session) execSpec(ctx context.Context) (ctl.ExecSpec, podman.ExecOption
 		Container: spec.Container, Interactive: true, TTY: s.r.tty,
 		Env: spec.Env, Workdir: spec.Workdir, User: spec.User, Command: command,
 		PreserveFDs: len(s.extraFiles()),
+		// The holder isolates the session (escprompt.IsolateFlag) and
+		// needs two capabilities for it, which it drops before the
+		// command; runsc exec gets them as escprompt.IsolationCaps.
+		Privileged: s.link.Holds(),
 	}
 	// Checked here for either path (runsc exec takes any value, podman's
 	// env file does not): the same environment fails the same way.
@@ -304,8 +309,17 @@ func (s *session) extraFiles() []*os.File {
 	return []*os.File{s.delegation}
 }
 
-// pidFile is where a command without a terminal records its pid.
-func (s *session) pidFile() string { return "/tmp/.lazaret-" + s.link.SessionID() + ".pid" }
+// pidFile is where a command without a terminal records its pid: for a
+// session under the isolating holder, a directory no session can see.
+func (s *session) pidFile() string {
+	if s.link.Holds() {
+		return escprompt.SandboxPidDir + "/" + s.pidName()
+	}
+	return "/tmp/.lazaret-" + s.link.SessionID() + ".pid"
+}
+
+// pidName is pidFile's name in escprompt.SandboxPidDir.
+func (s *session) pidName() string { return s.link.SessionID() + ".pid" }
 
 // attach runs the command, with runsc exec directly when it can
 // (directExec) and podman exec otherwise, with the terminal or the
@@ -314,7 +328,7 @@ func (s *session) attach(spec ctl.ExecSpec, o podman.ExecOptions) (int, error) {
 	pm := s.g.podmanClient()
 	opts := attach.Options{TTY: s.r.tty, Stdin: s.stdin, Stdout: s.stdout, Stderr: s.stderr, Stop: s.stop, Gate: s.gate}
 	if !s.r.tty {
-		opts.Signal = func(sig os.Signal) { signalInSandbox(pm, spec, s.pidFile(), sig, s.g) }
+		opts.Signal = func(sig os.Signal) { signalInSandbox(pm, spec, s.signalCommand, sig, s.g) }
 	}
 	if d := s.directExec(spec, o); d != nil {
 		opts.Wiring = d
@@ -410,17 +424,27 @@ func syncAfterCommand(client *ctl.Client, stderr io.Writer, g *globalOptions) {
 	}
 }
 
-// signalInSandbox sends sig to the process whose pid the session's command
-// recorded in pidFile, from a second podman exec in the same sandbox.
-func signalInSandbox(pm *podman.Client, spec ctl.ExecSpec, pidFile string, sig os.Signal, g *globalOptions) {
+// signalCommand is the command that sends sig to the session's command
+// from a second exec in the sandbox: the isolating holder's pid, through
+// the read-only front end; without a holder, the pid the command recorded.
+func (s *session) signalCommand(sig syscall.Signal) []string {
+	if s.link.Holds() {
+		return escprompt.SignalCommand(s.pidName(), int(sig))
+	}
+	name := strings.TrimPrefix(unix.SignalName(sig), "SIG")
+	return []string{"/bin/sh", "-c", `kill -s "$1" "$(cat "$0")"`, s.pidFile(), name}
+}
+
+// signalInSandbox sends sig to the session's command with the command
+// that command returns, from a second podman exec in the same sandbox.
+func signalInSandbox(pm *podman.Client, spec ctl.ExecSpec, command func(syscall.Signal) []string, sig os.Signal, g *globalOptions) {
 	ss, ok := sig.(syscall.Signal)
 	if !ok {
 		return
 	}
-	name := strings.TrimPrefix(unix.SignalName(ss), "SIG")
+	name := unix.SignalName(ss)
 	argv, err := podman.ExecArgs(podman.ExecOptions{
-		Container: spec.Container, User: spec.User,
-		Command: []string{"/bin/sh", "-c", `kill -s "$1" "$(cat "$0")"`, pidFile, name},
+		Container: spec.Container, User: spec.User, Command: command(ss),
 	})
 	if err != nil {
 		return

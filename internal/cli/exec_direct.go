@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/runscexec"
@@ -15,6 +16,15 @@ import (
 // podman exec even where runsc exec would do (for comparing the two,
 // bench/lifecycle; both give the command the same process).
 const execPathEnv = "LAZARET_EXEC_PATH"
+
+// isolationCaps are the capabilities the isolating session holder needs
+// beyond the container's (podman exec gets every one with --privileged).
+func isolationCaps(o podman.ExecOptions) []string {
+	if !o.Privileged {
+		return nil
+	}
+	return escprompt.IsolationCaps
+}
 
 // directExec prepares the session's command as a runsc exec of the agent
 // container (internal/runscexec: the process podman exec would start,
@@ -38,7 +48,7 @@ func (s *session) directExec(spec ctl.ExecSpec, o podman.ExecOptions) *runscexec
 	}
 	// Not tied to a context: SIGINT is for the command, not for lazaret.
 	d, err := c.Command(context.Background(), runsc, runscflags.Global(runscflags.DetectPlatform()),
-		runscexec.Options{Command: o.Command, Env: o.Env, Workdir: o.Workdir, TTY: o.TTY}, s.extraFiles())
+		runscexec.Options{Command: o.Command, Env: o.Env, Workdir: o.Workdir, TTY: o.TTY, ExtraCaps: isolationCaps(o)}, s.extraFiles())
 	if err != nil {
 		s.g.log.Debug("runsc exec not possible; using podman exec", "err", err)
 		return nil

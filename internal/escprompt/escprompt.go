@@ -12,8 +12,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/session"
 )
 
 // SandboxBinDir is where lazaret's binaries are mounted in the sandbox;
@@ -23,7 +26,47 @@ const (
 	SandboxBinDir   = "/run/lazaret/bin"
 	SandboxClient   = SandboxBinDir + "/lazaret-escalate"
 	SandboxGoClient = SandboxBinDir + "/lazaret-escalate-go"
+	// SandboxSessionDir is read-only and empty in the sandbox; an isolated
+	// session's holder mounts a private tmpfs over it, in the session's
+	// own mount namespace, for the session's socket (holder.c).
+	SandboxSessionDir = "/run/lazaret/session"
+	// SandboxPidDir is where isolated sessions' holders record the pid
+	// the CLI signals (a session without a terminal); each session's
+	// namespace has an empty read-only one in its place.
+	SandboxPidDir = "/run/lazaret/pids"
+	// signalVerb signals an isolated session (holder.c signal_main).
+	signalVerb = "__signal"
 )
+
+// SignalCommand is the command, run in the sandbox's first namespace,
+// that sends signal sig to the isolated session whose holder recorded its
+// pid as SandboxPidDir/name: the read-only front end, never the image's
+// kill (which the agent may have replaced).
+func SignalCommand(name string, sig int) []string {
+	return []string{SandboxClient, signalVerb, name, strconv.Itoa(sig)}
+}
+
+// IsolateFlag makes the session holder run its session in a PID and mount
+// namespace of its own; the holder needs IsolationCaps for that and drops
+// them before the session's command runs. NoKeyFlag: a command of
+// lazaret's own, isolated the same way but with no delegation to read.
+const (
+	IsolateFlag = "--isolate"
+	NoKeyFlag   = "--no-key"
+)
+
+// IsolationCaps are the capabilities the isolating holder is started with
+// beyond the container's: SYS_ADMIN for the namespaces and mounts, SETPCAP
+// to drop both from its bounding set again.
+var IsolationCaps = []string{"CAP_SYS_ADMIN", "CAP_SETPCAP"}
+
+// IsolatedCommand is argv run by the session holder in a PID and mount
+// namespace of its own, without a delegation: how lazaret runs a command
+// of its own in the sandbox (one that may run the agent's programs) so
+// that it can neither see nor be seen by any session's processes.
+func IsolatedCommand(argv []string) []string {
+	return append([]string{SandboxClient, session.HolderVerb, IsolateFlag, NoKeyFlag, "--"}, argv...)
+}
 
 // Action is a human's answer to a prompt.
 type Action int

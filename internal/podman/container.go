@@ -185,6 +185,10 @@ type ExecOptions struct {
 	// PreserveFDs passes podman's descriptors 3..PreserveFDs+2 to the
 	// command (the extra files given to Client.Cmd).
 	PreserveFDs int
+	// Privileged gives the command every capability (podman exec
+	// --privileged): only for the isolating session holder, which keeps
+	// none but the container's for the command it runs.
+	Privileged bool
 }
 
 // ExecArgs returns the `podman exec` for o (run it with Client.Cmd; the
@@ -219,6 +223,9 @@ func ExecArgs(o ExecOptions) (*Invocation, error) {
 	}
 	if o.PreserveFDs > 0 {
 		args = append(args, "--preserve-fds", strconv.Itoa(o.PreserveFDs))
+	}
+	if o.Privileged {
+		args = append(args, "--privileged")
 	}
 	// The container name ends podman's options: the command's own
 	// arguments follow and are never read as podman flags.

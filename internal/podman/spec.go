@@ -25,7 +25,10 @@ func (m Mount) arg() string {
 		parts = append(parts, "source="+m.Source)
 	}
 	parts = append(parts, "destination="+m.Target)
-	if m.ReadOnly {
+	switch {
+	case m.ReadOnly && m.Type == "tmpfs":
+		parts = append(parts, "ro") // podman refuses readonly= for a tmpfs
+	case m.ReadOnly:
 		parts = append(parts, "readonly=true")
 	}
 	for _, o := range m.Options {

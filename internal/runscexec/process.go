@@ -130,6 +130,10 @@ type Options struct {
 	// Workdir replaces the container's working directory when set.
 	Workdir string
 	TTY     bool
+	// ExtraCaps are capabilities the process gets beyond the container's
+	// (bounding, effective, permitted): the isolating session holder's,
+	// which drops them before the session's command runs.
+	ExtraCaps []string
 }
 
 // Process returns the OCI process for runsc exec --process: podman 4's
@@ -161,6 +165,13 @@ func (c *Container) Process(o Options) ([]byte, error) {
 		return nil, fmt.Errorf("runsc exec: working directory %q is not absolute", p.Cwd)
 	}
 	p.Capabilities = execCapabilities(c.base.Capabilities, c.base.User.UID)
+	for _, cp := range o.ExtraCaps {
+		for _, set := range []*[]string{&p.Capabilities.Bounding, &p.Capabilities.Effective, &p.Capabilities.Permitted} {
+			if !slices.Contains(*set, cp) {
+				*set = append(*set, cp)
+			}
+		}
+	}
 	return json.Marshal(&p)
 }
 

@@ -69,7 +69,7 @@ func SignerMain(args []string, stderr io.Writer) int {
 	if len(args) == 1 {
 		holder, _ = strconv.Atoi(args[0])
 	}
-	if holder <= 1 {
+	if holder < 1 {
 		logf("usage: lazaret-escalate-go %s HOLDERPID (started by the session holder)", SignerVerb)
 		return ExitUsage
 	}

@@ -180,6 +180,12 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 		podman.Mount{Type: "bind", Source: client, Target: SandboxClient, ReadOnly: true},
 		podman.Mount{Type: "bind", Source: goClient, Target: SandboxGoClient, ReadOnly: true},
 		podman.Mount{Type: "tmpfs", Target: SandboxBrokerDir, Options: []string{"tmpfs-size=64k", "tmpfs-mode=755"}},
+		// Read-only and empty here; each isolated session mounts its own
+		// private tmpfs over it for its socket.
+		podman.Mount{Type: "tmpfs", Target: escprompt.SandboxSessionDir, ReadOnly: true, Options: []string{"tmpfs-size=4k", "tmpfs-mode=755"}},
+		// The pids the CLI signals, seen only by the sandbox's first
+		// namespace (each session's holder hides it in the session's).
+		podman.Mount{Type: "tmpfs", Target: escprompt.SandboxPidDir, Options: []string{"tmpfs-size=64k", "tmpfs-mode=1777"}},
 	)
 	if spec.Env == nil {
 		spec.Env = map[string]string{}

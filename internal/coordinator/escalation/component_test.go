@@ -9,6 +9,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -39,6 +40,10 @@ func TestComponentPrepareAndClose(t *testing.T) {
 		SandboxClient:    {Type: "bind", Source: "/bin/true", Target: SandboxClient, ReadOnly: true},
 		SandboxGoClient:  {Type: "bind", Source: "/bin/echo", Target: SandboxGoClient, ReadOnly: true},
 		SandboxBrokerDir: {Type: "tmpfs", Target: SandboxBrokerDir},
+		// The isolated sessions' own directory (read-only here) and
+		// the pids the CLI signals.
+		escprompt.SandboxSessionDir: {Type: "tmpfs", Target: escprompt.SandboxSessionDir, ReadOnly: true},
+		escprompt.SandboxPidDir:     {Type: "tmpfs", Target: escprompt.SandboxPidDir},
 	}
 	for _, m := range spec.Mounts {
 		w, ok := want[m.Target]

@@ -37,6 +37,12 @@ type Component struct {
 	// Audit receives the ref sync's audit entries (skipped branches,
 	// flagged commits); nil logs them only.
 	Audit refsync.AuditFunc
+	// Isolated runs the ref sync's git in the sandbox under the isolating
+	// session holder (escprompt.IsolatedCommand): that git is the image's,
+	// which the agent may have replaced, and it must not run where it
+	// could see the sessions' processes. Set when escalation (whose client
+	// is the holder) is on.
+	Isolated bool
 
 	mode      string
 	fsmonitor bool // Prepare set it up
@@ -58,6 +64,12 @@ func New(a *domain.Anchor, gitMode string, pc *podman.Client, log *slog.Logger) 
 // WithAudit sets the audit sink and returns c.
 func (c *Component) WithAudit(f refsync.AuditFunc) *Component {
 	c.Audit = f
+	return c
+}
+
+// WithIsolation sets Isolated.
+func (c *Component) WithIsolation(on bool) *Component {
+	c.Isolated = on
 	return c
 }
 
@@ -201,7 +213,7 @@ func (c *Component) Started(ctx context.Context, container string) error {
 	}
 	skipped := gitrepo.SkippedRefsFile(c.Anchor.Root())
 	syncer := &refsync.Syncer{Git: c.Git, Repo: c.repo, Map: gitrepo.RefMap{Profile: c.Anchor.Profile},
-		Sandbox: podmanSandbox{podman: c.Podman, container: container}, Log: c.Log, Audit: c.Audit,
+		Sandbox: podmanSandbox{podman: c.Podman, container: container, isolated: c.Isolated}, Log: c.Log, Audit: c.Audit,
 		WriteSkipped: func(list string) error { return writeMountedFile(skipped, list) },
 		RefsDir:      c.clone.Path() + "/.git"}
 	c.mu.Lock()

@@ -3,6 +3,7 @@ package gitsentry
 import (
 	"context"
 
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/refsync"
 )
@@ -12,12 +13,17 @@ import (
 type podmanSandbox struct {
 	podman    *podman.Client
 	container string
+	isolated  bool // under the isolating holder (Component.Isolated)
 }
 
 func (p podmanSandbox) Name() string { return p.container }
 
 func (p podmanSandbox) Start(ctx context.Context, argv []string) (*refsync.Proc, error) {
-	cmd, err := p.podman.ExecCmd(ctx, podman.ExecOptions{Container: p.container, Interactive: true, Command: argv})
+	o := podman.ExecOptions{Container: p.container, Interactive: true, Command: argv}
+	if p.isolated {
+		o.Command, o.Privileged = escprompt.IsolatedCommand(argv), true
+	}
+	cmd, err := p.podman.ExecCmd(ctx, o)
 	if err != nil {
 		return nil, err
 	}

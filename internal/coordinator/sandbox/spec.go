@@ -5,6 +5,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/lazaret-dev/lazaret/internal/cabundle"
 	"github.com/lazaret-dev/lazaret/internal/config"
@@ -203,6 +205,55 @@ func Finalize(spec *podman.ContainerSpec, a *domain.Anchor) {
 	if spec.Network == "" {
 		spec.Network = "none"
 	}
+	SealRunDir(spec)
+}
+
+// RunDir is lazaret's directory in the sandbox: the escalation client and
+// its socket, the TLS directory, Git Sentry's files, the CA bundles.
+const RunDir = "/run/lazaret"
+
+// SealRunDir makes every directory on the way to what lazaret mounts under
+// RunDir a mount point of its own, so that nothing there can be renamed,
+// replaced or shadowed from inside: a directory that is not a mount point
+// can be renamed by the sandbox's root even when it holds only mount
+// points (measured), after which a path like /run/lazaret/bin/... names
+// whatever the agent put in its place; a mount point cannot (EBUSY). So
+// /run becomes a tmpfs (as on any booted system; /run/lock with it), and
+// RunDir and each directory between it and a mount under it a read-only
+// tmpfs, on which runsc makes the mount points. Parents are mounted first.
+func SealRunDir(spec *podman.ContainerSpec) {
+	targets := map[string]bool{}
+	under := false
+	for _, m := range spec.Mounts {
+		t := path.Clean(m.Target)
+		targets[t] = true
+		under = under || t == RunDir || strings.HasPrefix(t, RunDir+"/")
+	}
+	if !under {
+		return
+	}
+	var add []podman.Mount
+	dir := func(d, size, mode string, ro bool) {
+		if !targets[d] {
+			targets[d] = true
+			add = append(add, podman.Mount{Type: "tmpfs", Target: d, ReadOnly: ro,
+				Options: []string{"tmpfs-size=" + size, "tmpfs-mode=" + mode, "nosuid", "nodev"}})
+		}
+	}
+	if !targets["/run"] {
+		dir("/run", "64m", "755", false)
+		dir("/run/lock", "4m", "1777", false)
+	}
+	dir(RunDir, "64k", "755", true)
+	for _, m := range spec.Mounts {
+		for d := path.Dir(path.Clean(m.Target)); strings.HasPrefix(d, RunDir+"/"); d = path.Dir(d) {
+			dir(d, "64k", "755", true)
+		}
+	}
+	slices.SortStableFunc(add, func(a, b podman.Mount) int {
+		return strings.Count(a.Target, "/") - strings.Count(b.Target, "/")
+	})
+	spec.Mounts = append(add, spec.Mounts...)
 }
 
 // HasMount reports whether spec already mounts something at target.
