@@ -462,6 +462,7 @@ func TestEscalationPromptThroughPTY(t *testing.T) {
 	run := func(t *testing.T, word string) *ptySession {
 		s := startPTY(t, e, "exec", "-t", "--", "sh", "-c", script, "sh", word)
 		s.waitFor("abort lazaret")
+		waitReadable() // keys before the prompt is readable are dropped
 		out := s.output()
 		for _, want := range []string{"need host", "/usr/bin/printf", `"host %s\\n"`, `"` + word + `"`} {
 			if !strings.Contains(out, want) {
@@ -496,6 +497,7 @@ func TestEscalationPromptThroughPTY(t *testing.T) {
 		if strings.Contains(s.output(), "edited\r\n") {
 			t.Fatal("edited command ran before it was approved")
 		}
+		waitReadable() // the edited command shown again restarts the gate
 		s.send("a")
 		s.waitFor("rc=0")
 		if strings.Contains(s.output(), "host original") || !strings.Contains(s.output(), "edited") {

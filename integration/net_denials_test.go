@@ -154,6 +154,7 @@ func TestNetDenialPromptPTY(t *testing.T) {
 	if strings.Contains(sh.output(), "RC1=2") || strings.Contains(sh.output(), "RC1=0") {
 		t.Fatal("the lookup ended before the answer")
 	}
+	waitReadable()
 	sh.send("d")
 	sh.waitFor("RC1=2")
 	if strings.Contains(sh.output(), `denied DNS lookup of "denyme.test"`) {
@@ -162,6 +163,7 @@ func TestNetDenialPromptPTY(t *testing.T) {
 
 	sh.send("bash -c 'exec 3<>/dev/tcp/allowme.test/80 && head -1 <&3'; echo \"RC2=$?\"\r")
 	Eventually(t, 2*time.Minute, "the second prompt", func() bool { return strings.Count(sh.output(), "[O] allow once") == 2 })
+	waitReadable()
 	sh.send("o")
 	sh.waitFor("RC2=0")
 	if !strings.Contains(sh.output(), "\nok\r") && !strings.Contains(sh.output(), "ok\r\n") {
@@ -171,6 +173,7 @@ func TestNetDenialPromptPTY(t *testing.T) {
 	// answers 192.0.2.30 (documentation range) on the same test host.
 	sh.send("bash -c 'exec 3<>/dev/tcp/doc.test/80 && head -1 <&3'; echo \"RC3=$?\"\r")
 	Eventually(t, 2*time.Minute, "the third prompt", func() bool { return strings.Count(sh.output(), "[O] allow once") == 3 })
+	waitReadable()
 	sh.send("o")
 	sh.waitFor("RC3=1")
 	st := netStatus(t, env)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/prompt"
 	"github.com/lazaret-dev/lazaret/internal/session"
 )
 
@@ -340,6 +341,7 @@ func TestBackendEscalationPrompt(t *testing.T) {
 				t.Errorf("prompt lacks %q:\n%s", want, tm.Output())
 			}
 		}
+		time.Sleep(prompt.MinReadable + 300*time.Millisecond) // the readability gate
 		_, _ = tm.Ptmx.Write([]byte(c.key))
 		tm.WaitFor(t, c.want)
 		_ = cmd.Wait()
