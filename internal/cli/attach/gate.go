@@ -36,8 +36,10 @@ func NewGate() *Gate {
 // end of flush (which discards what the terminal still queues) is dropped:
 // it was typed for the command, not for the taker. (A key the copying
 // goroutine read just before the flush but routes just after it still
-// reaches the taker: a window of the few instructions between a read
-// returning and its routing, before the taker has shown anything.)
+// reaches the taker, before the taker has shown anything: the taker's
+// readability gate, prompt.ReadGate, drops it with every other key typed
+// before the prompt was readable.) Whatever the taker did not read when
+// Resume closes its reader is dropped, never forwarded to the command.
 func (g *Gate) Pause(flush func() error) io.Reader {
 	pr, pw := io.Pipe()
 	g.mu.Lock()
