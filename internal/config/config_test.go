@@ -157,10 +157,10 @@ func TestLoadReadsFile(t *testing.T) {
 
 func TestProfileNames(t *testing.T) {
 	testEnv(t)
-	for _, name := range []string{"ab", "claude", "a_b-1", "00", strings.Repeat("a", 32)} {
+	for _, name := range []string{"ab", "claude", "a_b-1", "00", strings.Repeat("a", 32), "net", "netd", "spare", "gate", "domains_"} {
 		mustParse(t, "[profiles."+name+"]\nimage = \"x:1\"\n")
 	}
-	for _, name := range []string{`"../x"`, `"a.b"`, strings.Repeat("a", 33), "A1", "a", `""`, `"a/b"`, `"a b"`, "Claude", `"é1"`} {
+	for _, name := range []string{`"../x"`, `"a.b"`, strings.Repeat("a", 33), "A1", "a", `""`, `"a/b"`, `"a b"`, "Claude", `"é1"`, "domains"} {
 		unquoted := strings.Trim(name, `"`)
 		key := keyPath{"profiles", unquoted}.String()
 		wantErr(t, "\n[profiles."+name+"]\nimage = \"x:1\"\n", key, "invalid profile name", false)

@@ -21,6 +21,9 @@ func ValidProfileName(name string) error {
 	if !profileNameRE.MatchString(name) {
 		return ruleErrf("invalid profile name %s: must match ^[a-z0-9_-]{2,32}$", quoteValue(name))
 	}
+	if domain.ReservedProfile(name) {
+		return ruleErrf("invalid profile name %s: reserved ({data_root}/%s holds the Domain Roots)", quoteValue(name), name)
+	}
 	return nil
 }
 

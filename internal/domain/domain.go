@@ -62,8 +62,22 @@ func New(profile, workspace, dataRoot, runtimeDir, socketDir string) (*Anchor, e
 	}, nil
 }
 
+// DomainsDirName is the directory of the data_root that holds every
+// Domain Root. It shares the data_root with the profile directories
+// (<data_root>/<profile>), so it is the one profile name the rule
+// ^[a-z0-9_-]{2,32}$ admits that is reserved (ReservedProfile).
+const DomainsDirName = "domains"
+
+// ReservedProfile reports whether name, which the profile rule admits, is
+// nevertheless not a profile name: its profile directory would be the
+// data_root's directory of Domain Roots.
+func ReservedProfile(name string) bool { return name == DomainsDirName }
+
+// DomainsDir is <data_root>/domains, the parent of every Domain Root.
+func (a *Anchor) DomainsDir() string { return filepath.Join(a.DataRoot, DomainsDirName) }
+
 // Root is the Domain Root, <data_root>/domains/<hash>.
-func (a *Anchor) Root() string { return filepath.Join(a.DataRoot, "domains", a.Hash) }
+func (a *Anchor) Root() string { return filepath.Join(a.DomainsDir(), a.Hash) }
 
 // ProfileDir is {profile_dir}, <data_root>/<profile>.
 func (a *Anchor) ProfileDir() string { return filepath.Join(a.DataRoot, a.Profile) }
@@ -144,8 +158,16 @@ func (a *Anchor) RuntimeSockets() []string {
 // Container is the agent sandbox container name.
 func (a *Anchor) Container() string { return "lazaret-" + a.Profile + "-" + a.Hash }
 
-// Sidecar is the network sidecar container name.
-func (a *Anchor) Sidecar() string { return "lazaret-net-" + a.Hash }
+// Sidecar is the network sidecar container name, lazaret-netd.<hash>.
+// The '.' is outside the profile alphabet, so no profile's Container can
+// be named so (it was lazaret-net-<hash>, which is profile
+// net's Container: its own sidecar's name). A sidecar left under that
+// old name is still removed by its domain label (lazaret stop, crash
+// recovery), never by name.
+func (a *Anchor) Sidecar() string { return SidecarPrefix + a.Hash }
+
+// SidecarPrefix is what the network sidecar's name starts with.
+const SidecarPrefix = "lazaret-netd."
 
 // SandboxWorkspace is where the workspace (or the agent clone) is mounted
 // in the sandbox.
