@@ -100,6 +100,7 @@ real git on an agent branch, and human-approved host escalation.`,
 	// that help shows it.
 	pf.String("backend", backendPodman, "where sandboxes run: podman (this machine) or kubernetes (lazaret-kube; also $LAZARET_BACKEND)")
 	root.SetFlagErrorFunc(flagError)
+	setVersionFlag(root)
 
 	root.AddCommand(
 		newVersionCmd(g),
