@@ -92,9 +92,12 @@ type (
 	droppedMsg struct{}
 )
 
-// settle is how long after the hand-over a frame that wrote nothing (it
-// equalled the screen) counts as drawn: a few of the renderer's frames.
-const settle = 50 * time.Millisecond
+// settle is how long after the hand-over a view that caused no write
+// counts as drawn anyway: the renderer writes nothing for a view equal to
+// what the screen shows (a resize there and back within one of its 1/60 s
+// ticks). Fifteen ticks: a renderer merely late under load has written by
+// then, and the gate is only later for the rare view that wrote nothing.
+const settle = 250 * time.Millisecond
 
 // New returns a model with the first request r.
 func New(r escprompt.PromptRequest, resolve Resolver, decide func(Decision)) *Model {
