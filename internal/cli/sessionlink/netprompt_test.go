@@ -79,7 +79,9 @@ func TestNetPromptTypeAhead(t *testing.T) {
 			l.readDelay, l.readDelaySet = 0, true
 		}
 		got := make(chan ctl.NetAnswer, 1)
-		go func() { got <- l.netPrompt(context.Background(), ctl.NetPrompt{Name: "evil.example", Profile: "default", WaitSeconds: 25}) }()
+		go func() {
+			got <- l.netPrompt(context.Background(), ctl.NetPrompt{Name: "evil.example", Profile: "default", WaitSeconds: 25})
+		}()
 		tm.WaitFor(t, "ignore for this run")
 		start := time.Now()
 		for i, k := range "exit oa" {
