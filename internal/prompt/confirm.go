@@ -16,7 +16,7 @@ import (
 // counted; onDrop (may be nil) is called after keys were dropped. The
 // prompt calls g.Drawn once its text is written.
 func GateInput(in io.Reader, g *ReadGate, onDrop func()) io.Reader {
-	return newGatedInput(in, g, onDrop)
+	return newGatedInput(in, g, onDrop, false)
 }
 
 // Notice writes IgnoredNotice once, on the first dropped key, until

@@ -42,6 +42,8 @@ type gatedInput struct {
 	src    io.Reader
 	g      *ReadGate
 	onDrop func() // told after keys were dropped (may be nil)
+	// paging lets the escalation prompt's paging keys pass while closed.
+	paging bool
 
 	state   int
 	open    bool   // the current token started while the gate was open
@@ -55,9 +57,9 @@ type gatedInput struct {
 }
 
 // newGatedInput wraps src; a terminal stays a terminal (bubbletea puts an
-// *os.File in raw mode and cancels its reads).
-func newGatedInput(src io.Reader, g *ReadGate, onDrop func()) io.Reader {
-	gi := &gatedInput{src: src, g: g, onDrop: onDrop}
+// *os.File in raw mode and cancels its reads). paging: see scrollKeys.
+func newGatedInput(src io.Reader, g *ReadGate, onDrop func(), paging bool) io.Reader {
+	gi := &gatedInput{src: src, g: g, onDrop: onDrop, paging: paging}
 	if f, ok := src.(*os.File); ok {
 		return gatedFile{f, gi}
 	}
@@ -214,7 +216,7 @@ func (gi *gatedInput) finish() int {
 		return 0
 	}
 	switch {
-	case isReply(tok) || !gi.inPaste && scrollKeys[string(tok)]:
+	case isReply(tok) || gi.paging && !gi.inPaste && scrollKeys[string(tok)]:
 		gi.out = append(gi.out, tok...)
 		return 0
 	case bytes.Equal(tok, []byte("\x1b[200~")):
@@ -230,9 +232,10 @@ func (gi *gatedInput) finish() int {
 }
 
 // scrollKeys are the sequences of the escalation prompt's paging keys
-// (Model.scroll): they pass while the gate is closed, since they only
-// show more (and what they show closes the gate again). The model still
-// drops them as keys in the editor, and every other prompt ignores them.
+// (Model.scroll): for that prompt they pass while the gate is closed,
+// since they only show more (and what they show closes the gate again);
+// the model still drops them as keys in the editor. Other prompts have
+// no paging: there they are dropped like any key.
 var scrollKeys = map[string]bool{
 	"j": true, "k": true, " ": true, "f": true, "b": true, "g": true, "G": true,
 	"\x1b[A": true, "\x1b[B": true, "\x1bOA": true, "\x1bOB": true, // up, down

@@ -311,7 +311,7 @@ func TestGatedInputDropsByArrival(t *testing.T) {
 		gaps: []time.Duration{50 * ms, 150 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 299 * ms, 2 * ms, 200 * ms},
 		data: []string{"ca", "t\r", "\x1b[?2026;2$y", "\x1b[1;5", "A", "é" + "\x1b[200~a\rq", "\x1b[201~", "\x1b", "[C", "a\x1b[Bd"}}
 	var drops int
-	out := readAll(t, newGatedInput(src, g, func() { drops++ }))
+	out := readAll(t, newGatedInput(src, g, func() { drops++ }, true))
 	// c a t \r | reply passes | Ctrl+Up split in two reads, dropped whole
 	// (no "A" left) | é, the paste (one key) | Right split across the
 	// deadline: it started before, so dropped whole | open: a, Down, d.
@@ -328,11 +328,18 @@ func TestGatedInputDropsByArrival(t *testing.T) {
 	g2 := NewReadGate(time.Second, c.now)
 	g2.Drawn()
 	src = &chunks{c: c, gaps: []time.Duration{10 * ms, 100 * ms, 100 * ms}, data: []string{" jG\x1b[6~", "\x1b", "a"}}
-	if out := readAll(t, newGatedInput(src, g2, nil)); out != " jG\x1b[6~" {
+	if out := readAll(t, newGatedInput(src, g2, nil, true)); out != " jG\x1b[6~" {
 		t.Fatalf("paging keys: %q", out)
 	}
 	if g2.Dropped() != 2 {
 		t.Fatalf("dropped %d, want 2 (Escape, a)", g2.Dropped())
+	}
+	// A prompt without paging drops them like any key.
+	g3 := NewReadGate(time.Second, c.now)
+	g3.Drawn()
+	src = &chunks{c: c, gaps: []time.Duration{10 * ms}, data: []string{" jG\x1b[6~"}}
+	if out := readAll(t, GateInput(src, g3, nil)); out != "" || g3.Dropped() != 4 {
+		t.Fatalf("without paging: passed %q, dropped %d", out, g3.Dropped())
 	}
 }
 

@@ -138,7 +138,7 @@ func (r *Runner) start(reqs []escprompt.PromptRequest) {
 		if p := prog.Load(); p != nil {
 			go p.Send(droppedMsg{})
 		}
-	})
+	}, true)
 	m := New(reqs[0], r.Resolve, r.deliver)
 	m.SetReadGate(gate)
 	m.queue = append(m.queue, reqs[1:]...)
