@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +25,7 @@ type netOptions struct {
 	profileFlag string
 	json        bool
 	forDur      time.Duration
+	yes         bool // net allow: a CIDR broader than the bound
 }
 
 // netProfile takes PROFILE from args[:n] (n is 0 or 1) like every verb.
@@ -66,6 +68,11 @@ act on the sandbox of PROFILE (default: "default") in the current directory.`,
 	allow := &cobra.Command{
 		Use:   "allow [PROFILE] CIDR|ADDRESS|DOMAIN",
 		Short: "Allow a CIDR, an address or a domain (exact or *.suffix) now, optionally for a while",
+		Long: `Allow a CIDR, an address or a domain in the running sandbox's policy.
+A CIDR is taken as the network it really opens (host bits cleared:
+8.8.8.8/0 is 0.0.0.0/0, every IPv4 destination), and one shorter than the
+breadth bound config check warns about (/8 for IPv4, /16 for IPv6) is
+refused without --yes.`,
 		Example: `  lazaret net allow 140.82.112.0/20
   lazaret net allow claude registry.npmjs.org --for 10m
   lazaret net allow '*.githubusercontent.com'`,
@@ -79,10 +86,11 @@ act on the sandbox of PROFILE (default: "default") in the current directory.`,
 		},
 	}
 	allow.Flags().DurationVar(&o.forDur, "for", 0, "expire after this long (e.g. 10m); permanent until the sandbox stops when not given")
+	allow.Flags().BoolVar(&o.yes, "yes", false, "allow a CIDR broader than /8 (IPv4) or /16 (IPv6)")
 
 	reload := &cobra.Command{
 		Use:               "reload [PROFILE]",
-		Short:             "Re-read the configuration and replace the sandbox's allowlist with it",
+		Short:             "Re-read the configuration and replace the sandbox's allowlist with it (--for entries stay until they expire)",
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: g.completeProfileArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -123,11 +131,14 @@ func netUnavailable(ctx context.Context, g *globalOptions, err error, a *domain.
 }
 
 func runNetStatus(ctx context.Context, g *globalOptions, o *netOptions) error {
-	_, a, cl, err := g.netClient(o)
+	p, a, cl, err := g.netClient(o)
 	if err != nil {
 		return err
 	}
 	st, err := cl.Status(ctx)
+	if errors.Is(err, netdapi.ErrUnavailable) && !g.domainClient(a).alive(ctx) {
+		return printConfiguredPolicy(g, o, p, a)
+	}
 	if err != nil {
 		return netUnavailable(ctx, g, err, a)
 	}
@@ -139,8 +150,9 @@ func runNetStatus(ctx context.Context, g *globalOptions, o *netOptions) error {
 }
 
 func runNetAllow(ctx context.Context, g *globalOptions, o *netOptions, target string) error {
-	if _, _, err := netpolicy.ParseTarget(target); err != nil {
-		return usageError{err}
+	target, opens, err := allowTarget(target, o.yes, o.profile)
+	if err != nil {
+		return err
 	}
 	if o.forDur < 0 {
 		return usageError{fmt.Errorf("--for: negative duration %v", o.forDur)}
@@ -157,11 +169,44 @@ func runNetAllow(ctx context.Context, g *globalOptions, o *netOptions, target st
 	}
 	g.auditPolicyChange(ctx, a, "net allow", map[string]string{"target": target, "for": o.forDur.String()})
 	if o.forDur > 0 {
-		fmt.Fprintf(g.io.Out, "allowed %s for %v\n", target, o.forDur)
+		fmt.Fprintf(g.io.Out, "allowed %s%s for %v\n", target, opens, o.forDur)
 	} else {
-		fmt.Fprintf(g.io.Out, "allowed %s until the sandbox stops (add it to the configuration to keep it)\n", target)
+		fmt.Fprintf(g.io.Out, "allowed %s%s until the sandbox stops (add it to the configuration to keep it)\n", target, opens)
 	}
 	return nil
+}
+
+// allowTarget checks the argument of `net allow` by config check's rules
+// and returns what to send netd: a CIDR as the network it really opens
+// (8.8.8.8/0 is 0.0.0.0/0), with opens saying how much that is; a CIDR
+// broader than the bound (config.Broad) needs yes.
+func allowTarget(arg string, yes bool, profile string) (target, opens string, err error) {
+	cidr, _, err := netpolicy.ParseTarget(arg)
+	if err != nil {
+		return "", "", usageError{err}
+	}
+	if !cidr.IsValid() {
+		return arg, "", nil
+	}
+	if cidr.Addr().Is4In6() {
+		return "", "", usageError{fmt.Errorf("%s: write IPv4-mapped addresses in IPv4 form", arg)}
+	}
+	target = cidr.String()
+	var notes []string
+	if config.HostBitsSet(arg, cidr) {
+		notes = append(notes, arg+" has host bits set")
+	}
+	if !cidr.IsSingleIP() {
+		notes = append(notes, config.Breadth(cidr))
+	}
+	if config.Broad(cidr) && !yes {
+		return "", "", withHint(fmt.Errorf("%s allows %s: broader than %s, the breadth bound", target, config.Breadth(cidr), config.BroadBound(cidr)),
+			exitUsage, "allow a narrower network, or confirm this one with "+strings.TrimSuffix(verbLine("net allow", profile), "`")+" --yes "+target+"`")
+	}
+	if len(notes) > 0 {
+		opens = " (" + strings.Join(notes, "; ") + ")"
+	}
+	return target, opens, nil
 }
 
 func runNetReload(ctx context.Context, g *globalOptions, o *netOptions) error {
@@ -178,8 +223,73 @@ func runNetReload(ctx context.Context, g *globalOptions, o *netOptions) error {
 		return netUnavailable(ctx, g, err, a)
 	}
 	g.auditPolicyChange(ctx, a, "net reload", map[string]string{"cidrs": fmt.Sprint(len(st.Policy.AllowEgress)), "domains": fmt.Sprint(len(st.Policy.AllowDomains))})
-	fmt.Fprintf(g.io.Out, "reloaded: %d CIDR(s), %d domain(s) allowed\n", len(st.Policy.AllowEgress), len(st.Policy.AllowDomains))
+	kept := keptEntries(pol, st.Policy)
+	fmt.Fprintf(g.io.Out, "reloaded: the configuration's %d CIDR(s) and %d domain(s) replace the allowlist\n", len(pol.AllowEgress), len(pol.AllowDomains))
+	if len(kept) > 0 {
+		fmt.Fprintf(g.io.Out, "kept until they expire (allowed with --for): %s\n", strings.Join(kept, ", "))
+	}
 	return nil
+}
+
+// keptEntries lists what the sidecar's policy holds beyond the
+// configuration's, conf: the entries `net allow --for` added, which a
+// reload keeps until they expire.
+func keptEntries(conf, live netpolicy.Policy) []string {
+	var kept []string
+	for _, c := range live.AllowEgress {
+		if !slices.ContainsFunc(conf.AllowEgress, func(x netpolicy.CIDR) bool { return x.Prefix == c.Prefix }) {
+			kept = append(kept, c.Prefix.String()+" ("+expiry(c.Expires)+")")
+		}
+	}
+	for _, d := range live.AllowDomains {
+		if !slices.ContainsFunc(conf.AllowDomains, func(x netpolicy.Domain) bool { return x.Pattern == d.Pattern }) {
+			kept = append(kept, field(d.Pattern)+" ("+expiry(d.Expires)+")")
+		}
+	}
+	return kept
+}
+
+// printConfiguredPolicy is `net status` of a sandbox that does not run:
+// the configuration's policy, which its next start installs.
+func printConfiguredPolicy(g *globalOptions, o *netOptions, p *config.Profile, a *domain.Anchor) error {
+	pol, err := netpolicy.FromConfig(p.AllowEgress, p.AllowDomains)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(g.io.Out, struct {
+			Running bool             `json:"running"`
+			Policy  netpolicy.Policy `json:"configured_policy"`
+		}{false, pol})
+	}
+	fmt.Fprintf(g.io.Out, "not running: profile %s in %s (domain %s)\n", a.Profile, field(a.Workspace), a.Hash)
+	fmt.Fprintf(g.io.Out, "configured policy (installed when it starts; default deny):\n")
+	tw := newTable(g.io.Out, "")
+	defer tw.Flush()
+	printAllowLists(tw, pol)
+	return nil
+}
+
+// printAllowLists prints a policy's allowed CIDRs and domains.
+func printAllowLists(tw io.Writer, pol netpolicy.Policy) {
+	fmt.Fprintf(tw, "\nallowed CIDRs:\n")
+	if len(pol.AllowEgress) == 0 {
+		fmt.Fprintf(tw, "  (none)\n")
+	}
+	for _, c := range pol.AllowEgress {
+		broad := ""
+		if config.Broad(c.Prefix) {
+			broad = " (" + config.Breadth(c.Prefix) + ")"
+		}
+		fmt.Fprintf(tw, "  %s\t%s%s\n", c.Prefix, expiry(c.Expires), broad)
+	}
+	fmt.Fprintf(tw, "\nallowed domains:\n")
+	if len(pol.AllowDomains) == 0 {
+		fmt.Fprintf(tw, "  (none)\n")
+	}
+	for _, d := range pol.AllowDomains {
+		fmt.Fprintf(tw, "  %s\t%s\n", d.Pattern, expiry(d.Expires))
+	}
 }
 
 func printNetStatus(w io.Writer, st *netdapi.Status) {
@@ -201,20 +311,7 @@ func printNetStatus(w io.Writer, st *netdapi.Status) {
 		}
 		fmt.Fprintf(tw, "host addresses:\t%s (never opened by a DNS answer)\n", strings.Join(hs, ", "))
 	}
-	fmt.Fprintf(tw, "\nallowed CIDRs:\n")
-	if len(st.Policy.AllowEgress) == 0 {
-		fmt.Fprintf(tw, "  (none)\n")
-	}
-	for _, c := range st.Policy.AllowEgress {
-		fmt.Fprintf(tw, "  %s\t%s\n", c.Prefix, expiry(c.Expires))
-	}
-	fmt.Fprintf(tw, "\nallowed domains:\n")
-	if len(st.Policy.AllowDomains) == 0 {
-		fmt.Fprintf(tw, "  (none)\n")
-	}
-	for _, d := range st.Policy.AllowDomains {
-		fmt.Fprintf(tw, "  %s\t%s\n", d.Pattern, expiry(d.Expires))
-	}
+	printAllowLists(tw, st.Policy)
 	if len(st.Resolved) > 0 {
 		fmt.Fprintf(tw, "\nresolved addresses:\n")
 		for _, r := range st.Resolved {

@@ -408,8 +408,11 @@ func (v *validator) cidrs(key keyPath, entries []string, base []netip.Prefix) []
 			v.fail(key.index(i), err)
 			continue
 		}
-		if p.Bits() == 0 {
-			v.warn(key.index(i), fmt.Sprintf("%s allows every %s destination", p, map[bool]string{true: "IPv4", false: "IPv6"}[p.Addr().Is4()]))
+		if HostBitsSet(s, p) {
+			v.warn(key.index(i), fmt.Sprintf("%s has host bits set: it opens %s", quoteValue(s), p))
+		}
+		if Broad(p) {
+			v.warn(key.index(i), fmt.Sprintf("%s allows %s (shorter than %s, the breadth bound)", p, Breadth(p), BroadBound(p)))
 		}
 		if !slices.Contains(out, p) {
 			out = append(out, p)

@@ -142,7 +142,25 @@ func AllowCommand(profile, target string) string {
 	if profile == "" || profile == "default" {
 		return "lazaret net allow " + target
 	}
-	return "lazaret net allow -p " + profile + " " + target
+	return "lazaret net allow " + profile + " " + target
+}
+
+// answerNotice is the notice of an allowed name whose DNS answer named an
+// address netd did not open (answer: "ADDR (why)"). netd reports one only
+// when the policy in force does not open the address by a CIDR either,
+// and says (NeverOpened) when no policy ever could: then no command is
+// offered; else the address can be allowed like any other.
+func answerNotice(profile string, ev netdapi.DenialEvent, answer string) string {
+	line := "lazaret: network: the DNS answer for " + Shown(ev.Name) + " named " + Shown(answer)
+	if ev.NeverOpened != "" {
+		return line + " (" + visible.Escape(ev.NeverOpened, visible.AngleForm) + ": never opened)"
+	}
+	addr, _, _ := strings.Cut(answer, " ")
+	line += ", an address a DNS answer does not open"
+	if cmd := AllowCommand(profile, addr); cmd != "" {
+		line += "; to allow it: " + cmd
+	}
+	return line
 }
 
 // ConfigLine is what to add to the profile's section of the config file
@@ -159,9 +177,8 @@ func Notice(profile string, ev netdapi.DenialEvent) string {
 			", a host it is not for; it was not replaced (see `lazaret net status`)"
 	}
 	if ev.Name != "" {
-		if strings.Contains(ev.Dest, " -> ") {
-			// An allowed name answered an address netd never opens.
-			return "lazaret: network: the DNS answer for " + Shown(ev.Name) + " named an address that is never opened (" + Shown(strings.TrimPrefix(ev.Dest, "dns ")) + ")"
+		if _, answer, ok := strings.Cut(ev.Dest, " -> "); ok {
+			return answerNotice(profile, ev, answer)
 		}
 		line := "lazaret: network: denied DNS lookup of " + Shown(ev.Name)
 		if cmd := AllowCommand(profile, ev.Name); cmd != "" {

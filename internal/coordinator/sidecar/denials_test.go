@@ -74,7 +74,7 @@ func TestNoticeEscapesHostileName(t *testing.T) {
 		t.Fatalf("notice of %d characters", n)
 	}
 	ok := Notice("claude", netdapi.DenialEvent{Dest: "dns registry.example.org", Name: "registry.example.org"})
-	want := `lazaret: network: denied DNS lookup of "registry.example.org"; to allow it: lazaret net allow -p claude registry.example.org`
+	want := `lazaret: network: denied DNS lookup of "registry.example.org"; to allow it: lazaret net allow claude registry.example.org`
 	if ok != want {
 		t.Fatalf("notice:\n got %s\nwant %s", ok, want)
 	}
@@ -127,4 +127,20 @@ func FuzzNotice(f *testing.F) {
 			t.Fatalf("%d characters", n)
 		}
 	})
+}
+
+// TestAnswerNoticeTrue: a refused answer address is "never opened" only
+// when no policy can open it (netd says so in NeverOpened); any other gets
+// the allow command a user can run (the notice kept saying "never opened"
+// of an address allow_egress opens).
+func TestAnswerNoticeTrue(t *testing.T) {
+	got := Notice("claude", netdapi.DenialEvent{Name: "intranet.example", Dest: "dns intranet.example -> 10.1.2.3 (private-use)"})
+	want := `lazaret: network: the DNS answer for "intranet.example" named "10.1.2.3 (private-use)", an address a DNS answer does not open; to allow it: lazaret net allow claude 10.1.2.3`
+	if got != want {
+		t.Fatalf("notice:\n got %s\nwant %s", got, want)
+	}
+	got = Notice("default", netdapi.DenialEvent{Name: "m.example", Dest: "dns m.example -> 169.254.169.254 (link-local)", NeverOpened: "link-local or cloud metadata"})
+	if got != `lazaret: network: the DNS answer for "m.example" named "169.254.169.254 (link-local)" (link-local or cloud metadata: never opened)` {
+		t.Fatalf("never-opened answer: %s", got)
+	}
 }

@@ -827,22 +827,40 @@ func (d *Daemon) allowResolved(name string, all []learned) ([]netpolicy.Resolved
 func (d *Daemon) admit(name string, all []learned) []netpolicy.Resolved {
 	now := d.cfg.Now()
 	var rs []netpolicy.Resolved
-	var refused []string
+	var refused []netdapi.DenialEvent
 	d.mu.Lock()
 	for _, l := range all {
 		if why := d.filter.Denied(l.addr); why != "" {
+			never := netpolicy.NeverOpened(l.addr, d.filter.Host())
+			if never == "" && cidrOpens(d.policy.Active(now), l.addr) {
+				// allow_egress opens it: the agent reaches it by the
+				// CIDR, so nothing is denied and no notice says so.
+				continue
+			}
 			d.log.Warn("not opening an address learned from DNS", "name", name, "addr", l.addr, "reason", why)
-			refused = append(refused, fmt.Sprintf("dns %s -> %s (%s)", name, l.addr, why))
+			refused = append(refused, netdapi.DenialEvent{Dest: fmt.Sprintf("dns %s -> %s (%s)", name, l.addr, why),
+				Name: name, Reason: "answer address refused", NeverOpened: never})
 			continue
 		}
 		prev, ok := d.resolved[l.addr]
 		rs = append(rs, netpolicy.Resolved{Addr: l.addr, TTL: max(l.ttl, d.cfg.Grace), Refresh: ok && prev.Expires.After(now)})
 	}
 	d.mu.Unlock()
-	for _, r := range refused {
-		d.report(netdapi.DenialEvent{Dest: r, Name: name, Reason: "answer address refused"})
+	for _, ev := range refused {
+		d.report(ev)
 	}
 	return rs
+}
+
+// cidrOpens reports whether one of p's CIDRs holds a (an IPv4-mapped
+// address as its IPv4 form, as the ruleset matches it).
+func cidrOpens(p netpolicy.Policy, a netip.Addr) bool {
+	for _, c := range p.AllowEgress {
+		if c.Prefix.Contains(a) || c.Prefix.Contains(a.Unmap()) {
+			return true
+		}
+	}
+	return false
 }
 
 // remember records addresses the kernel took, until their timeout.

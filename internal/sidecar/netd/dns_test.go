@@ -395,3 +395,40 @@ func TestAdmitFiltersAndGrace(t *testing.T) {
 		t.Errorf("without host addresses admitted %v", got)
 	}
 }
+
+// TestAdmitNoticeTrueForPolicy: an answer address the learn filter
+// refuses but an allowed CIDR opens is reachable, so it raises no denial
+// (its notice said "never opened" while the traffic worked); one no CIDR
+// opens is reported, with NeverOpened set only for what no policy can open.
+// Control: without the CIDR the same address is reported.
+func TestAdmitNoticeTrueForPolicy(t *testing.T) {
+	answer := []learned{{netip.MustParseAddr("192.168.1.7"), time.Minute}, {netip.MustParseAddr("169.254.169.254"), time.Minute}, {netip.MustParseAddr("10.0.2.2"), time.Minute}}
+	events := func(pol netpolicy.Policy) map[string]string {
+		d, err := New(Config{Policy: pol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.admit("intranet.example", answer)
+		evs, _, _ := d.events.since(0)
+		got := map[string]string{}
+		for _, ev := range evs {
+			addr, _, _ := strings.Cut(strings.SplitN(ev.Dest, " -> ", 2)[1], " ")
+			got[addr] = ev.NeverOpened
+		}
+		return got
+	}
+	open := netpolicy.Policy{AllowEgress: []netpolicy.CIDR{{Prefix: netip.MustParsePrefix("192.168.0.0/16")}, {Prefix: netip.MustParsePrefix("169.254.0.0/16")}}}
+	got := events(open)
+	if _, ok := got["192.168.1.7"]; ok {
+		t.Errorf("an address the CIDR opens was reported: %v", got)
+	}
+	if got["169.254.169.254"] != netpolicy.NeverMetadata {
+		t.Errorf("metadata address: %v", got)
+	}
+	if never, ok := got["10.0.2.2"]; !ok || never != "" {
+		t.Errorf("an address no CIDR opens: %v", got)
+	}
+	if never, ok := events(netpolicy.Policy{})["192.168.1.7"]; !ok || never != "" {
+		t.Errorf("control: without the CIDR the address is not reported")
+	}
+}
