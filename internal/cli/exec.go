@@ -106,7 +106,7 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	if err != nil {
 		return err
 	}
-	defer s.link.Close()
+	defer s.closeLink()
 	cctx, cancel, err := s.connect(ctx)
 	defer cancel()
 	if err != nil {
@@ -124,11 +124,40 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	if err != nil {
 		return err
 	}
+	if s.hungUp {
+		// Nobody is at the terminal to wait for the ref sync or read
+		// about it: the session ends now (its connection closes, so the
+		// coordinator's count drops; a teardown makes the last sync).
+		return exitError{code}
+	}
 	if err := s.waitEnd(code); err != nil {
 		return err
 	}
 	syncAfterCommand(s.client, s.stderr, g)
 	return commandExit(code, s.p.Name)
+}
+
+// linkCloseWait bounds closing the link after a hang-up: a prompt's
+// program has no terminal left to restore.
+const linkCloseWait = 2 * time.Second
+
+// closeLink withdraws the session's prompts and waits until the terminal
+// is restored (sessionlink.Link.Close); after a hang-up, not for long.
+func (s *session) closeLink() {
+	if !s.hungUp {
+		s.link.Close()
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		s.link.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(linkCloseWait):
+		s.g.log.Debug("the prompt did not end after the hang-up")
+	}
 }
 
 // session is one `shell` or `exec` on its way: what each step of
@@ -154,6 +183,9 @@ type session struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	reason   string
+	// hungUp: the user's terminal went away and attach ended the
+	// session (attach.ErrHungUp).
+	hungUp bool
 }
 
 // end records why the sandbox went away under the command.
@@ -280,6 +312,10 @@ func (s *session) execSpec(ctx context.Context) (ctl.ExecSpec, podman.ExecOption
 		if !s.link.Holds() {
 			command = append([]string{"/bin/sh", "-c", `echo $$ > "$0" 2>/dev/null; exec "$@"`, pidFile}, command...)
 		}
+	} else if s.link.Holds() {
+		// With one, the holder's record is where a hang-up of the
+		// user's terminal is delivered (hangupInSandbox).
+		pidFile = s.pidFile()
 	}
 	// The session holder goes first: it keeps the delegated key from
 	// every other session's processes, runs the command as its child and
@@ -329,11 +365,21 @@ func (s *session) attach(spec ctl.ExecSpec, o podman.ExecOptions) (int, error) {
 	opts := attach.Options{TTY: s.r.tty, Stdin: s.stdin, Stdout: s.stdout, Stderr: s.stderr, Stop: s.stop, Gate: s.gate}
 	if !s.r.tty {
 		opts.Signal = func(sig os.Signal) { signalInSandbox(pm, spec, s.signalCommand, sig, s.g) }
+	} else if s.link.Holds() {
+		// A hang-up goes to the session's controlling process in the
+		// sandbox (the holder's namespace init, which passes it to the
+		// shell), as the kernel's does; its SIGKILL takes the session's
+		// whole PID namespace with it.
+		opts.Hangup = func(sig syscall.Signal) { signalInSandbox(pm, spec, s.signalCommand, sig, s.g) }
 	}
 	if d := s.directExec(spec, o); d != nil {
 		opts.Wiring = d
 		code, err := attach.Run(d.Cmd, opts)
 		s.link.WaitAbort()
+		if errors.Is(err, attach.ErrHungUp) {
+			s.hungUp = true
+			return code, nil
+		}
 		if err != nil {
 			return 0, fmt.Errorf("runsc exec: %w", err)
 		}
@@ -355,6 +401,10 @@ func (s *session) attach(spec ctl.ExecSpec, o podman.ExecOptions) (int, error) {
 	}
 	code, err := attach.Run(pc, opts)
 	s.link.WaitAbort() // a Q at a prompt: the stop is recorded before this session detaches
+	if errors.Is(err, attach.ErrHungUp) {
+		s.hungUp = true
+		return code, nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("podman exec: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 )
 
@@ -45,7 +46,29 @@ type Options struct {
 	// exec passes them on as descriptors); otherwise they become the
 	// command's standard streams.
 	Wiring Wiring
+	// Hangup, when set, delivers sig to the sandboxed session the way a
+	// terminal's hang-up reaches a session: to its controlling process
+	// (the session holder, which passes it on to the shell, which passes
+	// SIGHUP on to its jobs). TTY mode only: SIGHUP when the user's
+	// terminal went away, SIGKILL when the command has not ended
+	// HangupWait later. Nil: the command (the exec) itself is signalled.
+	Hangup func(syscall.Signal)
 }
+
+// ErrHungUp is Run's error when the user's terminal went away (TTY mode):
+// lazaret got SIGHUP, or reading or writing the terminal failed. The
+// session was ended (see Options.Hangup) and Run's code is 128+SIGHUP,
+// whatever the command's own was.
+var ErrHungUp = errors.New("the terminal hung up")
+
+// HangupWait is how long the command of a session whose terminal hung up
+// has to end after SIGHUP before it is killed, and then how long its exec
+// has to go after the kill.
+const HangupWait = 3 * time.Second
+
+// hangupSignalWait bounds the wait for Options.Hangup's deliveries (a
+// second exec in the sandbox) before Run returns.
+const hangupSignalWait = 10 * time.Second
 
 // Wiring connects a command's streams in its own way.
 type Wiring interface {
@@ -128,7 +151,7 @@ func runPlain(cmd *exec.Cmd, o Options) (int, error) {
 			stdinPipe.Close()
 		}()
 	}
-	return wait(cmd, sigs, o.Stop, forward)
+	return wait(cmd, sigs, o.Stop, forward, nil)
 }
 
 func runTTY(cmd *exec.Cmd, o Options) (code int, err error) {
@@ -164,24 +187,57 @@ func runTTY(cmd *exec.Cmd, o Options) (code int, err error) {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
-	winch := make(chan os.Signal, 1)
-	if isTerm {
-		signal.Notify(winch, syscall.SIGWINCH)
-		go func() {
-			defer guard()
-			for range winch {
-				_ = pty.InheritSize(o.Stdin, ptmx)
-			}
-		}()
-	}
+	stopWinch := forwardResize(o.Stdin, ptmx, isTerm, guard)
+	defer stopWinch()
 
+	h := &hangup{c: make(chan struct{}), cmd: cmd, ptmx: ptmx, gate: o.Gate, signal: o.Hangup}
+	out := copyTTY(o, ptmx, isTerm, h, guard)
+	code, err = wait(cmd, sigs, o.Stop, ptyForwarder(cmd, ptmx), h)
+	// Drain what the command wrote just before exiting.
+	select {
+	case <-out:
+	case <-time.After(2 * time.Second):
+	}
+	return code, err
+}
+
+// forwardResize passes the terminal's size changes (SIGWINCH) on to the
+// command's PTY until the returned function runs.
+func forwardResize(stdin, ptmx *os.File, isTerm bool, guard func()) (stop func()) {
+	if !isTerm {
+		return func() {}
+	}
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	go func() {
+		defer guard()
+		for range winch {
+			setSize(stdin, ptmx)
+		}
+	}()
+	return func() {
+		signal.Stop(winch)
+		close(winch)
+	}
+}
+
+// copyTTY starts the copying between the user's terminal and the
+// command's PTY; the returned channel is closed once the command's output
+// ended. A terminal that fails (a read of it ends: EIO, or EOF, which a
+// terminal in raw mode gives only once hung up; or a write to it fails)
+// is a hang-up.
+func copyTTY(o Options, ptmx *os.File, isTerm bool, h *hangup, guard func()) <-chan struct{} {
 	if o.Stdin != nil {
 		go func() {
 			defer guard()
-			o.Gate.copyIn(ptmx, o.Stdin)
-			// Stdin ended (a pipe, not a terminal): send EOF through the
-			// line discipline.
-			if !isTerm {
+			err := o.Gate.copyIn(ptmx, o.Stdin)
+			switch {
+			case err == nil: // the command's side ended
+			case isTerm:
+				h.notice()
+			default:
+				// Stdin ended (a pipe, not a terminal): send EOF through
+				// the line discipline.
 				_, _ = ptmx.Write([]byte{4})
 			}
 		}()
@@ -190,19 +246,70 @@ func runTTY(cmd *exec.Cmd, o Options) (code int, err error) {
 	go func() {
 		defer guard()
 		defer close(out)
-		o.Gate.copyOut(o.Stdout, ptmx) // ends with EIO once the command exits
+		// Ends with EIO once the command exits.
+		if o.Gate.copyOut(o.Stdout, ptmx) != nil {
+			h.notice()
+		}
 	}()
-	code, err = wait(cmd, sigs, o.Stop, ptyForwarder(cmd, ptmx))
-	// Drain what the command wrote just before exiting.
+	return out
+}
+
+// hangup is the user's terminal going away under a TTY session: noticed
+// by SIGHUP or by the terminal failing (copyTTY), whichever comes first.
+type hangup struct {
+	once   sync.Once
+	c      chan struct{}
+	cmd    *exec.Cmd
+	ptmx   *os.File
+	gate   *Gate
+	signal func(syscall.Signal) // Options.Hangup
+}
+
+func (h *hangup) notice() { h.once.Do(func() { close(h.c) }) }
+
+// end ends the session as a terminal's hang-up does, with the exit code
+// of a process killed by SIGHUP: a prompt on the terminal loses its input,
+// the session gets SIGHUP (Options.Hangup) and its terminal hangs up too
+// (the PTY's master closed: the exec gets SIGHUP from the kernel, which
+// runsc passes on to the sandbox's foreground process group, and reads
+// of the terminal in the sandbox fail); a command still running
+// HangupWait later is killed, in the sandbox and its exec. done delivers
+// the command's end.
+func (h *hangup) end(done <-chan error) (int, error) {
+	h.gate.hangUp()
+	var sent sync.WaitGroup
+	deliver := func(sig syscall.Signal) {
+		if h.signal == nil {
+			_ = h.cmd.Process.Signal(sig)
+			return
+		}
+		sent.Add(1)
+		go func() {
+			defer sent.Done()
+			h.signal(sig)
+		}()
+	}
+	deliver(syscall.SIGHUP)
+	_ = h.ptmx.Close()
 	select {
-	case <-out:
-	case <-time.After(2 * time.Second):
+	case <-done:
+	case <-time.After(HangupWait):
+		deliver(syscall.SIGKILL)
+		_ = h.cmd.Process.Kill()
+		select {
+		case <-done:
+		case <-time.After(HangupWait):
+		}
 	}
-	if isTerm {
-		signal.Stop(winch)
-		close(winch)
+	// A delivery still under way is not left behind by lazaret's exit
+	// (when the command ended first it is moot, and bounded).
+	delivered := make(chan struct{})
+	go func() { sent.Wait(); close(delivered) }()
+	select {
+	case <-delivered:
+	case <-time.After(hangupSignalWait):
 	}
-	return code, err
+	return 128 + int(syscall.SIGHUP), ErrHungUp
 }
 
 // startPTY starts cmd on a new PTY of size (as pty.StartWithSize) and
@@ -217,6 +324,9 @@ func startPTY(cmd *exec.Cmd, size *pty.Winsize, w Wiring) (*os.File, error) {
 	defer tty.Close()
 	if size != nil {
 		_ = pty.Setsize(ptmx, size)
+	}
+	if ptmx, err = pollable(ptmx); err != nil {
+		return nil, err
 	}
 	ctty := 0
 	if w != nil {
@@ -237,6 +347,41 @@ func startPTY(cmd *exec.Cmd, size *pty.Winsize, w Wiring) (*os.File, error) {
 		return nil, err
 	}
 	return ptmx, nil
+}
+
+// pollable returns f's descriptor as a file in Go's poller, closing f.
+// pty.Open's master is a blocking file (its ioctls go through Fd), and
+// closing such a file while a goroutine reads it closes nothing until the
+// read returns: a hang-up could not hang the command's terminal up while
+// the command is silent. Do not call Fd on the result (it would make it
+// blocking again); see setSize.
+func pollable(f *os.File) (*os.File, error) {
+	defer f.Close()
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+// setSize gives the PTY of master (a pollable file) the size of the
+// terminal from, as pty.InheritSize does, without Fd.
+func setSize(from, master *os.File) {
+	size, err := pty.GetsizeFull(from)
+	if err != nil {
+		return
+	}
+	c, err := master.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = c.Control(func(fd uintptr) {
+		_ = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: size.Rows, Col: size.Cols, Xpixel: size.X, Ypixel: size.Y})
+	})
 }
 
 // rawMode puts the terminal stdin in raw mode (when isTerm) and returns
@@ -275,16 +420,27 @@ func ptyForwarder(cmd *exec.Cmd, ptmx *os.File) func(os.Signal) {
 }
 
 // wait waits for cmd, passing received signals to forward and ending
-// cmd when stop is closed.
-func wait(cmd *exec.Cmd, sigs <-chan os.Signal, stop <-chan struct{}, forward func(os.Signal)) (int, error) {
+// cmd when stop is closed. With h (TTY mode), SIGHUP is the terminal's
+// hang-up, not a signal to pass on: the session is ended (hangup.end).
+func wait(cmd *exec.Cmd, sigs <-chan os.Signal, stop <-chan struct{}, forward func(os.Signal), h *hangup) (int, error) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	var hungUp <-chan struct{}
+	if h != nil {
+		hungUp = h.c
+	}
 	for {
 		select {
 		case err := <-done:
 			return exitCode(err)
 		case s := <-sigs:
+			if h != nil && s == syscall.SIGHUP {
+				h.notice()
+				continue
+			}
 			forward(s)
+		case <-hungUp:
+			return h.end(done)
 		case <-stop:
 			stop = nil
 			_ = cmd.Process.Signal(syscall.SIGTERM)

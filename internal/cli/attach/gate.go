@@ -15,6 +15,8 @@ type Gate struct {
 	cond   *sync.Cond
 	paused bool
 	sink   *io.PipeWriter
+	// hungUp: the terminal went away; nothing pauses or holds any more.
+	hungUp bool
 	// out serialises writes to the terminal between the command's output
 	// and lazaret's notices; midLine is true when the command's last
 	// output did not end a line.
@@ -43,6 +45,12 @@ func NewGate() *Gate {
 func (g *Gate) Pause(flush func() error) io.Reader {
 	pr, pw := io.Pipe()
 	g.mu.Lock()
+	if g.hungUp {
+		// No terminal to take over: the taker's input has ended.
+		g.mu.Unlock()
+		_ = pw.Close()
+		return pr
+	}
 	if g.sink != nil {
 		_ = g.sink.Close()
 	}
@@ -52,7 +60,11 @@ func (g *Gate) Pause(flush func() error) io.Reader {
 		_ = flush()
 	}
 	g.mu.Lock()
-	g.sink = pw
+	if g.hungUp {
+		_ = pw.Close()
+	} else {
+		g.sink = pw
+	}
 	g.mu.Unlock()
 	return pr
 }
@@ -68,63 +80,90 @@ func (g *Gate) Resume() {
 	g.cond.Broadcast()
 }
 
-// copyIn forwards terminal input to the command, or to the taker while
-// paused.
-func (g *Gate) copyIn(dst io.Writer, src io.Reader) {
+// hangUp ends the gate's pauses for good (the terminal went away): the
+// taker's reader ends (EOF, not an error: the escalation prompt then
+// waits for its request to be withdrawn, rather than answering it as if
+// the human had denied it), held output is let go (its write fails), and
+// a later Pause returns a reader that has ended. Safe on a nil gate.
+func (g *Gate) hangUp() {
 	if g == nil {
-		_, _ = io.Copy(dst, src)
 		return
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.sink != nil {
+		_ = g.sink.Close()
+	}
+	g.hungUp, g.paused, g.sink = true, false, nil
+	g.cond.Broadcast()
+}
+
+// copyIn forwards terminal input to the command, or to the taker while
+// paused, until either side fails. It returns the error that ended the
+// reading of src (io.EOF at its end), nil when writing to dst failed
+// (the command's side ended).
+func (g *Gate) copyIn(dst io.Writer, src io.Reader) error {
 	buf := make([]byte, 4096)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			g.mu.Lock()
-			paused, sink := g.paused, g.sink
-			g.mu.Unlock()
+			var paused bool
+			var sink *io.PipeWriter
+			if g != nil {
+				g.mu.Lock()
+				paused, sink = g.paused, g.sink
+				g.mu.Unlock()
+			}
 			switch {
 			case !paused:
 				if _, werr := dst.Write(buf[:n]); werr != nil {
-					return
+					return nil
 				}
 			case sink != nil:
 				_, _ = sink.Write(buf[:n]) // fails only once resumed: the key is dropped
 			}
-			if g.routed != nil {
+			if g != nil && g.routed != nil {
 				g.routed <- struct{}{}
 			}
 		}
 		if err != nil {
-			return
+			return err
 		}
 	}
 }
 
-// copyOut forwards the command's output, holding it while paused.
-func (g *Gate) copyOut(dst io.Writer, src io.Reader) {
-	if g == nil {
-		_, _ = io.Copy(dst, src)
-		return
-	}
+// copyOut forwards the command's output, holding it while paused. It
+// returns the error of writing to dst (the user's terminal), nil when the
+// command's side ended.
+func (g *Gate) copyOut(dst io.Writer, src io.Reader) error {
 	buf := make([]byte, 32*1024)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			g.mu.Lock()
-			for g.paused {
-				g.cond.Wait()
-			}
-			g.mu.Unlock()
-			g.out.Lock()
-			_, werr := dst.Write(buf[:n])
-			g.midLine = buf[n-1] != '\n'
-			g.out.Unlock()
-			if werr != nil {
-				return
+			if g == nil {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return werr
+				}
+			} else if werr := g.write(dst, buf[:n]); werr != nil {
+				return werr
 			}
 		}
 		if err != nil {
-			return
+			return nil
 		}
 	}
+}
+
+// write writes the command's output p to dst once no pause holds it.
+func (g *Gate) write(dst io.Writer, p []byte) error {
+	g.mu.Lock()
+	for g.paused {
+		g.cond.Wait()
+	}
+	g.mu.Unlock()
+	g.out.Lock()
+	defer g.out.Unlock()
+	_, err := dst.Write(p)
+	g.midLine = p[len(p)-1] != '\n'
+	return err
 }
