@@ -34,11 +34,7 @@ func runConfigCheck(g *globalOptions) error {
 	}
 	// A sandbox of a profile whose env:VAR is unset here cannot start;
 	// say so, though other commands accept the file.
-	var unset []*config.Error
-	for _, name := range cfg.ProfileNames() {
-		unset = append(unset, config.Errors(cfg.Profiles[name].CheckEnv())...)
-	}
-	if len(unset) > 0 {
+	if unset := cfg.HostErrors(); len(unset) > 0 {
 		return reportConfigErrors(g, config.ErrorList(unset), unset)
 	}
 	// Accepted, but what they run is decided by files in the workspace.

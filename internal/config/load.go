@@ -184,11 +184,10 @@ func parseConfig(file string, data []byte, onlyDataRoot bool) (*Config, error) {
 		v.errs = nil
 	}
 	if len(v.errs) > 0 {
-		// The file is refused anyway: list the unset env:VAR too, so
-		// that one `lazaret config check` shows every problem.
-		for _, name := range cfg.ProfileNames() {
-			v.errs = append(v.errs, cfg.Profiles[name].envErrs...)
-		}
+		// The file is refused anyway: list the unset env:VAR and the
+		// secrets whose values cannot be read too, so that one `lazaret
+		// config check` shows every problem.
+		v.errs = append(v.errs, cfg.HostErrors()...)
 		return nil, v.result()
 	}
 	cfg.File = file

@@ -98,6 +98,23 @@ type Profile struct {
 	envErrs ErrorList
 }
 
+// HostErrors are what CheckEnv finds for every profile, each problem
+// once (profiles share secrets): what the host lacks for a sandbox to
+// start, which `lazaret config check` reports with the file's own.
+func (c *Config) HostErrors() []*Error {
+	var out []*Error
+	seen := map[string]bool{}
+	for _, name := range c.ProfileNames() {
+		for _, e := range Errors(c.Profiles[name].CheckEnv()) {
+			if !seen[e.Error()] {
+				seen[e.Error()] = true
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
 // CheckEnv reports the env entries whose env:VAR host variable was unset
 // when the configuration was loaded (an *Error, or an ErrorList for more
 // than one); commands that start a sandbox call it.
