@@ -265,6 +265,15 @@ func (s *Server) serve(ctx context.Context, req *escwire.Request, sess *Session,
 // human and returns what to run; ok is false when a denial was sent.
 func (s *Server) askHuman(ctx context.Context, req *escwire.Request, sess *Session, v Verdict, hostDir string, base Event, out *frameWriter) (argv []string, exe string, ok bool) {
 	argv, exe = v.Argv, v.Executable
+	if sess.Prompt == nil || sess.NoTerminal {
+		// Nobody can be asked: say so before anything suggests a wait.
+		dec := base
+		dec.Kind, dec.Argv, dec.Executable = EventDecision, v.Argv, v.Executable
+		dec.Decision, dec.Reason = DecisionDenied, ErrNoPrompter.Error()
+		s.audit(ctx, dec)
+		out.send(escwire.Frame{Type: escwire.FrameDenied, Message: NoTerminalDenial + ": " + v.Reason})
+		return nil, "", false
+	}
 	out.send(escwire.Frame{Type: escwire.FramePending, Message: "waiting for approval on the lazaret terminal: " + v.Reason})
 	ans, err := s.ask(ctx, sess, escprompt.PromptRequest{RequestID: req.RequestID, Profile: req.Profile, Justification: req.Justification,
 		Cwd: req.Cwd, HostDir: hostDir, Command: req.Command, Argv: v.Argv, Executable: v.Executable, Reason: v.Reason,
@@ -325,6 +334,12 @@ func (s *Server) askHuman(ctx context.Context, req *escwire.Request, sess *Sessi
 	}
 	return argv, exe, true
 }
+
+// NoTerminalDenial is the denial of a request that needs the human when
+// the session has no terminal to ask on; it is sent instead of the
+// "waiting for approval" notice.
+const NoTerminalDenial = "denied: no terminal to ask for approval (this session was started without one: " +
+	"run the agent in `lazaret shell`, or `lazaret exec -t`, at a terminal)"
 
 // ErrTooManyPrompts is the denial of a request while MaxPendingPrompt
 // others wait for the human.

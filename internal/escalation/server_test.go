@@ -271,6 +271,36 @@ func TestNoPrompterDenies(t *testing.T) {
 	}
 }
 
+// TestNoTerminalSaysSoUpFront: a session without a terminal (`lazaret
+// exec` without -t) is told at once that nobody can approve, never that
+// approval is awaited on the lazaret terminal (it printed "waiting for
+// approval on the lazaret terminal", then "denied: no terminal"); its
+// prompter is not asked and the denial is audited. Control: the same
+// request from a terminal session waits for (and gets) the prompt.
+func TestNoTerminalSaysSoUpFront(t *testing.T) {
+	r := newRig(t)
+	code, _, errOut := r.escalate(r.env(), "--", "echo", "x")
+	if code != client.ExitDenied || !strings.Contains(errOut, "waiting for approval") || r.prompt.count() != 1 {
+		t.Fatalf("control: exit %d, prompts %d, stderr %q", code, r.prompt.count(), errOut)
+	}
+	other, _ := session.New()
+	asked := &fakePrompter{}
+	if _, err := r.reg.Register(&Session{ID: other.ID, Public: other.Public, Prompt: asked, NoTerminal: true}); err != nil {
+		t.Fatal(err)
+	}
+	r.sess = other
+	code, _, errOut = r.escalate(r.env(), "--", "echo", "x")
+	if code != client.ExitDenied || strings.Contains(errOut, "waiting") || !strings.Contains(errOut, "no terminal to ask for approval") || asked.count() != 0 {
+		t.Fatalf("exit %d, prompts %d, stderr %q", code, asked.count(), errOut)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last := r.events[len(r.events)-1]
+	if last.Kind != EventDecision || last.Decision != DecisionDenied || last.Reason != ErrNoPrompter.Error() {
+		t.Fatalf("audited %+v", last)
+	}
+}
+
 // TestCompoundAndInjectionGoToPrompt: the two policy cases of the issue,
 // end to end, with `make lint` auto-approved; the positive control is that
 // plain `make lint` is not prompted.
