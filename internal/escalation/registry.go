@@ -17,11 +17,6 @@ type Session struct {
 	ID     string
 	Public ed25519.PublicKey
 	Prompt escprompt.Prompter // nil: every prompt is denied
-	// NoTerminal: the session has no terminal to ask on (`lazaret exec`
-	// without -t). A request that needs the human is denied at once,
-	// saying so, instead of announcing a wait for an approval that
-	// cannot come.
-	NoTerminal bool
 	// Command, PID and Started name the session on its prompts.
 	Command []string
 	PID     int

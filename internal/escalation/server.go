@@ -265,7 +265,7 @@ func (s *Server) serve(ctx context.Context, req *escwire.Request, sess *Session,
 // human and returns what to run; ok is false when a denial was sent.
 func (s *Server) askHuman(ctx context.Context, req *escwire.Request, sess *Session, v Verdict, hostDir string, base Event, out *frameWriter) (argv []string, exe string, ok bool) {
 	argv, exe = v.Argv, v.Executable
-	if sess.Prompt == nil || sess.NoTerminal {
+	if sess.Prompt == nil {
 		// Nobody can be asked: say so before anything suggests a wait.
 		dec := base
 		dec.Kind, dec.Argv, dec.Executable = EventDecision, v.Argv, v.Executable
@@ -274,8 +274,7 @@ func (s *Server) askHuman(ctx context.Context, req *escwire.Request, sess *Sessi
 		out.send(escwire.Frame{Type: escwire.FrameDenied, Message: NoTerminalDenial + ": " + v.Reason})
 		return nil, "", false
 	}
-	out.send(escwire.Frame{Type: escwire.FramePending, Message: "waiting for approval on the lazaret terminal: " + v.Reason})
-	ans, err := s.ask(ctx, sess, escprompt.PromptRequest{RequestID: req.RequestID, Profile: req.Profile, Justification: req.Justification,
+	ans, err := s.askAnnounced(ctx, sess, out, v, escprompt.PromptRequest{RequestID: req.RequestID, Profile: req.Profile, Justification: req.Justification,
 		Cwd: req.Cwd, HostDir: hostDir, Command: req.Command, Argv: v.Argv, Executable: v.Executable, Reason: v.Reason,
 		Path: s.cfg.Policy.Path, SessionCommand: sess.Command, SessionPID: sess.PID, SessionStarted: sess.Started})
 	dec := base
@@ -335,8 +334,40 @@ func (s *Server) askHuman(ctx context.Context, req *escwire.Request, sess *Sessi
 	return argv, exe, true
 }
 
+// PendingDelay is how long a prompt may take to be answered before the
+// client is told that approval is awaited on the lazaret terminal. A
+// session without a terminal (`lazaret exec` without -t) denies at once,
+// and its agent then reads only that there is no terminal to ask on, not
+// that it should wait (no human answers a prompt this fast: its keys count
+// only after prompt.MinReadable).
+const PendingDelay = 250 * time.Millisecond
+
+// askAnnounced is ask, telling the client that approval is awaited once
+// the session has not answered within PendingDelay.
+func (s *Server) askAnnounced(ctx context.Context, sess *Session, out *frameWriter, v Verdict, pr escprompt.PromptRequest) (escprompt.Answer, error) {
+	type result struct {
+		ans escprompt.Answer
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		a, err := s.ask(ctx, sess, pr)
+		done <- result{a, err}
+	}()
+	t := time.NewTimer(PendingDelay)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.ans, r.err
+	case <-t.C:
+	}
+	out.send(escwire.Frame{Type: escwire.FramePending, Message: "waiting for approval on the lazaret terminal: " + v.Reason})
+	r := <-done
+	return r.ans, r.err
+}
+
 // NoTerminalDenial is the denial of a request that needs the human when
-// the session has no terminal to ask on; it is sent instead of the
+// the session has no prompter (nobody to ask); it is sent instead of the
 // "waiting for approval" notice.
 const NoTerminalDenial = "denied: no terminal to ask for approval (this session was started without one: " +
 	"run the agent in `lazaret shell`, or `lazaret exec -t`, at a terminal)"

@@ -271,27 +271,37 @@ func TestNoPrompterDenies(t *testing.T) {
 	}
 }
 
-// TestNoTerminalSaysSoUpFront: a session without a terminal (`lazaret
-// exec` without -t) is told at once that nobody can approve, never that
-// approval is awaited on the lazaret terminal (it printed "waiting for
-// approval on the lazaret terminal", then "denied: no terminal"); its
-// prompter is not asked and the denial is audited. Control: the same
-// request from a terminal session waits for (and gets) the prompt.
+// TestNoTerminalSaysSoUpFront: a session whose CLI has no terminal
+// (`lazaret exec` without -t answers every prompt at once with a denial)
+// gets only that denial, never "waiting for approval on the lazaret
+// terminal" first (it printed that, then "denied: no terminal", rc 126);
+// a session with no prompter at all is told there is no terminal to ask
+// and audited. Control: a prompt that takes longer than PendingDelay, as
+// a human's does, is announced.
 func TestNoTerminalSaysSoUpFront(t *testing.T) {
 	r := newRig(t)
+	r.prompt.answer = func(escprompt.PromptRequest) escprompt.Answer {
+		return escprompt.Answer{Action: escprompt.Deny, Reason: "no terminal to ask on (run lazaret shell, or lazaret exec -t, at a terminal)"}
+	}
 	code, _, errOut := r.escalate(r.env(), "--", "echo", "x")
-	if code != client.ExitDenied || !strings.Contains(errOut, "waiting for approval") || r.prompt.count() != 1 {
-		t.Fatalf("control: exit %d, prompts %d, stderr %q", code, r.prompt.count(), errOut)
+	if code != client.ExitDenied || strings.Contains(errOut, "waiting") || !strings.Contains(errOut, "denied: no terminal to ask on") || r.prompt.count() != 1 {
+		t.Fatalf("exit %d, prompts %d, stderr %q", code, r.prompt.count(), errOut)
+	}
+	r.prompt.answer = func(escprompt.PromptRequest) escprompt.Answer {
+		time.Sleep(2 * PendingDelay)
+		return escprompt.Answer{Action: escprompt.Deny}
+	}
+	if code, _, errOut = r.escalate(r.env(), "--", "echo", "x"); code != client.ExitDenied || !strings.Contains(errOut, "waiting for approval on the lazaret terminal") {
+		t.Fatalf("control: exit %d, stderr %q", code, errOut)
 	}
 	other, _ := session.New()
-	asked := &fakePrompter{}
-	if _, err := r.reg.Register(&Session{ID: other.ID, Public: other.Public, Prompt: asked, NoTerminal: true}); err != nil {
+	if _, err := r.reg.Register(&Session{ID: other.ID, Public: other.Public}); err != nil {
 		t.Fatal(err)
 	}
 	r.sess = other
 	code, _, errOut = r.escalate(r.env(), "--", "echo", "x")
-	if code != client.ExitDenied || strings.Contains(errOut, "waiting") || !strings.Contains(errOut, "no terminal to ask for approval") || asked.count() != 0 {
-		t.Fatalf("exit %d, prompts %d, stderr %q", code, asked.count(), errOut)
+	if code != client.ExitDenied || strings.Contains(errOut, "waiting") || !strings.Contains(errOut, "no terminal to ask for approval") {
+		t.Fatalf("no prompter: exit %d, stderr %q", code, errOut)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

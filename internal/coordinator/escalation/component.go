@@ -309,7 +309,7 @@ func (c *Component) handleRegister(ctx context.Context, r *ctl.Request) (any, er
 	}
 	sess := r.Session
 	unregister, err := c.registry.Register(&escalation.Session{ID: sess.ID, Public: ed25519.PublicKey(req.PublicKey), Prompt: ctlPrompter{sess},
-		NoTerminal: !sess.TTY, Command: sess.Command, PID: sess.PeerPID, Started: sess.Attached})
+		Command: sess.Command, PID: sess.PeerPID, Started: sess.Attached})
 	if err != nil {
 		return nil, ctl.Errorf(ctl.ErrBadRequest.Code, "%s: %v", escprompt.TypeRegister, err)
 	}
