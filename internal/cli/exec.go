@@ -314,7 +314,7 @@ func (s *session) execSpec(ctx context.Context) (ctl.ExecSpec, podman.ExecOption
 		}
 	} else if s.link.Holds() {
 		// With one, the holder's record is where a hang-up of the
-		// user's terminal is delivered (hangupInSandbox).
+		// user's terminal is delivered (attach.Options.Hangup).
 		pidFile = s.pidFile()
 	}
 	// The session holder goes first: it keeps the delegated key from
