@@ -20,8 +20,13 @@ func TestNames(t *testing.T) {
 	e := NewEnv(t)
 	var body strings.Builder
 	profiles := []string{"net", "net", "net", "net", "spare", "gate", "a_b-c"}
+	// persist = "workspace": with the profile's shared State Anchor a
+	// start in another workspace right after `exec` returned is refused
+	// while the previous coordinator's teardown still holds the profile
+	// lock (statestore.LockProfile: "profile net's persistent dirs are
+	// used by ... which is running"), a separate matter from names.
 	for _, p := range []string{"net", "spare", "gate", "a_b-c"} {
-		body.WriteString("[profiles." + p + "]\nimage = \"localhost/lazaret-default:latest\"\ngit_mode = \"direct\"\n")
+		body.WriteString("[profiles." + p + "]\nimage = \"localhost/lazaret-default:latest\"\ngit_mode = \"direct\"\npersist = \"workspace\"\n")
 	}
 	e.WriteConfig(body.String())
 	for i, p := range profiles {
