@@ -242,7 +242,7 @@ static int listen_session(char *dir, size_t dirsz, char *path, size_t pathsz, in
 	memset(&sa, 0, sizeof sa);
 	sa.sun_family = AF_UNIX;
 	memcpy(sa.sun_path, path, strlen(path) + 1);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 64) != 0) {
+	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 1024) != 0) {
 		close(fd);
 		unlink(path);
 		rmdir(dir);
@@ -575,6 +575,7 @@ static int serve(int ln, const char *go)
  * forwards the signals it gets to X and exits with X's status. */
 static int outside(pid_t x, const char *pidfile)
 {
+	int code;
 	if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
 		kill(x, SIGKILL);
 		say("cannot run", strerror(errno));
@@ -592,7 +593,12 @@ static int outside(pid_t x, const char *pidfile)
 		kill(x, SIGKILL);
 		say("cannot drop the holder's capabilities", strerror(errno));
 	}
-	return serve(-1, NULL);
+	code = serve(-1, NULL);
+	/* A pid recorded for a session that ended could name a process that
+	 * reuses it. */
+	if (pidfile != NULL)
+		unlink(pidfile);
+	return code;
 }
 
 /* signal_main is `lazaret-escalate __signal NAME SIGNAL`: the CLI's way to

@@ -65,6 +65,8 @@
 /* How long the broker may take to acknowledge (it does so as soon as it
  * has read the request). */
 #define ACK_TIMEOUT_MS 5000
+/* How long a full listen queue is waited out. */
+#define CONNECT_WAIT_MS 10000
 
 static unsigned char req[8 + MAX_REQ];
 static size_t reqlen;
@@ -184,6 +186,26 @@ static int read_frame(int fd, uint32_t *len)
 	return h[0];
 }
 
+/* connect_retry connects fd to sa; a full listen queue (EAGAIN: hundreds
+ * of requests at once) is waited out for up to CONNECT_WAIT_MS instead of
+ * failing the request. */
+static int connect_retry(int fd, struct sockaddr_un *sa)
+{
+	int waited = 0, step = 5;
+	for (;;) {
+		if (connect(fd, (struct sockaddr *)sa, sizeof *sa) == 0)
+			return 1;
+		if ((errno != EAGAIN && errno != EINTR) || waited >= CONNECT_WAIT_MS)
+			return 0;
+		if (errno == EAGAIN) {
+			struct timespec ts = {0, (long)step * 1000000L};
+			nanosleep(&ts, NULL);
+			waited += step;
+			step = step < 100 ? step * 2 : 100;
+		}
+	}
+}
+
 static void fail(const char *msg)
 {
 	ssize_t r = write(2, msg, strlen(msg));
@@ -242,7 +264,7 @@ int main(int argc, char **argv, char **envp)
 	memset(&sa, 0, sizeof sa);
 	sa.sun_family = AF_UNIX;
 	memcpy(sa.sun_path, sock, strlen(sock) + 1);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+	if (!connect_retry(fd, &sa))
 		fallback(fd);
 	if (!write_all(fd, req, reqlen, 1))
 		fallback(fd);

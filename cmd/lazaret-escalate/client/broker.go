@@ -100,6 +100,14 @@ func (r *BrokerRequest) Getenv(name string) string {
 	return r.Env[name]
 }
 
+// ErrTooLong is a request whose arguments and LAZARET_ variables exceed
+// MaxBrokerRequest.
+var ErrTooLong = errors.New("the command is too long for host escalation")
+
+func tooLong(n int) error {
+	return fmt.Errorf("%w (%d bytes of arguments; at most %d)", ErrTooLong, n, MaxBrokerRequest)
+}
+
 // ReadBrokerRequest reads one framed request.
 func ReadBrokerRequest(r io.Reader) (*BrokerRequest, error) {
 	var hdr [8]byte
@@ -111,7 +119,7 @@ func ReadBrokerRequest(r io.Reader) (*BrokerRequest, error) {
 	}
 	n := binary.BigEndian.Uint32(hdr[4:])
 	if n > MaxBrokerRequest {
-		return nil, fmt.Errorf("%w: %d bytes", ErrBrokerRequest, n)
+		return nil, fmt.Errorf("%w: %w", ErrBrokerRequest, tooLong(int(n)))
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(r, body); err != nil {
@@ -123,7 +131,7 @@ func ReadBrokerRequest(r io.Reader) (*BrokerRequest, error) {
 // ParseBrokerRequest decodes a request body (after magic and length).
 func ParseBrokerRequest(body []byte) (*BrokerRequest, error) {
 	if len(body) > MaxBrokerRequest {
-		return nil, fmt.Errorf("%w: %d bytes", ErrBrokerRequest, len(body))
+		return nil, fmt.Errorf("%w: %w", ErrBrokerRequest, tooLong(len(body)))
 	}
 	if len(body) == 0 || body[len(body)-1] != 0 {
 		return nil, fmt.Errorf("%w: not NUL-terminated", ErrBrokerRequest)
@@ -201,7 +209,7 @@ func EncodeBrokerRequest(r *BrokerRequest, env []string) ([]byte, error) {
 		}
 	}
 	if len(b)-8 > MaxBrokerRequest {
-		return nil, fmt.Errorf("%w: %d bytes", ErrBrokerRequest, len(b)-8)
+		return nil, tooLong(len(b) - 8)
 	}
 	binary.BigEndian.PutUint32(b[4:8], uint32(len(b)-8))
 	return b, nil
@@ -287,10 +295,9 @@ func (b *Broker) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return err
 		}
-		select {
-		case sem <- struct{}{}:
-		default:
-			// Too busy: unacknowledged, the front end runs the Go client.
+		if !waitSlot(ctx, sem) {
+			// Still too busy: unacknowledged, the front end runs the Go
+			// client.
 			_ = conn.Close()
 			continue
 		}
@@ -300,6 +307,30 @@ func (b *Broker) Serve(ctx context.Context, ln net.Listener) error {
 			defer func() { <-sem }()
 			b.handle(ctx, conn)
 		}()
+	}
+}
+
+// brokerSlotWait is how long a connection beyond maxBrokerConns waits for
+// one to end: hundreds of requests at once (measured: 300 from one
+// session) are served in turn, not failed over to the Go client.
+const brokerSlotWait = 10 * time.Second
+
+// waitSlot takes a slot of sem, waiting up to brokerSlotWait.
+func waitSlot(ctx context.Context, sem chan struct{}) bool {
+	select {
+	case sem <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(brokerSlotWait)
+	defer t.Stop()
+	select {
+	case sem <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
 	}
 }
 
