@@ -128,3 +128,57 @@ func TestSessionIsolation(t *testing.T) {
 		t.Errorf("session one: exit %d\n%s", code, one.output())
 	}
 }
+
+// gitSpy replaces the image's git (the agent's to replace: /usr is its)
+// with a script that records, each time anything runs it, PID 1 of its
+// namespace and every process it can see, then runs the real git.
+const gitSpy = `set -e
+mv /usr/bin/git /usr/bin/git.real
+cat > /usr/bin/git <<'SPY'
+#!/bin/sh
+{ echo "pid1=$(tr '\0' ' ' < /proc/1/cmdline)"; for p in /proc/[0-9]*; do echo "sees $(tr '\0' ' ' < $p/cmdline 2>/dev/null)"; done; } > /tmp/spy.$$ 2>/dev/null
+exec /usr/bin/git.real "$@"
+SPY
+chmod 755 /usr/bin/git
+echo spy-in`
+
+// TestSessionIsolationLazaretsGit: lazaret's own commands in the sandbox
+// run the image's git (the ref sync after a commit, `lazaret diff
+// --uncommitted`), which the agent can replace. They run under the
+// isolating holder, so the agent's git sees no session's processes.
+// Control: the spy records each run (its PID 1 is the holder's, not the
+// sandbox's init), and sees the processes of its own namespace.
+func TestSessionIsolationLazaretsGit(t *testing.T) {
+	e := NewEnv(t)
+	gsRepo(t, e.Workspace)
+	one := startPTY(t, e, "shell")
+	one.send("sleep 4242 & echo one-$((2*3))\r")
+	one.waitFor("one-6")
+	if out := e.MustRun("exec", "--", "sh", "-c", gitSpy); !strings.Contains(out, "spy-in") {
+		t.Fatalf("spy: %s", out)
+	}
+	e.MustRun("exec", "--", "sh", "-c", "echo x >> spied.txt && git add spied.txt && git commit -q -m spied && echo agent-change >> spied.txt")
+	if out := e.MustRun("diff", "--uncommitted"); !strings.Contains(out, "agent-change") {
+		t.Errorf("lazaret diff --uncommitted lacks the change:\n%s", out)
+	}
+	spied := e.MustRun("exec", "--", "sh", "-c", "cat /tmp/spy.*")
+	t.Logf("spy:\n%s", spied)
+	lazarets := 0
+	for _, rec := range strings.Split(spied, "pid1=")[1:] {
+		if !strings.Contains(rec, "--no-key") {
+			continue // the agent's own git, in its own session
+		}
+		lazarets++
+		if strings.Contains(rec, "sleep 4242") {
+			t.Errorf("lazaret's git in the sandbox sees the shell's processes:\n%s", rec)
+		}
+		if !strings.Contains(rec, "sees /usr/bin/git.real") && !strings.Contains(rec, "sees /bin/sh /usr/bin/git") {
+			t.Errorf("control: the spy does not see its own process:\n%s", rec)
+		}
+	}
+	if lazarets == 0 {
+		t.Errorf("control: lazaret ran no git in the sandbox under its holder (diff --uncommitted, ref sync):\n%s", spied)
+	}
+	one.send("exit\r")
+	one.exit()
+}

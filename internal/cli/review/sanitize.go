@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/visible"
@@ -372,7 +373,10 @@ func logArgs(oneline bool) ([]string, outputKind) {
 // It is the agent's git printing the agent's files: every byte of it,
 // stderr too, is the agent's, so it goes through the same renderer as the
 // host's diff, which trusts nothing of its layout.
-func UncommittedDiff(ctx context.Context, pc *podman.Client, container string, out, errOut io.Writer, stat bool, view View) error {
+// With isolated it runs under the session holder in namespaces of its own
+// (escprompt.IsolatedCommand): the image's git is the agent's to replace,
+// and must not run where every session's processes are visible.
+func UncommittedDiff(ctx context.Context, pc *podman.Client, container string, isolated bool, out, errOut io.Writer, stat bool, view View) error {
 	argv := []string{"git", "-C", domain.SandboxWorkspace, "--no-pager"}
 	argv = append(argv, diffArgs(view, stat)...)
 	argv = append(argv, "HEAD")
@@ -380,7 +384,11 @@ func UncommittedDiff(ctx context.Context, pc *podman.Client, container string, o
 	if stat {
 		kind = kindText
 	}
-	cmd, err := pc.ExecCmd(ctx, podman.ExecOptions{Container: container, Command: argv})
+	o := podman.ExecOptions{Container: container, Command: argv}
+	if isolated {
+		o.Command, o.Privileged = escprompt.IsolatedCommand(argv), true
+	}
+	cmd, err := pc.ExecCmd(ctx, o)
 	if err != nil {
 		return err
 	}
