@@ -109,7 +109,8 @@ func TestTypeAheadEscalation(t *testing.T) {
 func TestTypeAheadNetDenial(t *testing.T) {
 	env := NewEnv(t)
 	sh := startPTY(t, env, "shell")
-	Eventually(t, 2*time.Minute, "net status to answer", func() bool { return env.Run("net", "status").Code == 0 })
+	// --json: the plain status answers "not running" before the sandbox is up.
+	Eventually(t, 2*time.Minute, "net status to answer", func() bool { return env.Run("net", "status", "--json").Code == 0 })
 	Eventually(t, time.Minute, "netd to hold denied names", func() bool { return netStatus(t, env).Hold > 0 })
 	sh.send("getent hosts typeahead.test; echo \"RC1=$?\"\r")
 	shown := sh.waitShown("[O] allow once")
