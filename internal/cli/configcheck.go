@@ -47,6 +47,13 @@ func runConfigCheck(g *globalOptions) error {
 		return nil
 	}
 	fmt.Fprintf(g.io.Out, "ok: %s (profiles: %s)\n", cfg.File, strings.Join(cfg.ProfileNames(), ", "))
+	// What the file does not say but a start does: the package database
+	// persisted with /usr (or not).
+	for _, name := range cfg.ProfileNames() {
+		if n := cfg.Profiles[name].PackageStateNote(); n != "" {
+			fmt.Fprintf(g.io.Out, "profile %s: %s\n", name, n)
+		}
+	}
 	return nil
 }
 

@@ -87,10 +87,13 @@ func (g *globalOptions) stateDomain(profile string) (*config.Profile, *domain.An
 }
 
 type stateJSON struct {
-	Profile   string              `json:"profile"`
-	Workspace string              `json:"workspace"`
-	Hash      string              `json:"hash"`
-	Dirs      []statecmd.DirState `json:"dirs"`
+	Profile   string `json:"profile"`
+	Workspace string `json:"workspace"`
+	Hash      string `json:"hash"`
+	// PackageState is config.Profile.PackageStateNote: the package
+	// database lazaret persists with /usr unlisted, or not at all.
+	PackageState string              `json:"package_state,omitempty"`
+	Dirs         []statecmd.DirState `json:"dirs"`
 }
 
 func runState(ctx context.Context, g *globalOptions, o *stateOptions, profile string) error {
@@ -105,9 +108,12 @@ func runState(ctx context.Context, g *globalOptions, o *stateOptions, profile st
 	if o.json {
 		enc := json.NewEncoder(g.io.Out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(stateJSON{Profile: a.Profile, Workspace: a.Workspace, Hash: a.Hash, Dirs: states})
+		return enc.Encode(stateJSON{Profile: a.Profile, Workspace: a.Workspace, Hash: a.Hash, PackageState: p.PackageStateNote(), Dirs: states})
 	}
 	fmt.Fprintf(g.io.Out, "profile %s, workspace %s (domain %s)\n", a.Profile, a.Workspace, a.Hash)
+	if n := p.PackageStateNote(); n != "" {
+		fmt.Fprintln(g.io.Out, n)
+	}
 	if len(states) == 0 {
 		fmt.Fprintln(g.io.Out, "no persistent dirs (persistent_dirs in the profile)")
 		return nil

@@ -66,7 +66,9 @@ func (g *globalOptions) chooseWorkspace(cfg *config.Config, p *config.Profile, e
 // startAnnouncer is called by a session before it connects; the function
 // it returns is called once the sandbox runs and prints what a start should
 // tell, if this session started the sandbox (there was no coordinator
-// socket): in direct mode, that the agent writes the host's files; in
+// socket): the package database lazaret persists with /usr, unlisted
+// (config.Profile.PackageStateNote); in direct mode, that the agent
+// writes the host's files; in
 // branch mode, when the agent branch lacks commits of the host's HEAD, how
 // far behind it is (counted beside the start, so it costs the start
 // nothing). Said once per start, only when the agent really runs, and
@@ -76,6 +78,17 @@ func (g *globalOptions) startAnnouncer(ctx context.Context, p *config.Profile, a
 	if _, err := os.Lstat(a.ControlSocket()); err == nil {
 		return func() {}
 	}
+	git := g.gitAnnouncer(ctx, p, a)
+	return func() {
+		if n := p.PackageStateNote(); n != "" {
+			fmt.Fprintf(g.io.ErrOut, "lazaret: profile %s: %s\n", p.Name, n)
+		}
+		git()
+	}
+}
+
+// gitAnnouncer is startAnnouncer's git part.
+func (g *globalOptions) gitAnnouncer(ctx context.Context, p *config.Profile, a *domain.Anchor) func() {
 	mode, err := gitrepo.ResolveMode(p.GitMode, a.Workspace)
 	switch {
 	case err != nil:

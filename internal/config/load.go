@@ -50,6 +50,9 @@ type fileProfile struct {
 	CABundle       *string           `toml:"ca_bundle"`
 	Secrets        map[string]string `toml:"secrets"`
 	WarmPool       *int64            `toml:"warm_pool"`
+	// PersistPackageDB false: /usr persists without the package database
+	// (pkgstate.go).
+	PersistPackageDB *bool `toml:"persist_package_db"`
 }
 
 type fileVolume struct {
@@ -285,7 +288,7 @@ func expectedType(key keyPath) string {
 		"kubeconfig", "context", "namespace", "runtime_class", "image_pull_policy", "probe_image", "cpu", "memory", "netd_image",
 		"storage_class", "state_size":
 		return "a string"
-	case "enabled", "allow_unenforced_egress":
+	case "enabled", "allow_unenforced_egress", "persist_package_db":
 		return "a boolean"
 	case "warm_pool":
 		return "an integer"
@@ -475,6 +478,7 @@ func (v *validator) profile(cfg *Config, guard *hostGuard, name string, fp *file
 			p.volumeLines = append(p.volumeLines, v.pos.lookup(vk))
 		}
 	}
+	v.packageState(p, key, fp)
 	return p
 }
 
@@ -501,8 +505,13 @@ func (v *validator) profileImage(p *Profile, key keyPath, fp *fileProfile) {
 // dropping each that is invalid or overlaps an earlier one.
 func (v *validator) persistentDirs(p *Profile, key keyPath, fp *fileProfile) {
 	dirs := DefaultPersistentDirs
-	if fp.PersistentDirs != nil {
+	switch {
+	case fp.PersistentDirs != nil:
 		dirs = *fp.PersistentDirs
+	case fp.PersistPackageDB != nil && !*fp.PersistPackageDB:
+		// The default is /usr with its package database; without it,
+		// /usr alone.
+		dirs = DefaultPersistentDirs[:1]
 	}
 	pdKey := key.child("persistent_dirs")
 	for i, d := range dirs {

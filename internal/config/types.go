@@ -61,6 +61,11 @@ type Profile struct {
 	Name           string
 	Image          string
 	PersistentDirs []string
+	// PackageDirsAdded are the PersistentDirs lazaret added to /usr: the
+	// package database that describes it (PackageStateDirs), which the
+	// profile did not list. PackageDBOff: persist_package_db = false.
+	PackageDirsAdded []string
+	PackageDBOff     bool
 	// AllowEgress and AllowDomains are the profile's own entries merged
 	// with the global [network] ones.
 	AllowEgress  []netip.Prefix

@@ -525,7 +525,13 @@ func short(id string) string {
 	return id
 }
 
-// NewComponent is New for a profile: its image and persistent_dirs.
+// NewComponent is New for a profile: its image and persistent_dirs (with
+// the package database config added to /usr, which the log says; the
+// starting CLI says it on the terminal).
 func NewComponent(p *config.Profile, a *domain.Anchor, pc *podman.Client, log *slog.Logger) *Component {
-	return New(Options{Anchor: a, Image: p.Image, Dirs: p.PersistentDirs, Podman: pc, Log: log, Persist: p.Persist})
+	c := New(Options{Anchor: a, Image: p.Image, Dirs: p.PersistentDirs, Podman: pc, Log: log, Persist: p.Persist})
+	if n := p.PackageStateNote(); n != "" {
+		c.log.Info(n)
+	}
+	return c
 }
