@@ -92,7 +92,8 @@ const arCheckDeb = `lzhello; dpkg -l lzhello 2>&1 | grep '^ii' | cut -c1-12; apt
 // previous default) the files survive but dpkg forgets the package.
 func TestAgentAptStateAcrossWorkspaces(t *testing.T) {
 	e := NewEnv(t)
-	e.WriteConfig("[profiles.usronly]\nimage = \"localhost/lazaret-default:latest\"\npersistent_dirs = [\"/usr\"]\n")
+	// /usr alone, as before it brought its package database along.
+	e.WriteConfig("[profiles.usronly]\nimage = \"localhost/lazaret-default:latest\"\npersistent_dirs = [\"/usr\"]\npersist_package_db = false\n")
 	b := arSecond(t, e, "ws-b")
 
 	e.MustRun("exec", "--", "bash", "-c", arMakeDeb)

@@ -513,7 +513,7 @@ func testCrashRecovery(t *testing.T, driver string) {
 
 func TestStateAnchorStateCommands(t *testing.T) {
 	s := newSAEnv(t)
-	s.env.WriteConfig("[profiles.sa-it]\nimage = \"" + config.DefaultImage + "\"\npersistent_dirs = [\"/usr\", \"/opt/sa\"]\npersist = \"workspace\"\n")
+	s.env.WriteConfig("[profiles.sa-it]\nimage = \"" + config.DefaultImage + "\"\npersistent_dirs = [\"/usr\", \"/opt/sa\"]\npersist_package_db = false\npersist = \"workspace\"\n")
 	comp := s.component(config.DefaultImage, "/usr", "/opt/sa")
 	s.start(comp, config.DefaultImage)
 	// A file owned by a sub-uid: deleting it needs podman unshare.
