@@ -43,6 +43,20 @@ func (l *lockedBuffer) String() string {
 const hostileQuery = `printf '\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x09ev\x1b[31mil\x04test\x00\x00\x01\x00\x01' > /dev/udp/127.0.0.1/53`
 
 // netStatus is `lazaret net status --json`.
+// netRunning reports whether the sandbox's netd answers `net status`:
+// with nothing running the command still succeeds (it shows the
+// configured policy), with "running": false.
+func netRunning(env *Env) bool {
+	r := env.Run("net", "status", "--json")
+	var st struct {
+		Running *bool `json:"running"`
+	}
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &st) != nil {
+		return false
+	}
+	return st.Running == nil || *st.Running
+}
+
 func netStatus(t *testing.T, env *Env) netdapi.Status {
 	t.Helper()
 	var st netdapi.Status
@@ -134,7 +148,7 @@ func TestNetDenialPromptPTY(t *testing.T) {
 	f := newNetFixture(t)
 	env := NewEnv(t)
 	sh := startPTY(t, env, "shell")
-	Eventually(t, 2*time.Minute, "net status to answer", func() bool { return env.Run("net", "status").Code == 0 })
+	Eventually(t, 2*time.Minute, "net status to answer", func() bool { return netRunning(env) })
 	Eventually(t, time.Minute, "netd to hold denied names", func() bool { return netStatus(t, env).Hold > 0 })
 	rt, _ := domain.RuntimeDir()
 	a, err := domain.New("default", env.Workspace, env.DataRoot, rt, "")

@@ -310,7 +310,7 @@ func TestSecNetworkSidecarDeathStopsSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { hold.Process.Kill(); hold.Wait() }()
-	Eventually(t, 90*time.Second, "net status to answer", func() bool { return env.Run("net", "status").Code == 0 })
+	Eventually(t, 90*time.Second, "net status to answer", func() bool { return netRunning(env) })
 	rt, _ := domain.RuntimeDir()
 	a, err := domain.New("default", env.Workspace, env.DataRoot, rt, "")
 	if err != nil {

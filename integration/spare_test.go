@@ -203,11 +203,12 @@ func TestSpareSidecarLifecycle(t *testing.T) {
 		t.Fatalf("spare after the sandbox ended: %q, want %s", got, a.Sidecar())
 	}
 	// `lazaret status` says a spare waits; the spare serves no sandbox:
-	// `lazaret net` says none runs.
+	// `lazaret net status` says none runs (and shows the configured
+	// policy), never the spare's deny-all as the sandbox's.
 	if out := env.MustRun("status"); !strings.Contains(out, "not running") || !strings.Contains(out, "a spare network sidecar waits") {
 		t.Errorf("status with a spare: %q", out)
 	}
-	if r := env.Run("net", "status"); r.Code == 0 || !strings.Contains(r.Stderr, "no running sandbox") {
+	if r := env.Run("net", "status"); r.Code != 0 || !strings.Contains(r.Stdout, "not running") || !strings.Contains(r.Stdout, "configured policy") {
 		t.Errorf("net status with only a spare: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	id := sidecarID(t, a)
