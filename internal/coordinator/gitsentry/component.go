@@ -43,6 +43,9 @@ type Component struct {
 	// could see the sessions' processes. Set when escalation (whose client
 	// is the holder) is on.
 	Isolated bool
+	// WithChanges: a clone this start makes gets the host's uncommitted
+	// changes (CloneOptions.WithChanges; --with-changes, with_changes).
+	WithChanges bool
 
 	mode      string
 	fsmonitor bool // Prepare set it up
@@ -70,6 +73,12 @@ func (c *Component) WithAudit(f refsync.AuditFunc) *Component {
 // WithIsolation sets Isolated.
 func (c *Component) WithIsolation(on bool) *Component {
 	c.Isolated = on
+	return c
+}
+
+// WithHostChanges sets WithChanges and returns c.
+func (c *Component) WithHostChanges(on bool) *Component {
+	c.WithChanges = on
 	return c
 }
 
@@ -125,7 +134,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 		return err
 	}
 	c.repo = repo
-	clone, err := EnsureClone(ctx, c.Git, repo, c.Anchor, c.notice)
+	clone, err := EnsureCloneWith(ctx, c.Git, repo, c.Anchor, c.notice, CloneOptions{WithChanges: c.WithChanges})
 	if err != nil {
 		return err
 	}
@@ -151,6 +160,21 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 // deleted clone), else at the host's HEAD; the host branch is created to
 // match.
 func EnsureClone(ctx context.Context, g *hostgit.Git, repo *gitrepo.HostRepo, a *domain.Anchor, notice func(string, ...any)) (*Clone, error) {
+	return EnsureCloneWith(ctx, g, repo, a, notice, CloneOptions{})
+}
+
+// CloneOptions are the choices of a start about a clone it makes.
+type CloneOptions struct {
+	// WithChanges carries the host working tree's uncommitted changes
+	// into a new clone (carry.go) when it starts at the host's HEAD; the
+	// outcome is recorded in gitrepo.CarriedFile for the CLI's banner.
+	// An existing clone is never touched: it may hold the agent's own
+	// uncommitted work (the CLI refuses --with-changes then).
+	WithChanges bool
+}
+
+// EnsureCloneWith is EnsureClone with the start's options.
+func EnsureCloneWith(ctx context.Context, g *hostgit.Git, repo *gitrepo.HostRepo, a *domain.Anchor, notice func(string, ...any), o CloneOptions) (*Clone, error) {
 	v := a.AgentClone()
 	if _, err := os.Lstat(v); err == nil {
 		if err := sealVault(v); err != nil {
@@ -170,19 +194,26 @@ func EnsureClone(ctx context.Context, g *hostgit.Git, repo *gitrepo.HostRepo, a 
 	}
 	m := gitrepo.RefMap{Profile: a.Profile}
 	start := repo.ResolveRef(ctx, g, m.AgentRef())
+	head, err := repo.Head(ctx, g)
 	if start == "" {
-		head, err := repo.Head(ctx, g)
 		if err != nil {
 			return nil, err
 		}
 		start = head
-		if dirty, err := repo.Dirty(ctx, g, true); err == nil && dirty != "" {
+		if dirty, err := repo.Dirty(ctx, g, true); err == nil && dirty != "" && !o.WithChanges {
 			notice("the host working tree has uncommitted changes; they are not in the agent's clone, which starts at commit %s on branch %s", start[:12], m.AgentBranch())
 		}
 	}
+	gitrepo.RemoveCarried(a.Root())
 	tmp, err := buildClone(ctx, g, repo, a.Root(), m, start, notice)
 	if err != nil {
 		return nil, err
+	}
+	if o.WithChanges {
+		if err := carryInto(ctx, g, repo, a, tmp, start, head, m); err != nil {
+			_ = os.RemoveAll(tmp)
+			return nil, err
+		}
 	}
 	err = sealVault(v)
 	if err == nil {
