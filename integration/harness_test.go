@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,10 @@ type Env struct {
 	Workspace string
 	// ExtraEnv is added to the environment of every lazaret run.
 	ExtraEnv []string
+	// NoDirect: exec and shell in a workspace that is not a git
+	// repository get no --direct (the consent a start without a terminal
+	// needs there; withDirect).
+	NoDirect bool
 }
 
 // NewEnv makes an Env with an empty workspace and a config holding only
@@ -91,7 +96,21 @@ func (e *Env) WriteConfig(body string) {
 	}
 }
 
+// withDirect adds --direct to an exec or shell in a workspace that is not
+// a git repository: the tests run lazaret without a terminal, where a
+// direct-mode start needs it (docs/GITSENTRY.md, "Direct mode").
+func (e *Env) withDirect(args []string) []string {
+	if e.NoDirect || len(args) == 0 || (args[0] != "exec" && args[0] != "shell") || slices.Contains(args, "--workspace") {
+		return args
+	}
+	if _, err := os.Lstat(filepath.Join(e.Workspace, ".git")); err == nil {
+		return args
+	}
+	return append([]string{args[0], "--direct"}, args[1:]...)
+}
+
 func (e *Env) command(ctx context.Context, args ...string) *exec.Cmd {
+	args = e.withDirect(args)
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir(e.T), "lazaret"), append([]string{"--config", e.Config}, args...)...)
 	cmd.Dir = e.Workspace
 	cmd.Env = append(os.Environ(), e.ExtraEnv...)

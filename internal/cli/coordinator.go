@@ -38,6 +38,8 @@ type coordinatorOptions struct {
 	profile   string
 	workspace string
 	recover   bool
+	// withChanges: the starting CLI's --with-changes (Profile.WithChanges).
+	withChanges bool
 }
 
 func newCoordinatorCmd(g *globalOptions) *cobra.Command {
@@ -53,6 +55,7 @@ func newCoordinatorCmd(g *globalOptions) *cobra.Command {
 	f.StringVar(&o.profile, "profile", config.DefaultProfileName, "profile")
 	f.StringVar(&o.workspace, "workspace", "", "canonical workspace directory")
 	f.BoolVar(&o.recover, "recover", false, "remove the domain's leftover containers first")
+	f.BoolVar(&o.withChanges, "with-changes", false, "carry the host's uncommitted changes into a new agent clone")
 	_ = cmd.MarkFlagRequired("workspace")
 	return cmd
 }
@@ -83,6 +86,9 @@ func runCoordinator(cmd *cobra.Command, g *globalOptions, o *coordinatorOptions)
 	p, a, err := g.resolveDomain(cfg, o.profile, o.workspace)
 	if err != nil {
 		return err
+	}
+	if o.withChanges {
+		p.WithChanges = true
 	}
 	vols, err := p.ResolveVolumes(config.AnchorTokens(a))
 	if err != nil {

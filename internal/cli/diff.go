@@ -170,7 +170,7 @@ func (g *globalOptions) gitPreflight(ctx context.Context, p *config.Profile, a *
 	if err != nil {
 		return err
 	}
-	if notice != "" {
+	if notice != "" && !p.WithChanges {
 		// The notice names paths of the repository: shown escaped.
 		fmt.Fprintf(g.io.ErrOut, "lazaret: %s\n", visible.Line(notice))
 	}

@@ -37,7 +37,8 @@ const connectTimeout = 3 * time.Minute
 const containerGoneWait = 3 * time.Second
 
 type execOptions struct {
-	tty bool
+	tty     bool
+	choices startChoices
 }
 
 func newExecCmd(g *globalOptions) *cobra.Command {
@@ -64,11 +65,12 @@ it: "lazaret exec -t dev -- vim", "lazaret exec dev -t -- vim".`,
 			if err != nil {
 				return err
 			}
-			return runSession(cmd.Context(), g, sessionRequest{profile: profile, tty: o.tty, command: command})
+			return runSession(cmd.Context(), g, sessionRequest{profile: profile, tty: o.tty, command: command, choices: o.choices})
 		},
 	}
 	cmd.Flags().SetInterspersed(false)
 	cmd.Flags().BoolVarP(&o.tty, "tty", "t", false, "run the command under a terminal (for interactive programs)")
+	o.choices.addFlags(cmd.Flags())
 	return cmd
 }
 
@@ -89,6 +91,7 @@ type sessionRequest struct {
 	tty     bool
 	command []string
 	shell   bool
+	choices startChoices
 }
 
 // interactiveShell runs bash when the image has it, else sh, as an
@@ -212,6 +215,9 @@ func prepareSession(ctx context.Context, g *globalOptions, r sessionRequest) (*s
 	if err := p.CheckEnv(); err != nil {
 		return nil, err
 	}
+	if err := g.checkStartChoices(ctx, p, a, r.choices); err != nil {
+		return nil, err
+	}
 	// Only a coordinator this CLI spawns gets the secrets' source
 	// variables; no podman this CLI runs inherits them.
 	secretEnv := p.TakeSecretSources()
@@ -260,7 +266,11 @@ func (s *session) connect(ctx context.Context) (context.Context, context.CancelF
 	if err != nil {
 		return cctx, cancelLast, err
 	}
+	if s.r.choices.withChanges {
+		args = append(args, "--with-changes")
+	}
 	announce := s.g.startAnnouncer(ctx, s.p, s.a)
+	carried := s.g.carryAnnouncer(s.p, s.a, s.r.choices.withChanges)
 	d := s.g.domainClient(s.a)
 	if err := s.g.startWithImage(ctx, s.p, func() error {
 		// A fresh timeout for each attempt: a pull may come between.
@@ -271,6 +281,7 @@ func (s *session) connect(ctx context.Context) (context.Context, context.CancelF
 		return cctx, cancelLast, sessionError(err, s.p.Name)
 	}
 	announce()
+	carried()
 	go func() {
 		<-s.client.Done()
 		s.end("the session coordinator exited unexpectedly")

@@ -5,7 +5,8 @@ import (
 )
 
 func newShellCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	var choices startChoices
+	cmd := &cobra.Command{
 		Use:   "shell [PROFILE]",
 		Short: "Open an interactive shell in the sandbox of this directory",
 		Long: `Open an interactive shell (bash if the image has it, else sh) in the sandbox of
@@ -22,7 +23,9 @@ the last of them ends.`,
 			// A shell gets a terminal when lazaret has one; piped into, it
 			// reads commands from stdin like sh -s.
 			tty := isTerminal(stdin) && isTerminal(stdout)
-			return runSession(cmd.Context(), g, sessionRequest{profile: profile, tty: tty, shell: true})
+			return runSession(cmd.Context(), g, sessionRequest{profile: profile, tty: tty, shell: true, choices: choices})
 		},
 	}
+	choices.addFlags(cmd.Flags())
+	return cmd
 }

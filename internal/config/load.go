@@ -46,6 +46,7 @@ type fileProfile struct {
 	Env            map[string]string `toml:"env"`
 	Volumes        []fileVolume      `toml:"volumes"`
 	GitMode        *string           `toml:"git_mode"`
+	WithChanges    *bool             `toml:"with_changes"`
 	Persist        *string           `toml:"persist"`
 	CABundle       *string           `toml:"ca_bundle"`
 	Secrets        map[string]string `toml:"secrets"`
@@ -290,6 +291,8 @@ func expectedType(key keyPath) string {
 		return "a string"
 	case "enabled", "allow_unenforced_egress", "persist_package_db":
 		return "a boolean"
+	case "with_changes":
+		return "a boolean"
 	case "warm_pool":
 		return "an integer"
 	case "allow_egress", "allow_domains", "auto_approve", "persistent_dirs", "hosts", "command", "dns":
@@ -469,6 +472,9 @@ func (v *validator) profile(cfg *Config, guard *hostGuard, name string, fp *file
 		default:
 			v.fail(key.child("git_mode"), ruleErrf("invalid git_mode %s: want \"branch\" or \"direct\"", quoteValue(*fp.GitMode)))
 		}
+	}
+	if fp.WithChanges != nil {
+		p.WithChanges = *fp.WithChanges
 	}
 
 	for i, vol := range fp.Volumes {

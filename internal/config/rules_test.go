@@ -532,3 +532,13 @@ func TestErrorIsOneLineWhateverItHolds(t *testing.T) {
 		t.Errorf("Error() = %q", s)
 	}
 }
+
+func TestWithChanges(t *testing.T) {
+	if c := mustParse(t, "[profiles.claude]\nimage = \"x:1\"\nwith_changes = true\n"); !c.Profiles["claude"].WithChanges {
+		t.Error("with_changes = true not kept")
+	}
+	if c := mustParse(t, "[profiles.claude]\nimage = \"x:1\"\n"); c.Profiles["claude"].WithChanges {
+		t.Error("absent with_changes is true")
+	}
+	wantErr(t, "[profiles.claude]\nimage = \"x:1\"\nwith_changes = \"yes\"\n", "profiles.claude.with_changes", "a boolean", false)
+}

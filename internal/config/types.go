@@ -81,6 +81,9 @@ type Profile struct {
 	// GitMode is "branch" or "direct"; empty means branch in a git
 	// repository and direct elsewhere.
 	GitMode string
+	// WithChanges (with_changes): a new agent clone gets the host working
+	// tree's uncommitted changes, as with --with-changes (branch mode).
+	WithChanges bool
 	// Persist is PersistProfile or PersistWorkspace (persist key).
 	Persist string
 	// CABundle is the host trust store mounted into the sandbox.

@@ -46,7 +46,7 @@ func components(d *Deps) []sandbox.Component {
 		// changed (network sidecar, State Anchor, Git Sentry, escalation).
 		withDenials(d, sidecar.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log).WithSecrets(d.Secrets).WithSpares(d.SpareExpiry)),
 		stateanchor.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
-		gitsentry.New(d.Anchor, d.Profile.GitMode, d.Podman, d.Log).WithAudit(d.Audit).WithIsolation(d.Config.Escalation.Enabled),
+		gitsentry.New(d.Anchor, d.Profile.GitMode, d.Podman, d.Log).WithAudit(d.Audit).WithIsolation(d.Config.Escalation.Enabled).WithHostChanges(d.Profile.WithChanges),
 		escalation.FromConfig(d.Config, d.Anchor, d.Server, escalation.EntryAuditor(d.Audit), d.Log),
 	}
 }

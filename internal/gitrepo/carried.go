@@ -36,19 +36,15 @@ func (c Carried) Summary(source string) string {
 	if c.Modified+c.Untracked+c.Deleted == 0 {
 		return fmt.Sprintf("no uncommitted changes to carry into the agent's clone (%s)", source)
 	}
-	s := fmt.Sprintf("carried %s and %s into the agent's clone", plural(c.Modified, "modified"), plural(c.Untracked, "untracked"))
+	noun := "files"
+	if c.Modified+c.Untracked+c.Deleted == 1 {
+		noun = "file"
+	}
 	if c.Deleted > 0 {
-		s = fmt.Sprintf("carried %s, %s and %s into the agent's clone", plural(c.Modified, "modified"),
-			plural(c.Untracked, "untracked"), plural(c.Deleted, "deleted"))
+		return fmt.Sprintf("carried %d modified, %d untracked and %d deleted %s into the agent's clone (%s)",
+			c.Modified, c.Untracked, c.Deleted, noun, source)
 	}
-	return s + " (" + source + ")"
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return fmt.Sprintf("1 %s file", what)
-	}
-	return fmt.Sprintf("%d %s files", n, what)
+	return fmt.Sprintf("carried %d modified and %d untracked %s into the agent's clone (%s)", c.Modified, c.Untracked, noun, source)
 }
 
 // CarriedFile is where the coordinator records Carried for the clone it
