@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -121,60 +120,6 @@ func TestAgentAptStateAcrossWorkspaces(t *testing.T) {
 	if !strings.HasPrefix(r.Stdout, "hello-lz\n") || strings.Contains(r.Stdout, "ii  lzhello") {
 		t.Fatalf("control (/usr only): %q, %s", r.Stdout, r.Stderr)
 	}
-}
-
-// TestAgentProfileOverlayExclusive: while a sandbox of a profile holds its
-// shared State Anchor, a sandbox of the same profile in another workspace
-// is refused with one line naming the running one and both fixes; once
-// the first stops, the second starts. Positive control: with persist =
-// "workspace" the same two sandboxes run at once.
-func TestAgentProfileOverlayExclusive(t *testing.T) {
-	e := NewEnv(t)
-	e.WriteConfig("[profiles.sep]\nimage = \"localhost/lazaret-default:latest\"\npersist = \"workspace\"\n")
-	b := arSecond(t, e, "ws-b")
-
-	hold, release := io.Pipe()
-	holder, _ := background(t, e, hold, "exec", "--", "cat")
-	// Before background's cleanup (LIFO): its Wait needs stdin closed.
-	t.Cleanup(func() { release.Close() })
-	Eventually(t, 90*time.Second, "first sandbox running", func() bool { return arRunning(t, e, "default") })
-	e.MustRun("exec", "--", "touch", "/usr/local/share/first-was-here")
-
-	r := b.Run("exec", "--", "true")
-	if r.Code == 0 {
-		t.Fatal("a second workspace's sandbox mounted the profile's overlay while the first runs")
-	}
-	ws := canonical(t, e.Workspace)
-	for _, want := range []string{ws, "lazaret-default-", "lazaret stop", `persist = "workspace"`, "[profiles.default]"} {
-		if !strings.Contains(r.Stderr, want) {
-			t.Errorf("refusal lacks %q:\n%s", want, r.Stderr)
-		}
-	}
-	if n := strings.Count(strings.TrimSpace(r.Stderr), "\n"); n > 1 {
-		t.Errorf("refusal is %d lines:\n%s", n+1, r.Stderr)
-	}
-	// The first sandbox's overlay is untouched by the refused start.
-	e.MustRun("exec", "--", "test", "-f", "/usr/local/share/first-was-here")
-	release.Close()
-	if err := holder.Wait(); err != nil {
-		t.Fatalf("holder: %v", err)
-	}
-	e.MustRun("stop")
-	if out := b.MustRun("exec", "--", "ls", "/usr/local/share/"); !strings.Contains(out, "first-was-here") {
-		t.Fatalf("second workspace does not share the profile's /usr: %q", out)
-	}
-	b.MustRun("stop")
-
-	// Control: per-workspace overlays run side by side.
-	hold2, release2 := io.Pipe()
-	holder2, _ := background(t, e, hold2, "exec", "sep", "--", "cat")
-	t.Cleanup(func() { release2.Close() })
-	Eventually(t, 90*time.Second, "sep sandbox running", func() bool { return arRunning(t, e, "sep") })
-	if r := b.Run("exec", "sep", "--", "true"); r.Code != 0 {
-		t.Fatalf("control: two persist = \"workspace\" sandboxes could not run at once: %s", r.Stderr)
-	}
-	release2.Close()
-	_ = holder2.Wait()
 }
 
 // TestAgentLegacyDomainOverlayKept: a workspace whose State Anchor holds

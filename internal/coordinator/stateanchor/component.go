@@ -65,7 +65,8 @@ type Component struct {
 	log *slog.Logger
 
 	root    string                  // canonical overlay root (Store.Root)
-	lock    *statestore.ProfileLock // hold of a shared root, nil otherwise
+	lock    *statestore.ProfileLock // shared hold of a shared root, nil otherwise
+	lay     *layering               // this sandbox's layer on a shared root, nil otherwise
 	imageID string                  // image mount this component holds, "" when none
 	mu      sync.Mutex              // guards mounted while the overlays mount side by side
 	mounted []string                // merged dirs this component mounted
@@ -116,7 +117,6 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	if err != nil {
 		return fmt.Errorf("state anchor: %w", err)
 	}
-	c.root = root
 	// The image lookup does not depend on the sweep: run the two podman
 	// calls side by side (each costs a podman start, ~50 ms, on the cold
 	// start's critical path).
@@ -129,7 +129,11 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 		img, err := c.inspectImage(ctx)
 		imgc <- inspected{img, err}
 	}()
-	sweepErr := c.sweep(ctx)
+	var sweepErr error
+	if c.lay == nil {
+		// A shared root was swept by joinProfile, under its lock.
+		sweepErr = c.sweep(ctx)
+	}
 	in := <-imgc
 	if sweepErr != nil {
 		return fmt.Errorf("state anchor: removing stale mounts: %w", sweepErr)
@@ -188,6 +192,9 @@ func (c *Component) Ready(ctx context.Context) error {
 // makeMergedDir creates the dir the overlay of dir is mounted on, in the
 // vault, so that the bind mount's source exists before the overlay does.
 func (c *Component) makeMergedDir(dir string) error {
+	if c.lay != nil {
+		return nil // made with the layer (joinProfile)
+	}
 	odir, _, _, merged := c.paths(dir)
 	od, err := vault.Open(c.root, filepath.Base(odir), true, 0o755)
 	if err != nil {
@@ -226,8 +233,9 @@ func (c *Component) openRoot(ctx context.Context) (string, error) {
 	if st.Legacy {
 		c.log.Info("keeping this workspace's own State Anchor (changes made before it was per profile; `lazaret state reset` moves it to the profile's)", "root", root)
 	}
+	c.root = root
 	if st.Shared {
-		if c.lock, err = statestore.LockProfile(ctx, c.opt.Podman, root, c.opt.Anchor); err != nil {
+		if err := c.joinProfile(ctx); err != nil {
 			return "", err
 		}
 	}
@@ -249,6 +257,12 @@ func (c *Component) imageRoot(ctx context.Context, img *podman.ImageInfo) (strin
 		return "", err
 	}
 	c.imageID = img.ID
+	if c.lay != nil {
+		// A shared root's sandboxes each hold their own image mount:
+		// recorded in the registration, released by whoever finds it dead.
+		c.lay.holder.ImageID = img.ID
+		return base, c.lay.reg.Update(c.lay.holder)
+	}
 	// Written after the mount: a crash between the two leaks one mount
 	// count of the image, which is harmless; the opposite order could make
 	// the next start release somebody else's mount.
@@ -258,10 +272,15 @@ func (c *Component) imageRoot(ctx context.Context, img *podman.ImageInfo) (strin
 	return base, nil
 }
 
-// paths returns the overlay dirs of dir under the canonical root.
+// paths returns the overlay dirs of dir under the canonical root: base
+// holds its record; on a shared root the others are this sandbox's layer.
 func (c *Component) paths(dir string) (base, changes, work, merged string) {
 	name := domain.OverlayName(dir)
 	base = filepath.Join(c.root, name)
+	if c.lay != nil {
+		changes, work, merged = statestore.LayerPaths(c.root, c.lay.rec.ID, dir)
+		return base, changes, work, merged
+	}
 	return base, filepath.Join(base, name+"_changes"), filepath.Join(base, name+"_work"), filepath.Join(base, name+"_merged")
 }
 
@@ -301,24 +320,19 @@ func (c *Component) mountDir(ctx context.Context, dir, base, empty string, img *
 		return err
 	}
 	defer od.Close()
-	fresh := "old"
-	if _, err := os.Lstat(od.Join(filepath.Base(changes))); errors.Is(err, os.ErrNotExist) {
-		fresh = "new"
-	}
-	for _, d := range []string{changes, work, merged} {
-		if err := os.MkdirAll(od.Join(filepath.Base(d)), 0o755); err != nil {
-			return err
-		}
+	fresh, upperFresh, lowers, err := c.prepareDirs(od, dir, changes, work, merged)
+	if err != nil {
+		return err
 	}
 	prev, err := statestore.ReadRecord(od.Path())
 	if err != nil {
 		c.log.Warn("unreadable overlay record; rewriting it", "dir", dir, "err", err)
 		prev = nil
 	}
-	driver := c.driverFor(fresh == "new", prev)
-	logf := filepath.Join(odir, "mount.log")
+	driver := c.driverFor(fresh, prev)
+	logf := filepath.Join(filepath.Dir(changes), "mount.log")
 	out, err := c.opt.Podman.Unshare(ctx, "bash", "-c", mountScript, "stateanchor-mount",
-		base, dir, empty, changes, work, merged, c.opt.FuseOverlayfs, fresh, logf, driver)
+		base, dir, empty, changes, work, merged, c.opt.FuseOverlayfs, upperFresh, logf, driver, lowers)
 	if err != nil {
 		return fmt.Errorf("mounting the overlay (%s) on %s: %w", driver, merged, err)
 	}
@@ -356,6 +370,30 @@ func (c *Component) mountDir(ctx context.Context, dir, base, empty string, img *
 	}
 	c.log.Debug("mounted", "dir", dir, "merged", merged, "image", short(img.ID), "driver", used)
 	return nil
+}
+
+// prepareDirs makes the dirs of dir's overlay. It reports whether the
+// changes that decide the driver are new (the profile's layer on a shared
+// root), whether the upper dir is new ("new" or "old", for the mount
+// script), and the lower dirs above the image's (shared root only).
+func (c *Component) prepareDirs(od *vault.Dir, dir, changes, work, merged string) (fresh bool, upper, lowers string, err error) {
+	if c.lay != nil {
+		fresh, err = prepareProfileDir(od, dir)
+		return fresh, "new", c.layerLowers(dir), err
+	}
+	if _, err := os.Lstat(od.Join(filepath.Base(changes))); errors.Is(err, os.ErrNotExist) {
+		fresh = true
+	}
+	for _, d := range []string{changes, work, merged} {
+		if err := os.MkdirAll(od.Join(filepath.Base(d)), 0o755); err != nil {
+			return false, "", "", err
+		}
+	}
+	upper = "old"
+	if fresh {
+		upper = "new"
+	}
+	return fresh, upper, "", nil
 }
 
 // driverFor picks the driver for a changes dir: the one it was made with,
@@ -417,8 +455,17 @@ func (c *Component) Close(ctx context.Context) error {
 		}
 		c.imageID = ""
 	}
-	// The profile's overlays are free for another workspace only once
-	// nothing of this domain is mounted on them any more.
+	if c.lay != nil {
+		// This sandbox's layer ends only once nothing of it is
+		// mounted; after an error it is left for the next start to
+		// find, as after a crash.
+		if len(errs) == 0 {
+			errs = append(errs, c.endLayer(ctx))
+		} else {
+			c.lay.reg.Close()
+			c.lay = nil
+		}
+	}
 	if len(errs) == 0 {
 		if err := c.lock.Release(); err != nil {
 			errs = append(errs, err)

@@ -23,6 +23,8 @@ done
 //	$9 log file for fuse-overlayfs's stderr
 //	$10 driver: overlay, fuse-overlayfs, or auto (overlay, falling back
 //	    to fuse-overlayfs where the kernel refuses an unprivileged overlay)
+//	$11 lower dirs above the image's, topmost first, ':'-separated, or
+//	    empty (a shared root: the stacked pending layers, the profile's)
 //
 // It prints the driver it used.
 //
@@ -65,6 +67,7 @@ if [ "$8" = new ]; then
   chmod --reference="$lower" -- "$4"
 fi
 if mounted "$6"; then echo "$6: already a mount point" >&2; exit 3; fi
+[ -z "${11:-}" ] || lower=${11}:$lower
 opts="lowerdir=$lower,upperdir=$4,workdir=$5"
 if [ "${10}" != fuse-overlayfs ]; then
   # Kernel overlayfs, unprivileged in this user namespace (Linux >= 5.11):
