@@ -56,8 +56,38 @@ required. Refuses while the sandbox of this workspace runs.`,
 		},
 	}
 	reset.Flags().BoolVarP(&o.yes, "yes", "y", false, "do not ask for confirmation")
-	cmd.AddCommand(reset)
+	cmd.AddCommand(reset, newStateLayerCmd(g, "fold"), newStateLayerCmd(g, "drop"))
 	return cmd
+}
+
+// newStateLayerCmd is `state fold` or `state drop`: the user's decision on
+// a pending layer of the profile's State Anchor that did not fast-forward.
+func newStateLayerCmd(g *globalOptions, verb string) *cobra.Command {
+	short := "Fold a pending layer into the profile's persistent dirs (its entries replace the profile's)"
+	if verb == "drop" {
+		short = "Discard a pending layer of the profile's persistent dirs"
+	}
+	return &cobra.Command{
+		Use:   verb + " [PROFILE] LAYER",
+		Short: short,
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, a, err := g.stateDomain(firstArg(args[:len(args)-1]))
+			if err != nil {
+				return err
+			}
+			st, id := statestore.Locate(a, p.Persist), args[len(args)-1]
+			do := statecmd.FoldLayer
+			if verb == "drop" {
+				do = statecmd.DropLayer
+			}
+			if err := do(cmd.Context(), g.podmanClient(), st, id); err != nil {
+				return fmt.Errorf("state %s: %w", verb, err)
+			}
+			fmt.Fprintf(g.io.Out, "layer %s: %s\n", id, map[string]string{"fold": "folded", "drop": "dropped"}[verb])
+			return nil
+		},
+	}
 }
 
 // stateResetArgs tells PROFILE from DIR: a dir is absolute, a profile name
@@ -92,8 +122,9 @@ type stateJSON struct {
 	Hash      string `json:"hash"`
 	// PackageState is config.Profile.PackageStateNote: the package
 	// database lazaret persists with /usr unlisted, or not at all.
-	PackageState string              `json:"package_state,omitempty"`
-	Dirs         []statecmd.DirState `json:"dirs"`
+	PackageState string                `json:"package_state,omitempty"`
+	Dirs         []statecmd.DirState   `json:"dirs"`
+	Layers       []statecmd.LayerState `json:"layers,omitempty"`
 }
 
 func runState(ctx context.Context, g *globalOptions, o *stateOptions, profile string) error {
@@ -105,10 +136,14 @@ func runState(ctx context.Context, g *globalOptions, o *stateOptions, profile st
 	if err != nil {
 		return err
 	}
+	layers, _, err := statecmd.Layers(statestore.Locate(a, p.Persist))
+	if err != nil {
+		return err
+	}
 	if o.json {
 		enc := json.NewEncoder(g.io.Out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(stateJSON{Profile: a.Profile, Workspace: a.Workspace, Hash: a.Hash, PackageState: p.PackageStateNote(), Dirs: states})
+		return enc.Encode(stateJSON{Profile: a.Profile, Workspace: a.Workspace, Hash: a.Hash, PackageState: p.PackageStateNote(), Dirs: states, Layers: layers})
 	}
 	fmt.Fprintf(g.io.Out, "profile %s, workspace %s (domain %s)\n", a.Profile, a.Workspace, a.Hash)
 	if n := p.PackageStateNote(); n != "" {
@@ -133,7 +168,27 @@ func runState(ctx context.Context, g *globalOptions, o *stateOptions, profile st
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.Dir, stateSize(s.Bytes), mounted, img, s.Changes)
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	printStateLayers(g, a, layers)
+	return nil
+}
+
+// printStateLayers lists the sandboxes' layers of a shared State Anchor:
+// running ones, and pending ones with what becomes of them.
+func printStateLayers(g *globalOptions, a *domain.Anchor, layers []statecmd.LayerState) {
+	for _, l := range layers {
+		switch {
+		case l.State == statestore.LayerActive:
+			fmt.Fprintf(g.io.Out, "layer %s: running, sandbox of %s\n", l.ID, l.Workspace)
+		case l.FastForward:
+			fmt.Fprintf(g.io.Out, "layer %s: pending, from %s; folds into the profile's dirs when no sandbox of the profile runs\n", l.ID, l.Workspace)
+		default:
+			fmt.Fprintf(g.io.Out, "layer %s: pending, from %s; the profile's dirs changed since it began: fold it (its entries replace the profile's) with `lazaret state fold %s %s`, or discard it with `lazaret state drop %s %s`\n",
+				l.ID, l.Workspace, a.Profile, l.ID, a.Profile, l.ID)
+		}
+	}
 }
 
 func runStateReset(ctx context.Context, g *globalOptions, o *stateOptions, profile, dir string) error {

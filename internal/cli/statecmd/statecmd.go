@@ -58,7 +58,7 @@ func Inspect(ctx context.Context, pc *podman.Client, st statestore.Store, dirs [
 		changes, _, merged := st.OverlayPaths(dir)
 		ds := DirState{Dir: dir, Changes: changes}
 		for _, m := range mounts {
-			if statestore.Within(m.MountPoint, below(croot, st.Root, merged)) {
+			if statestore.Within(m.MountPoint, below(croot, st.Root, merged)) || layerMount(croot, m.MountPoint, dir) {
 				ds.Mounted = true
 			}
 		}
@@ -173,4 +173,16 @@ func duBytes(ctx context.Context, pc *podman.Client, paths []string) (map[string
 		sizes[p] = v
 	}
 	return sizes, nil
+}
+
+// layerMount reports whether mp is the mount of dir in a sandbox's layer
+// of a shared root (<root>/.layers/<id>/N/merged).
+func layerMount(croot, mp, dir string) bool {
+	_, _, merged := statestore.LayerPaths(croot, "x", dir)
+	rel, err := filepath.Rel(filepath.Join(croot, statestore.LayersDir), mp)
+	if err != nil {
+		return false
+	}
+	parts := strings.Split(rel, string(filepath.Separator))
+	return len(parts) == 3 && parts[1] == filepath.Base(filepath.Dir(merged)) && parts[2] == "merged"
 }
