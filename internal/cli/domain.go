@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/statestore"
 )
 
 type domainOptions struct {
@@ -53,6 +55,19 @@ type volumeJSON struct {
 	Options   []string `json:"options"`
 }
 
+// resources is the domain's resource table with the overlay root the
+// State Anchor really uses: the profile's (shared by its workspaces) or
+// the domain's own, by the profile's persist mode (statestore.Locate).
+func resources(p *config.Profile, a *domain.Anchor) []domain.Resource {
+	rs := a.Resources()
+	for i := range rs {
+		if rs[i].Name == "overlay_root" {
+			rs[i].Value = statestore.Locate(a, p.Persist).Root
+		}
+	}
+	return rs
+}
+
 func runDomain(g *globalOptions, o *domainOptions) error {
 	cfg, err := g.loadConfig()
 	if err != nil {
@@ -68,7 +83,7 @@ func runDomain(g *globalOptions, o *domainOptions) error {
 	}
 	if o.json {
 		out := domainJSON{Profile: a.Profile, Workspace: a.Workspace, Hash: a.Hash, Resources: map[string]string{}, Volumes: []volumeJSON{}}
-		for _, r := range a.Resources() {
+		for _, r := range resources(p, a) {
 			out.Resources[r.Name] = r.Value
 		}
 		for _, v := range vols {
@@ -80,7 +95,7 @@ func runDomain(g *globalOptions, o *domainOptions) error {
 	}
 	w := newTable(g.io.Out, "")
 	fmt.Fprintf(w, "profile\t%s\nworkspace\t%s\nhash\t%s\n", a.Profile, a.Workspace, a.Hash)
-	for _, r := range a.Resources() {
+	for _, r := range resources(p, a) {
 		fmt.Fprintf(w, "%s\t%s\n", r.Name, r.Value)
 	}
 	for _, v := range vols {
