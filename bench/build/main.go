@@ -90,6 +90,10 @@ func run() error {
 		return err
 	}
 	lz := func(dir string, args ...string) *exec.Cmd {
+		if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil && len(args) > 0 && args[0] == "exec" {
+			// The direct place is no repository: lazaret asks for consent.
+			args = append([]string{"exec", "--direct"}, args[1:]...)
+		}
 		cmd := exec.Command(filepath.Join(bin, "lazaret"), append([]string{"--config", config}, args...)...)
 		cmd.Dir = dir
 		cmd.Env = env

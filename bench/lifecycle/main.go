@@ -114,7 +114,9 @@ func run() error {
 	if err := os.MkdirAll(b.ws, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(b.config, fmt.Appendf(nil, "data_root = %q\n", filepath.Join(root, "data")), 0o600); err != nil {
+	// The workspace is no repository: direct mode, consented to in the
+	// profile (a start without a terminal needs it).
+	if err := os.WriteFile(b.config, fmt.Appendf(nil, "data_root = %q\n\n[profiles.default]\ngit_mode = \"direct\"\n", filepath.Join(root, "data")), 0o600); err != nil {
 		return err
 	}
 	defer b.lazaret("stop", "--all").Run()

@@ -340,7 +340,9 @@ func BenchmarkCLI100k(b *testing.B) {
 	ws := filepath.Join(root, "ws")
 	os.MkdirAll(ws, 0o755)
 	cfg := filepath.Join(root, "config.toml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("data_root = %q\n", filepath.Join(root, "data"))), 0o600)
+	// The workspace is no repository: direct mode, consented to in the
+	// profile (a start without a terminal needs it).
+	os.WriteFile(cfg, []byte(fmt.Sprintf("data_root = %q\n\n[profiles.default]\ngit_mode = \"direct\"\n", filepath.Join(root, "data"))), 0o600)
 	lz := func(ctx context.Context, args ...string) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, "lazaret"), append([]string{"--config", cfg}, args...)...)
 		cmd.Dir = ws
