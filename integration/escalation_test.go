@@ -401,6 +401,13 @@ func startPTY(t *testing.T, e *Env, args ...string) *ptySession {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.follow(ptmx)
+	return s
+}
+
+// follow makes ptmx the session's terminal: what the command writes is
+// collected, its exit code kept, and both end with the test.
+func (s *ptySession) follow(ptmx *os.File) {
 	s.ptmx = ptmx
 	go func() {
 		buf := make([]byte, 4096)
@@ -421,8 +428,7 @@ func startPTY(t *testing.T, e *Env, args ...string) *ptySession {
 		}
 		close(s.done)
 	}()
-	t.Cleanup(func() { _ = s.cmd.Process.Kill(); <-s.done; ptmx.Close() })
-	return s
+	s.t.Cleanup(func() { _ = s.cmd.Process.Kill(); <-s.done; ptmx.Close() })
 }
 
 func (s *ptySession) output() string {

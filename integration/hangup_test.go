@@ -49,28 +49,7 @@ func hangupShell(t *testing.T, e *Env, ctty bool) *ptySession {
 	if err := unix.SetNonblock(fd, true); err != nil {
 		t.Fatal(err)
 	}
-	ptmx := os.NewFile(uintptr(fd), "ptmx")
-	s.ptmx = ptmx
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(buf)
-			s.mu.Lock()
-			s.out.Write(buf[:n])
-			s.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	go func() {
-		err := s.cmd.Wait()
-		if ee, ok := err.(*exec.ExitError); ok {
-			s.code = ee.ExitCode()
-		}
-		close(s.done)
-	}()
-	t.Cleanup(func() { _ = s.cmd.Process.Kill(); <-s.done; ptmx.Close() })
+	s.follow(os.NewFile(uintptr(fd), "ptmx"))
 	// The shell answers: it reads its terminal.
 	s.send("echo rea''dy\r")
 	s.waitFor("ready")
