@@ -23,10 +23,6 @@ type reviewTarget struct {
 	anchor *domain.Anchor
 	review *review.Review
 	podman *podman.Client
-	// isolated: the sandbox has the session holder (escalation on), which
-	// runs the image's git (the agent's to replace) where no session's
-	// processes are visible.
-	isolated bool
 }
 
 // openReview resolves the domain of profile in the current directory and
@@ -54,10 +50,9 @@ func (g *globalOptions) openReview(ctx context.Context, profile string) (*review
 		return nil, err
 	}
 	return &reviewTarget{
-		anchor:   a,
-		review:   &review.Review{Git: git, Repo: repo, Map: gitrepo.RefMap{Profile: a.Profile}},
-		podman:   g.podmanClient(),
-		isolated: cfg.Escalation.Enabled,
+		anchor: a,
+		review: &review.Review{Git: git, Repo: repo, Map: gitrepo.RefMap{Profile: a.Profile}},
+		podman: g.podmanClient(),
 	}, nil
 }
 
@@ -127,7 +122,7 @@ func runDiff(ctx context.Context, g *globalOptions, o *diffOptions, profile stri
 			return withHint(fmt.Errorf("--uncommitted: the sandbox %s is not running", t.anchor.Container()), exitUsage,
 				"uncommitted changes live only in the agent's clone; start the sandbox, or drop --uncommitted to see its commits")
 		}
-		return review.UncommittedDiff(ctx, t.podman, t.anchor.Container(), t.isolated, g.io.Out, g.io.ErrOut, o.stat, view)
+		return review.UncommittedDiff(ctx, t.podman, t.anchor.Container(), g.io.Out, g.io.ErrOut, o.stat, view)
 	}
 	if err := t.review.Diff(ctx, g.io.Out, g.io.ErrOut, o.stat, view); err != nil {
 		return err

@@ -23,6 +23,19 @@ type ContainerInfo struct {
 	Config      struct {
 		Labels map[string]string `json:"Labels"`
 	} `json:"Config"`
+	Mounts []struct {
+		Destination string `json:"Destination"`
+	} `json:"Mounts"`
+}
+
+// HasMount reports whether the container mounts something at dest.
+func (i *ContainerInfo) HasMount(dest string) bool {
+	for _, m := range i.Mounts {
+		if m.Destination == dest {
+			return true
+		}
+	}
+	return false
 }
 
 // ContainerState is the State object of an inspect.

@@ -373,10 +373,16 @@ func logArgs(oneline bool) ([]string, outputKind) {
 // It is the agent's git printing the agent's files: every byte of it,
 // stderr too, is the agent's, so it goes through the same renderer as the
 // host's diff, which trusts nothing of its layout.
-// With isolated it runs under the session holder in namespaces of its own
+// In a sandbox that has the session holder (the escalation client is
+// mounted) it runs under it in namespaces of its own
 // (escprompt.IsolatedCommand): the image's git is the agent's to replace,
 // and must not run where every session's processes are visible.
-func UncommittedDiff(ctx context.Context, pc *podman.Client, container string, isolated bool, out, errOut io.Writer, stat bool, view View) error {
+func UncommittedDiff(ctx context.Context, pc *podman.Client, container string, out, errOut io.Writer, stat bool, view View) error {
+	info, err := pc.InspectContainer(ctx, container)
+	if err != nil {
+		return err
+	}
+	isolated := info.HasMount(escprompt.SandboxClient)
 	argv := []string{"git", "-C", domain.SandboxWorkspace, "--no-pager"}
 	argv = append(argv, diffArgs(view, stat)...)
 	argv = append(argv, "HEAD")
