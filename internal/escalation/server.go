@@ -330,6 +330,10 @@ func (s *Server) askHuman(ctx context.Context, req *escwire.Request, sess *Sessi
 		}
 		if err != nil {
 			msg = "denied: " + err.Error()
+			if v.Reason != "" {
+				// Nobody was asked: say why the request needed someone.
+				msg += " (it needs the user's approval: " + v.Reason + ")"
+			}
 		}
 		out.send(escwire.Frame{Type: escwire.FrameDenied, Message: msg})
 		return nil, "", false
