@@ -103,8 +103,9 @@ func TestWorkspaceRepoSubdirectory(t *testing.T) {
 		t.Errorf("lazaret domain in %s:\n%s", sub, out)
 	}
 	runIn(t, e, sub, "stop")
-	// Control: the subdirectory itself, named explicitly.
-	r = runIn(t, e, sub, "--workspace", sub, "exec", "--", "sh", "-c", write)
+	// Control: the subdirectory itself, named explicitly (no repository
+	// there: direct mode, consented to).
+	r = runIn(t, e, sub, "--workspace", sub, "exec", "--direct", "--", "sh", "-c", write)
 	if r.Code != 0 || !strings.Contains(r.Stderr, "lazaret: direct mode: the agent writes "+sub) {
 		t.Fatalf("--workspace %s: exit %d\n%s", sub, r.Code, r.Stderr)
 	}
