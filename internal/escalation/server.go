@@ -330,10 +330,12 @@ func (s *Server) askHuman(ctx context.Context, req *escwire.Request, sess *Sessi
 		}
 		if err != nil {
 			msg = "denied: " + err.Error()
-			if v.Reason != "" {
-				// Nobody was asked: say why the request needed someone.
-				msg += " (it needs the user's approval: " + v.Reason + ")"
-			}
+		}
+		if (ans.Reason != "" || err != nil) && v.Reason != "" {
+			// Not the human's D (no terminal, too many waiting, ...):
+			// say why the request needed the human at all, which the
+			// "waiting for approval" notice says when one is asked.
+			msg += " (it needs the user's approval: " + v.Reason + ")"
 		}
 		out.send(escwire.Frame{Type: escwire.FrameDenied, Message: msg})
 		return nil, "", false
