@@ -109,8 +109,9 @@ func TestTypeAheadEscalation(t *testing.T) {
 func TestTypeAheadNetDenial(t *testing.T) {
 	env := NewEnv(t)
 	sh := startPTY(t, env, "shell")
-	// --json: the plain status answers "not running" before the sandbox is up.
-	Eventually(t, 2*time.Minute, "net status to answer", func() bool { return env.Run("net", "status", "--json").Code == 0 })
+	// Not just success: before the sandbox is up, net status answers
+	// with the configured policy ("running": false).
+	Eventually(t, 2*time.Minute, "net status to answer", func() bool { return netRunning(env) })
 	Eventually(t, time.Minute, "netd to hold denied names", func() bool { return netStatus(t, env).Hold > 0 })
 	sh.send("getent hosts typeahead.test; echo \"RC1=$?\"\r")
 	shown := sh.waitShown("[O] allow once")
