@@ -1,8 +1,6 @@
 // Command lazaret runs untrusted coding agents in rootless gVisor sandboxes.
-// Re-executed as `lazaret __coordinator` it is a domain's coordinator, and
-// as `lazaret __stateanchor-fold` a State Anchor fold in podman's user
-// namespace; the runsc runtime shim podman runs is its own binary,
-// cmd/lazaret-runsc.
+// Re-executed as `lazaret __coordinator` it is a domain's coordinator; the
+// runsc runtime shim podman runs is its own binary, cmd/lazaret-runsc.
 package main
 
 import (
@@ -11,7 +9,6 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/cli"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe"
-	"github.com/lazaret-dev/lazaret/internal/statestore"
 )
 
 func main() {
@@ -21,11 +18,6 @@ func main() {
 	if err := fdsafe.MarkInherited(); err != nil {
 		fmt.Fprintln(os.Stderr, "lazaret:", err)
 		os.Exit(1)
-	}
-	// A State Anchor fold, as root of podman's user namespace (the CLI's
-	// and the coordinator's statestore.FoldInNamespace start it).
-	if len(os.Args) > 1 && os.Args[1] == statestore.FoldVerb {
-		os.Exit(statestore.FoldMain(os.Args[2:]))
 	}
 	os.Exit(cli.Main(os.Args, runCoordinator))
 }

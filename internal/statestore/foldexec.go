@@ -11,25 +11,20 @@ import (
 )
 
 // FoldVerb is the argv[1] with which the lazaret binary, started as root
-// of podman's user namespace (podman.Client.Unshare), runs FoldMain
-// (cmd/lazaret dispatches it): a layer holds files of the sandbox's
-// sub-uids and dirs the agent made unreadable, which only that root may
-// move, and the fold reads and sets xattrs no shell tool of every host
-// provides.
+// of podman's user namespace (podman.Client.Unshare), runs Fold and exits
+// before main: a layer holds files of the sandbox's sub-uids and dirs the
+// agent made unreadable, which only that root may move, and the fold
+// reads and sets xattrs no shell tool of every host provides.
 const FoldVerb = "__stateanchor-fold"
 
-// FoldMain runs Fold for args (upper, target, driver: what follows
-// FoldVerb) and returns the process's exit code.
-func FoldMain(args []string) int {
-	if len(args) != 3 {
-		fmt.Fprintln(os.Stderr, "fold: usage: lazaret "+FoldVerb+" UPPER TARGET DRIVER")
-		return 2
+func init() {
+	if len(os.Args) == 5 && os.Args[1] == FoldVerb {
+		if err := Fold(os.Args[2], os.Args[3], os.Args[4]); err != nil {
+			fmt.Fprintln(os.Stderr, "fold:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
-	if err := Fold(args[0], args[1], args[2]); err != nil {
-		fmt.Fprintln(os.Stderr, "fold:", err)
-		return 1
-	}
-	return 0
 }
 
 // FoldInNamespace runs Fold(upper, target, driver) as root of podman's
