@@ -22,6 +22,8 @@ func classify(err error) (int, string) {
 		return code, configHint(config.Errors(err), false)
 	case errors.Is(err, podman.ErrNotInstalled):
 		return exitSetup, "run `lazaret doctor` (or `make run`, which installs what is missing)"
+	case errors.Is(err, podman.ErrUserNamespaceLost):
+		return exitSetup, "run `podman system migrate` (podman's pause process was killed; the containers it kept are gone), then run lazaret again"
 	case errors.Is(err, podman.ErrNoSuchImage):
 		return exitSetup, "run `lazaret image build` to build the local images"
 	case errors.Is(err, locate.ErrNotFound):

@@ -146,3 +146,17 @@ func TestArgvOfVerbs(t *testing.T) {
 		t.Errorf("build: %q, want %q", got, want)
 	}
 }
+
+func TestUserNamespaceLostError(t *testing.T) {
+	// Podman 4.3's words (recorded on this project's machines) when the pause
+	// process and every conmon were killed.
+	stderr := `time="2026-12-06T18:59:05Z" level=error msg="invalid internal status, try resetting the pause process with \"podman system migrate\": could not find any running process: no such process"` + "\n"
+	e := &Error{execx.Failure{Args: []string{"info"}, ExitCode: 125, Stderr: stderr}}
+	if !errors.Is(e, ErrUserNamespaceLost) {
+		t.Fatalf("%v does not unwrap to ErrUserNamespaceLost", e)
+	}
+	other := &Error{execx.Failure{Args: []string{"info"}, ExitCode: 125, Stderr: "Error: something else\n"}}
+	if errors.Is(other, ErrUserNamespaceLost) {
+		t.Fatal("an unrelated failure unwraps to ErrUserNamespaceLost")
+	}
+}

@@ -31,6 +31,10 @@ var (
 	ErrNoSuchContainer = errors.New("no such container")
 	ErrNoSuchImage     = errors.New("no such image")
 	ErrNotInstalled    = errors.New("podman is not installed")
+	// ErrUserNamespaceLost is rootless podman's lost user namespace: its pause
+	// process and every container's conmon were killed (a logout, an OOM
+	// kill), and each podman command fails until `podman system migrate`.
+	ErrUserNamespaceLost = errors.New("rootless podman lost its user namespace")
 	// ErrBadOutput is output lazaret cannot decode (an unknown podman).
 	ErrBadOutput = errors.New("unexpected podman output")
 )
@@ -64,6 +68,9 @@ func (e *Error) Unwrap() []error {
 	}
 	if strings.Contains(low, "image not known") || strings.Contains(low, "no such image") {
 		errs = append(errs, ErrNoSuchImage)
+	}
+	if strings.Contains(low, "podman system migrate") {
+		errs = append(errs, ErrUserNamespaceLost)
 	}
 	return errs
 }

@@ -378,6 +378,9 @@ func checkPodman(ctx context.Context, c *podman.Client) []Result {
 		if errors.Is(err, podman.ErrBadOutput) {
 			return []Result{fail("podman info", err.Error(), "")}
 		}
+		if errors.Is(err, podman.ErrUserNamespaceLost) {
+			return []Result{fail("podman info", err.Error(), "run `podman system migrate`: podman's pause process was killed, and the containers it kept are gone")}
+		}
 		return []Result{fail("podman info", err.Error(), "fix the error above; `podman info` must work as this user ("+setupFix+")")}
 	}
 	rs := []Result{pass("podman", "version "+info.Version.Version)}
