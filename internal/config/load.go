@@ -25,6 +25,7 @@ type fileConfig struct {
 	Profiles   map[string]*fileProfile `toml:"profiles"`
 	Secrets    map[string]*fileSecret  `toml:"secrets"`
 	Cluster    fileCluster             `toml:"cluster"`
+	Resources  fileResources           `toml:"resources"`
 }
 
 type fileNetwork struct {
@@ -54,6 +55,12 @@ type fileProfile struct {
 	// PersistPackageDB false: /usr persists without the package database
 	// (pkgstate.go).
 	PersistPackageDB *bool `toml:"persist_package_db"`
+	// The resource keys, as in [resources] (resources.go).
+	Memory      *string  `toml:"memory"`
+	CPUs        *float64 `toml:"cpus"`
+	Pids        *int64   `toml:"pids"`
+	DiskReserve *string  `toml:"disk_reserve"`
+	Limits      *string  `toml:"limits"`
 }
 
 type fileVolume struct {
@@ -287,8 +294,12 @@ func expectedType(key keyPath) string {
 	case "data_root", "socket_dir", "image", "git_mode", "host", "container", "mode", "persist", "ca_bundle",
 		"value", "refresh", "header", "format",
 		"kubeconfig", "context", "namespace", "runtime_class", "image_pull_policy", "probe_image", "cpu", "memory", "netd_image",
-		"storage_class", "state_size":
+		"storage_class", "state_size", "disk_reserve", "limits":
 		return "a string"
+	case "cpus":
+		return "a number"
+	case "pids":
+		return "an integer"
 	case "enabled", "allow_unenforced_egress", "persist_package_db":
 		return "a boolean"
 	case "with_changes":
@@ -320,6 +331,7 @@ func (v *validator) build(fc *fileConfig) *Config {
 
 	v.network(fc, cfg)
 	v.cluster(fc, cfg)
+	cfg.Resources = v.resources(keyPath{"resources"}, fc.Resources, defaultResources())
 	cfg.CABundle = v.caBundle(keyPath{"ca_bundle"}, fc.CABundle, defaultCABundle())
 
 	cfg.Escalation.Enabled = true
@@ -369,6 +381,7 @@ func (v *validator) build(fc *fileConfig) *Config {
 			Env:            map[string]string{},
 			Persist:        PersistProfile,
 			CABundle:       cfg.CABundle,
+			Resources:      cfg.Resources,
 			guard:          guard,
 		}
 	}
@@ -476,6 +489,8 @@ func (v *validator) profile(cfg *Config, guard *hostGuard, name string, fp *file
 	if fp.WithChanges != nil {
 		p.WithChanges = *fp.WithChanges
 	}
+	p.Resources = v.resources(key, fileResources{Memory: fp.Memory, CPUs: fp.CPUs, Pids: fp.Pids,
+		DiskReserve: fp.DiskReserve, Limits: fp.Limits}, cfg.Resources)
 
 	for i, vol := range fp.Volumes {
 		vk := key.child("volumes").index(i)

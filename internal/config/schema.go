@@ -68,6 +68,10 @@ func (v *validator) table(key keyPath, tbl map[string]any, t reflect.Type) {
 		}
 		if !v.value(key.child(k), tbl[k], ft) {
 			delete(tbl, k)
+			continue
+		}
+		if n, isInt := tbl[k].(int64); isInt && deref(ft).Kind() == reflect.Float64 {
+			tbl[k] = float64(n)
 		}
 	}
 }
@@ -87,6 +91,11 @@ func (v *validator) value(key keyPath, val any, t reflect.Type) bool {
 		_, ok = val.(bool)
 	case reflect.Int64:
 		_, ok = val.(int64)
+	case reflect.Float64:
+		switch val.(type) {
+		case float64, int64: // cpus = 2 is a number too; decoded below
+			ok = true
+		}
 	case reflect.Slice:
 		if arr, isArr := val.([]any); isArr {
 			ok = true
@@ -114,6 +123,13 @@ func (v *validator) value(key keyPath, val any, t reflect.Type) bool {
 		v.fail(key, ruleErrf("wrong type: got %s, want %s", tomlType(val), expectedType(key)))
 	}
 	return ok
+}
+
+func deref(t reflect.Type) reflect.Type {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
 }
 
 // tomlType names the TOML type of a generically decoded value.

@@ -33,6 +33,8 @@ type Config struct {
 	Secrets map[string]*Secret
 	// Cluster is the [cluster] section (the Kubernetes backend).
 	Cluster Cluster
+	// Resources are the [resources] defaults of every profile's limits.
+	Resources Resources
 	// Warnings are non-fatal findings (for example an unpinned image).
 	Warnings []string
 }
@@ -90,6 +92,9 @@ type Profile struct {
 	CABundle CABundle
 	// Secrets are the secrets netd injects for this profile.
 	Secrets []ProfileSecret
+	// Resources bound what the sandbox may use of the host (memory, cpus,
+	// pids, disk_reserve, limits).
+	Resources Resources
 	// WarmPool is the profile's warm_pool on the Kubernetes backend; nil
 	// means [cluster].warm_pool.
 	WarmPool *int
