@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/runscflags"
+	"github.com/lazaret-dev/lazaret/internal/sched"
 	"github.com/lazaret-dev/lazaret/internal/startgate"
 )
 
@@ -160,8 +162,14 @@ func RunShim(args []string) error {
 	if err != nil {
 		return fmt.Errorf("lazaret-runsc: %w (run `lazaret doctor`)", err)
 	}
+	// Priority and affinity are per thread until the exec: keep this
+	// goroutine on the thread that sets them and then executes runsc.
+	runtime.LockOSThread()
 	if bundle, ok := createBundle(args); ok {
 		if err := waitAtGate(bundle); err != nil {
+			return fmt.Errorf("lazaret-runsc: %w", err)
+		}
+		if err := applySched(bundle); err != nil {
 			return fmt.Errorf("lazaret-runsc: %w", err)
 		}
 	}
@@ -187,6 +195,21 @@ func waitAtGate(bundle string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), gateTimeout)
 	defer cancel()
 	return startgate.Wait(ctx, path)
+}
+
+// applySched gives the sandbox's processes the priority and CPUs its spec
+// names (sched.Annotation): set here, before runsc create starts
+// the Sentry and the gofer, they hold for every process of the sandbox.
+func applySched(bundle string) error {
+	a, err := startgate.SpecAnnotation(bundle, sched.Annotation)
+	if err != nil || a == "" {
+		return err
+	}
+	sc, err := sched.ParseSched(a)
+	if err != nil {
+		return err
+	}
+	return sc.Apply()
 }
 
 // createBundle reports whether args (the runtime's argv) are a create,

@@ -171,6 +171,12 @@ func Wait(ctx context.Context, path string) error {
 // (bundle/config.json), "" when it names none. An unreadable spec is an
 // error: whether to wait cannot be told.
 func FromBundle(bundle string) (string, error) {
+	return SpecAnnotation(bundle, Annotation)
+}
+
+// SpecAnnotation returns the annotation key of the OCI spec in bundle, ""
+// when it has none.
+func SpecAnnotation(bundle, key string) (string, error) {
 	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
 	if err != nil {
 		return "", fmt.Errorf("start gate: %w", err)
@@ -181,5 +187,5 @@ func FromBundle(bundle string) (string, error) {
 	if err := json.Unmarshal(data, &spec); err != nil {
 		return "", fmt.Errorf("start gate: %s: %w", filepath.Join(bundle, "config.json"), err)
 	}
-	return spec.Annotations[Annotation], nil
+	return spec.Annotations[key], nil
 }

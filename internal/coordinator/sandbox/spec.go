@@ -11,7 +11,9 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/cabundle"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/hostres"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/sched"
 )
 
 // Paths inside the sandbox.
@@ -26,9 +28,9 @@ const (
 	LabelDataRoot = domain.LabelDataRoot
 )
 
-// PidsLimit bounds the number of tasks in the sandbox: enough for a
-// parallel build (make -j, node worker pools), low enough that a fork bomb
-// stops long before it starves the host.
+// The profile's pids bound the number of tasks in the sandbox
+// (config.DefaultPids: enough for a parallel build, low enough that a fork
+// bomb stops long before it starves the host).
 //
 // It is passed twice. --pids-limit is the cgroup limit DESIGN §5 names, but
 // runsc runs with --ignore-cgroups (rootless), so nothing enforces it
@@ -37,7 +39,6 @@ const (
 // the sandbox's root has no CAP_SYS_RESOURCE or CAP_SYS_ADMIN it applies
 // to root too; it counts per uid, so it is the sandbox-wide bound for
 // everything running as root.
-const PidsLimit = 4096
 
 // Capabilities is the short list of capabilities the sandbox's root keeps
 // after --cap-drop=ALL. They are what package managers (apt/dpkg, npm -g,
@@ -67,6 +68,14 @@ var InitCommand = []string{"/bin/sh", "-c", `trap 'exit 0' TERM INT HUP; while :
 // the components' Prepare. volumes are the profile's custom volumes
 // resolved for a (Profile.ResolveVolumes).
 func NewSpec(p *config.Profile, a *domain.Anchor, volumes []config.ResolvedVolume) (*podman.ContainerSpec, error) {
+	host, err := hostres.Probe()
+	if err != nil {
+		return nil, err
+	}
+	plan, err := hostres.Decide(p.Name, p.Resources, host)
+	if err != nil {
+		return nil, err
+	}
 	spec := &podman.ContainerSpec{
 		Name:  a.Container(),
 		Image: p.Image,
@@ -79,9 +88,11 @@ func NewSpec(p *config.Profile, a *domain.Anchor, volumes []config.ResolvedVolum
 		CapDrop:     []string{"ALL"},
 		CapAdd:      append([]string(nil), Capabilities...),
 		SecurityOpt: []string{"no-new-privileges"},
-		PidsLimit:   PidsLimit,
+		PidsLimit:   plan.Pids,
 		Hostname:    "lazaret-" + p.Name,
-		ExtraArgs:   []string{"--ulimit", fmt.Sprintf("nproc=%d:%d", PidsLimit, PidsLimit)},
+		ExtraArgs:   []string{"--ulimit", fmt.Sprintf("nproc=%d:%d", plan.Pids, plan.Pids)},
+		// The shim sets the sandbox's priority and CPUs from it.
+		Annotations: map[string]string{sched.Annotation: plan.Sched.Encode()},
 		Workdir:     WorkspaceDir,
 		Command:     append([]string(nil), InitCommand...),
 	}
