@@ -26,6 +26,7 @@ func newDoctorCmd(g *globalOptions) *cobra.Command {
 			// configuration broken elsewhere still gives it.
 			if cfg, err := g.loadDataRootConfig(); err == nil {
 				env.DataRoot = cfg.DataRoot
+				env.Config = cfg
 			}
 			results := doctor.Run(cmd.Context(), env)
 			return printDoctor(g, o, results)

@@ -47,6 +47,9 @@ type Env struct {
 	// DataRoot is the configuration's data_root; "" skips the State
 	// Anchor's mode check (no configuration could be read).
 	DataRoot string
+	// Config, when it could be loaded, gives the profiles whose resource
+	// limits are checked.
+	Config *config.Config
 }
 
 const setupFix = "run `make setup` in the lazaret repository (scripts/setup)"
@@ -82,6 +85,9 @@ func Run(ctx context.Context, env *Env) []Result {
 	rs = append(rs, checkNftables())
 	if env.DataRoot != "" {
 		rs = append(rs, checkStateModes(env.DataRoot))
+	}
+	if env.Config != nil {
+		rs = append(rs, checkLimits(env.Config)...)
 	}
 	rs = append(rs, checkPodman(ctx, env.Podman)...)
 	rs = append(rs, checkImage(ctx, env.Podman, config.DefaultImage))
