@@ -6,6 +6,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/lazaret-dev/lazaret/internal/cabundle"
@@ -120,6 +121,7 @@ func NewSpec(p *config.Profile, a *domain.Anchor, volumes []config.ResolvedVolum
 	if err := addCABundle(spec, p, a); err != nil {
 		return nil, err
 	}
+	addTmp(spec, p, volumes, plan.Memory)
 	for _, v := range volumes {
 		if !path.IsAbs(v.Container) {
 			return nil, fmt.Errorf("volume %s: container path %q is not absolute", v.Host, v.Container)
@@ -130,6 +132,24 @@ func NewSpec(p *config.Profile, a *domain.Anchor, volumes []config.ResolvedVolum
 		})
 	}
 	return spec, nil
+}
+
+// addTmp mounts /tmp as a tmpfs of at most the sandbox's memory: runsc
+// otherwise gives /tmp a tmpfs of half the host's RAM, which a write
+// there would then take before the memory watchdog sees it as the
+// sandbox's. A full /tmp is ENOSPC inside, as in a VM of that size. A
+// profile that persists /tmp or mounts a volume there keeps its own.
+func addTmp(spec *podman.ContainerSpec, p *config.Profile, volumes []config.ResolvedVolume, memory int64) {
+	if slices.Contains(p.PersistentDirs, "/tmp") {
+		return
+	}
+	for _, v := range volumes {
+		if path.Clean(v.Container) == "/tmp" {
+			return
+		}
+	}
+	spec.Mounts = append(spec.Mounts, podman.Mount{Type: "tmpfs", Target: "/tmp",
+		Options: []string{"tmpfs-size=" + strconv.FormatInt(memory, 10), "tmpfs-mode=1777", "nosuid", "nodev"}})
 }
 
 // CABundlePath is where the host's CA bundle is mounted in the sandbox. The
