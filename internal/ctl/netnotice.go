@@ -29,6 +29,10 @@ type NetPrompt struct {
 	ConfigLine string `json:"config_line"`
 	// WaitSeconds is how long the lookup waits for the answer.
 	WaitSeconds int `json:"wait_seconds"`
+	// ID names this prompt for its withdrawal (escprompt.TypePromptCancel
+	// with RequestID = ID) once the lookup stopped waiting; empty from an
+	// older coordinator.
+	ID string `json:"id,omitempty"`
 }
 
 // Choices of a NetAnswer.
@@ -43,4 +47,7 @@ const (
 // NetAnswer is the human's choice.
 type NetAnswer struct {
 	Choice string `json:"choice"`
+	// Withdrawn, with NetNone, says the prompt was on the terminal and was
+	// withdrawn, and why (escprompt's Withdraw*), rather than never shown.
+	Withdrawn string `json:"withdrawn,omitempty"`
 }

@@ -104,6 +104,7 @@ type PromptRequest struct {
 	Path string `json:"path,omitempty"`
 	// The session that asked, as its CLI announced it (command) and as the
 	// coordinator saw it (pid from SO_PEERCRED, attach time).
+	SessionID      string    `json:"session_id,omitempty"`
 	SessionCommand []string  `json:"session_command,omitempty"`
 	SessionPID     int       `json:"session_pid,omitempty"`
 	SessionStarted time.Time `json:"session_started,omitzero"`
@@ -136,10 +137,49 @@ const (
 	// TypePrompt asks the session's human (coordinator → CLI):
 	// PromptRequest, answered by Answer.
 	TypePrompt = "escalation.prompt"
-	// TypePromptCancel withdraws a prompt whose requester went away
-	// (coordinator → CLI notification): PromptCancel.
+	// TypePromptCancel withdraws a prompt whose request ended while it
+	// was shown or queued (coordinator → CLI notification): PromptCancel.
+	// The DNS prompt's withdrawal (ctl.NetPrompt) uses it too, with the
+	// prompt's ID. (Reason is an added field: an older CLI ignores it and
+	// withdraws as before; no API version change.)
 	TypePromptCancel = "escalation.prompt_cancel"
 )
+
+// Why a prompt is withdrawn: the end of "the request ended (…)".
+const (
+	WithdrawClientGone = "its client went away"
+	WithdrawExpired    = "expired"
+	WithdrawAnswered   = "answered elsewhere"
+	WithdrawStopping   = "the sandbox is stopping"
+	WithdrawHungUp     = "terminal closed"
+)
+
+// Withdrawn is the error of a prompt whose request ended before its human
+// answered: the prompt was taken off the screen (and said so).
+type Withdrawn struct{ Reason string }
+
+func (w *Withdrawn) Error() string { return WithdrawnLine(w.Reason) }
+
+// WithdrawnLine is the line a terminal shows when a prompt is withdrawn
+// (without the "lazaret: " prefix).
+func WithdrawnLine(reason string) string {
+	return "prompt withdrawn: the request ended (" + reason + ")"
+}
+
+// WithdrawReason is why the request of ctx ended: the reason of a
+// *Withdrawn cause, WithdrawExpired for a deadline, else WithdrawStopping
+// (the server that asked is going away).
+func WithdrawReason(ctx context.Context) string {
+	cause := context.Cause(ctx)
+	var w *Withdrawn
+	switch {
+	case errors.As(cause, &w):
+		return w.Reason
+	case errors.Is(cause, context.DeadlineExceeded):
+		return WithdrawExpired
+	}
+	return WithdrawStopping
+}
 
 // RegisterRequest carries the session public key.
 type RegisterRequest struct {
@@ -151,9 +191,11 @@ type RegisterReply struct {
 	SandboxID string `json:"sandbox_id"`
 }
 
-// PromptCancel withdraws the prompt of RequestID.
+// PromptCancel withdraws the prompt of RequestID; Reason is one of the
+// Withdraw* constants (empty from an older coordinator).
 type PromptCancel struct {
 	RequestID string `json:"request_id"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // ErrNotExecutable is wrapped when argv[0] does not name an executable.
