@@ -125,12 +125,21 @@ func sessionLine(r escprompt.PromptRequest) string {
 		}
 		s = "lazaret exec -- " + strings.Join(q, " ")
 	}
+	var about []string
+	if r.SessionID != "" {
+		// As `lazaret status` lists it (the coordinator chose the id's
+		// form: hex; escaped all the same).
+		about = append(about, "session "+Visible(r.SessionID[:min(12, len(r.SessionID))]))
+	}
 	if r.SessionPID != 0 {
-		s += " (pid " + strconv.Itoa(r.SessionPID)
+		p := "pid " + strconv.Itoa(r.SessionPID)
 		if !r.SessionStarted.IsZero() {
-			s += ", started " + r.SessionStarted.Local().Format(time.DateTime)
+			p += ", started " + r.SessionStarted.Local().Format(time.DateTime)
 		}
-		s += ")"
+		about = append(about, p)
+	}
+	if len(about) > 0 {
+		s += " (" + strings.Join(about, ", ") + ")"
 	}
 	return s
 }

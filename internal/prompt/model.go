@@ -26,8 +26,9 @@ type Decision struct {
 type (
 	// AddMsg queues a request.
 	AddMsg struct{ Request escprompt.PromptRequest }
-	// CancelMsg withdraws a request (its requester went away).
-	CancelMsg struct{ RequestID string }
+	// CancelMsg withdraws a request: its request ended (Reason, one of
+	// escprompt's Withdraw*; empty: no human is left to tell).
+	CancelMsg struct{ RequestID, Reason string }
 )
 
 // Resolver resolves an edited command's argv[0] for request r exactly as
@@ -72,6 +73,10 @@ type Model struct {
 	// what the last change of that content was.
 	gate  *ReadGate
 	shown shownState
+	// endWithdrawn is why the request on the screen was withdrawn when
+	// the prompt ended with it (nothing else queued): the runner says so
+	// on the terminal once the prompt has left it.
+	endWithdrawn string
 }
 
 // shownState is what of the request the screen shows: the request or
@@ -123,15 +128,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case AddMsg:
 		m.queue = append(m.queue, msg.Request)
 	case CancelMsg:
-		for i, r := range m.queue {
-			if r.RequestID == msg.RequestID {
-				m.queue = append(m.queue[:i:i], m.queue[i+1:]...)
-				if i == 0 {
-					m.reset()
-				}
-				break
-			}
-		}
+		m.withdraw(msg)
 	case tea.WindowSizeMsg:
 		if msg.Width != m.width {
 			m.seen = nil // the body is wrapped anew
@@ -187,6 +184,31 @@ func (m *Model) changed() tea.Cmd {
 	}
 	e := m.gate.Change()
 	return func() tea.Msg { return handOverMsg(e) }
+}
+
+// withdraw takes a request out of the queue. The one on the screen gives
+// way to the next at once, which says why on its own screen (its gate
+// closes for the new content, so a key typed at the withdrawn one cannot
+// answer it); with none next, the prompt ends and the runner says why.
+func (m *Model) withdraw(msg CancelMsg) {
+	for i, r := range m.queue {
+		if r.RequestID != msg.RequestID {
+			continue
+		}
+		m.queue = append(m.queue[:i:i], m.queue[i+1:]...)
+		if i != 0 {
+			return
+		}
+		m.reset()
+		switch {
+		case msg.Reason == "":
+		case len(m.queue) > 0:
+			m.note = "the previous prompt was withdrawn: the request ended (" + msg.Reason + ")"
+		default:
+			m.endWithdrawn = msg.Reason
+		}
+		return
+	}
 }
 
 func (m *Model) reset() {

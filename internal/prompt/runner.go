@@ -37,6 +37,13 @@ type Runner struct {
 	// OnAbort is called once after the human pressed Q (the CLI then asks
 	// the coordinator to stop).
 	OnAbort func()
+	// Discard, when set, drops the terminal's input for the given time
+	// instead of forwarding it to the attached command (attach.Gate's
+	// Discard). It is called, before Resume, when the prompt left the
+	// screen because its request ended rather than by the human's key:
+	// keys typed at a prompt that just vanished were meant for it, and
+	// must not reach the sandbox (the readability gate, mirrored).
+	Discard func(time.Duration)
 	// noFlush disables the input flush (tests' positive control only).
 	noFlush bool
 	// readDelay, when readDelaySet, replaces MinReadable (tests only: 0
@@ -49,8 +56,18 @@ type Runner struct {
 	mu      sync.Mutex
 	prog    *tea.Program
 	pending map[string]pendingReq
+	// gone remembers withdrawals of requests not (yet) pending: the
+	// withdrawal may overtake its prompt (each control message is handled
+	// in a goroutine of its own). goneOrder bounds it.
+	gone      map[string]string
+	goneOrder []string
+	// hungUp: the terminal is gone; every prompt is denied with it.
+	hungUp  string
 	running sync.WaitGroup
 }
+
+// maxGone bounds the withdrawals remembered before their prompt arrived.
+const maxGone = 64
 
 // Wait returns once no prompt program runs (the terminal is restored).
 func (r *Runner) Wait() { r.running.Wait() }
@@ -72,16 +89,34 @@ func (r *Runner) Close() {
 
 type pendingReq struct {
 	req escprompt.PromptRequest
-	ch  chan escprompt.Answer
+	ch  chan result
 }
 
-// Prompt implements escprompt.Prompter.
+type result struct {
+	ans escprompt.Answer
+	err error
+}
+
+// Prompt implements escprompt.Prompter. A request withdrawn while shown
+// or queued (Withdraw, or ctx ending) is denied with a *escprompt.Withdrawn
+// error.
 func (r *Runner) Prompt(ctx context.Context, req escprompt.PromptRequest) (escprompt.Answer, error) {
 	if r.TTY == nil || !term.IsTerminal(int(r.TTY.Fd())) {
 		return escprompt.Answer{Action: escprompt.Deny}, ErrNoTTY
 	}
-	ch := make(chan escprompt.Answer, 1)
+	ch := make(chan result, 1)
 	r.mu.Lock()
+	if r.hungUp != "" {
+		reason := r.hungUp
+		r.mu.Unlock()
+		return escprompt.Answer{Action: escprompt.Deny, Reason: reason}, nil
+	}
+	if reason, ok := r.gone[req.RequestID]; ok {
+		// Withdrawn before it arrived: never shown.
+		delete(r.gone, req.RequestID)
+		r.mu.Unlock()
+		return escprompt.Answer{Action: escprompt.Deny}, &escprompt.Withdrawn{Reason: reason}
+	}
 	if r.pending == nil {
 		r.pending = map[string]pendingReq{}
 	}
@@ -95,17 +130,13 @@ func (r *Runner) Prompt(ctx context.Context, req escprompt.PromptRequest) (escpr
 		p.Send(AddMsg{Request: req})
 	}
 	select {
-	case a := <-ch:
-		return a, nil
+	case res := <-ch:
+		return res.ans, res.err
 	case <-ctx.Done():
-		r.mu.Lock()
-		delete(r.pending, req.RequestID)
-		p := r.prog
-		r.mu.Unlock()
-		if p != nil {
-			p.Send(CancelMsg{RequestID: req.RequestID})
-		}
-		return escprompt.Answer{Action: escprompt.Deny}, ctx.Err()
+		reason := escprompt.WithdrawReason(ctx)
+		r.Withdraw(req.RequestID, reason)
+		res := <-ch
+		return res.ans, res.err
 	}
 }
 
@@ -149,7 +180,7 @@ func (r *Runner) start(reqs []escprompt.PromptRequest) {
 	restoreOutput := cookedOutput(r.TTY)
 	go func() {
 		defer r.running.Done()
-		_, err := p.Run()
+		final, err := p.Run()
 		restoreOutput()
 		r.mu.Lock()
 		r.prog = nil
@@ -160,36 +191,107 @@ func (r *Runner) start(reqs []escprompt.PromptRequest) {
 		if err != nil {
 			// The terminal is unusable: deny what is waiting.
 			for id, pr := range r.pending {
-				pr.ch <- escprompt.Answer{Action: escprompt.Deny}
+				pr.ch <- result{ans: escprompt.Answer{Action: escprompt.Deny}}
 				delete(r.pending, id)
 			}
 			left = nil
 		}
-		if len(left) > 0 {
+		hungUp := r.hungUp != ""
+		if len(left) > 0 && !hungUp {
 			// Requests that arrived while the program was quitting.
 			r.start(left)
 			r.mu.Unlock()
 			return
 		}
 		r.mu.Unlock()
+		if fm, ok := final.(*Model); ok && fm.endWithdrawn != "" && err == nil && !hungUp {
+			r.withdrawn(fm.endWithdrawn)
+		}
 		if r.Resume != nil {
 			r.Resume()
 		}
 	}()
 }
 
-// Cancel withdraws the prompt of id (its requester went away).
-func (r *Runner) Cancel(id string) {
+// withdrawn says on the terminal that the prompt on it was withdrawn and
+// has the keys typed in the next MinReadable dropped (Discard): they were
+// typed for the prompt, which the human may not have seen go.
+func (r *Runner) withdrawn(reason string) {
+	_, _ = io.WriteString(r.TTY, "\r\nlazaret: "+escprompt.WithdrawnLine(reason)+"\r\n")
+	if r.Discard != nil {
+		r.Discard(r.discardFor())
+	}
+}
+
+// discardFor is how long keys are dropped after a withdrawal: as long as
+// the readability gate holds them before a prompt counts them.
+func (r *Runner) discardFor() time.Duration {
+	if r.readDelaySet {
+		return r.readDelay
+	}
+	return MinReadable
+}
+
+// Cancel withdraws the prompt of id: its requester went away.
+func (r *Runner) Cancel(id string) { r.Withdraw(id, escprompt.WithdrawClientGone) }
+
+// Withdraw takes the prompt of id off the screen (or out of the queue)
+// because its request ended (reason, one of escprompt's Withdraw*): its
+// Prompt returns a denial with a *escprompt.Withdrawn error. When it was
+// the prompt on the screen and no other follows, the terminal says so
+// and the keys typed in the next MinReadable are dropped (Discard); a
+// prompt that follows says so on its own screen. A withdrawal that comes
+// before its prompt is remembered, and that prompt is never shown.
+func (r *Runner) Withdraw(id, reason string) {
 	r.mu.Lock()
 	pr, ok := r.pending[id]
 	delete(r.pending, id)
+	if !ok {
+		r.rememberGone(id, reason)
+	}
 	p := r.prog
 	r.mu.Unlock()
 	if ok {
-		pr.ch <- escprompt.Answer{Action: escprompt.Deny}
+		pr.ch <- result{ans: escprompt.Answer{Action: escprompt.Deny}, err: &escprompt.Withdrawn{Reason: reason}}
 	}
 	if p != nil {
-		p.Send(CancelMsg{RequestID: id})
+		p.Send(CancelMsg{RequestID: id, Reason: reason})
+	}
+}
+
+// rememberGone records a withdrawal that came before its prompt; r.mu is
+// held.
+func (r *Runner) rememberGone(id, reason string) {
+	if r.gone == nil {
+		r.gone = map[string]string{}
+	}
+	if _, ok := r.gone[id]; ok {
+		return
+	}
+	if len(r.goneOrder) >= maxGone {
+		delete(r.gone, r.goneOrder[0])
+		r.goneOrder = r.goneOrder[1:]
+	}
+	r.gone[id] = reason
+	r.goneOrder = append(r.goneOrder, id)
+}
+
+// DenyAll denies every prompt shown or queued, and every later one, with
+// reason: the terminal they were on went away (a hang-up), so no human
+// can answer them, and the requests are answered at once rather than
+// left waiting for their requesters to give up.
+func (r *Runner) DenyAll(reason string) {
+	r.mu.Lock()
+	r.hungUp = reason
+	pending := r.pending
+	r.pending = nil
+	p := r.prog
+	r.mu.Unlock()
+	for id, pr := range pending {
+		pr.ch <- result{ans: escprompt.Answer{Action: escprompt.Deny, Reason: reason}}
+		if p != nil {
+			p.Send(CancelMsg{RequestID: id})
+		}
 	}
 }
 
@@ -200,7 +302,7 @@ func (r *Runner) deliver(d Decision) {
 	delete(r.pending, d.RequestID)
 	r.mu.Unlock()
 	if ok {
-		pr.ch <- d.Answer
+		pr.ch <- result{ans: d.Answer}
 	}
 	if d.Answer.Action == escprompt.Abort && r.OnAbort != nil {
 		go r.OnAbort()
