@@ -236,10 +236,12 @@ func prepareSession(ctx context.Context, g *globalOptions, r sessionRequest) (*s
 	}
 	// Q at a prompt stops the sandbox through the client (sessionlink).
 	s.link, err = sessionlink.New(sessionlink.Options{TTY: promptTTY, Pause: s.gate.Pause, Resume: s.gate.Resume,
-		Notice: func(line string) { noticeGate.Notice(s.stderr, line) }})
+		Discard: s.gate.Discard, Notice: func(line string) { noticeGate.Notice(s.stderr, line) }})
 	if err != nil {
 		return nil, err
 	}
+	// A prompt on a terminal that hung up is denied ("terminal closed").
+	s.gate.OnHangUp(s.link.Hangup)
 	return s, nil
 }
 

@@ -3,6 +3,7 @@ package attach
 import (
 	"io"
 	"sync"
+	"time"
 )
 
 // Gate lets another part of lazaret take the terminal over for a while
@@ -17,6 +18,13 @@ type Gate struct {
 	sink   *io.PipeWriter
 	// hungUp: the terminal went away; nothing pauses or holds any more.
 	hungUp bool
+	// onHangUp run once the terminal went away (OnHangUp).
+	onHangUp []func()
+	// discardUntil: input read before then is dropped, not forwarded
+	// (Discard).
+	discardUntil time.Time
+	// now replaces time.Now (tests).
+	now func() time.Time
 	// out serialises writes to the terminal between the command's output
 	// and lazaret's notices; midLine is true when the command's last
 	// output did not end a line.
@@ -80,6 +88,42 @@ func (g *Gate) Resume() {
 	g.cond.Broadcast()
 }
 
+// Discard drops the terminal's input for d from now instead of
+// forwarding it to the command: a prompt that left the screen because its
+// request ended (withdrawn) calls it before Resume, so the keys the human
+// typed for that prompt, not having seen it go, never reach the sandbox.
+// The readability gate of prompts (prompt.MinReadable), mirrored.
+func (g *Gate) Discard(d time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if until := g.clock().Add(d); until.After(g.discardUntil) {
+		g.discardUntil = until
+	}
+}
+
+// OnHangUp registers f to run (once, in a goroutine of its own) when the
+// terminal went away: the session link denies the prompts that were on
+// it. Safe on a nil gate (f never runs).
+func (g *Gate) OnHangUp(f func()) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.hungUp {
+		go f()
+		return
+	}
+	g.onHangUp = append(g.onHangUp, f)
+}
+
+func (g *Gate) clock() time.Time {
+	if g.now != nil {
+		return g.now()
+	}
+	return time.Now()
+}
+
 // hangUp ends the gate's pauses for good (the terminal went away): the
 // taker's reader ends (EOF, not an error: the escalation prompt then
 // waits for its request to be withdrawn, rather than answering it as if
@@ -94,6 +138,12 @@ func (g *Gate) hangUp() {
 	if g.sink != nil {
 		_ = g.sink.Close()
 	}
+	if !g.hungUp {
+		for _, f := range g.onHangUp {
+			go f()
+		}
+		g.onHangUp = nil
+	}
 	g.hungUp, g.paused, g.sink = true, false, nil
 	g.cond.Broadcast()
 }
@@ -107,14 +157,16 @@ func (g *Gate) copyIn(dst io.Writer, src io.Reader) error {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			var paused bool
+			var paused, discard bool
 			var sink *io.PipeWriter
 			if g != nil {
 				g.mu.Lock()
 				paused, sink = g.paused, g.sink
+				discard = !paused && g.clock().Before(g.discardUntil)
 				g.mu.Unlock()
 			}
 			switch {
+			case discard: // typed for a prompt that was withdrawn
 			case !paused:
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					return nil

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/prompt"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
@@ -90,6 +91,9 @@ func (t *termOwner) releaseNetwork() {
 // netKeys maps the prompt's keys to answers.
 var netKeys = map[byte]string{'o': ctl.NetOnce, 'a': ctl.NetAlways, 'd': ctl.NetDeny, 'i': ctl.NetIgnore}
 
+// NetAskedBy names who asked, on a DNS prompt: no session, the sandbox.
+const NetAskedBy = "a lookup from this sandbox"
+
 // NetPromptText is what the prompt shows, one element per line. Every
 // field that came from the sandbox is escaped (prompt.Visible).
 func NetPromptText(p ctl.NetPrompt) []string {
@@ -98,6 +102,9 @@ func NetPromptText(p ctl.NetPrompt) []string {
 		"",
 		"lazaret: the agent's DNS lookup of a name outside the allowlist is waiting (profile " + prompt.Visible(p.Profile) + ")",
 		"  name:              " + name,
+		// A lookup carries no session: netd sees a query from the
+		// sandbox, not which shell's process sent it.
+		"  asked by:          " + NetAskedBy,
 	}
 	if p.Unicode != "" {
 		lines = append(lines, "  displayed as:      "+prompt.Visible(p.Unicode)+"   (an internationalised name: check for look-alike letters)")
@@ -111,7 +118,9 @@ func NetPromptText(p ctl.NetPrompt) []string {
 }
 
 // netPrompt shows p and returns the choice; NetNone without a terminal,
-// while an escalation prompt is open, or when ctx ends first.
+// while an escalation prompt is open, or when ctx ends first (the lookup
+// stopped waiting: the prompt is withdrawn, says so, and the keys typed
+// in the next MinReadable are dropped, not forwarded to the shell).
 func (l *Link) netPrompt(ctx context.Context, p ctl.NetPrompt) ctl.NetAnswer {
 	none := ctl.NetAnswer{Choice: ctl.NetNone}
 	tty := l.opts.TTY
@@ -145,10 +154,21 @@ func (l *Link) netPrompt(ctx context.Context, p ctl.NetPrompt) ctl.NetAnswer {
 	in = prompt.GateInput(in, gate, notice.Dropped)
 	writeLines(tty, NetPromptText(p))
 	gate.Drawn()
-	choice := readChoice(ctx, in, gate, notice.Dropped, resume)
-	if choice == "" {
-		writeLines(tty, []string{"lazaret: no answer; the lookup is denied", ""})
-		return none
+	choice, ended := readChoice(ctx, in, gate, notice.Dropped)
+	switch {
+	case ended:
+		// The terminal went away under the prompt (a hang-up).
+		return ctl.NetAnswer{Choice: ctl.NetNone, Withdrawn: escprompt.WithdrawHungUp}
+	case choice == "":
+		// Withdrawn: say so, then drop what is typed for it a while
+		// longer, before the shell gets the terminal back.
+		reason := escprompt.WithdrawReason(ctx)
+		notice.Close()
+		writeLines(tty, []string{"lazaret: " + escprompt.WithdrawnLine(reason) + "; the lookup is denied", ""})
+		if l.opts.Discard != nil {
+			l.opts.Discard(l.discardFor())
+		}
+		return ctl.NetAnswer{Choice: ctl.NetNone, Withdrawn: reason}
 	}
 	msg := map[string]string{ctl.NetOnce: "allowed for this sandbox run", ctl.NetAlways: "allowed for this sandbox run",
 		ctl.NetDeny: "denied", ctl.NetIgnore: "denied; no more notices of it in this run"}[choice]
@@ -163,16 +183,22 @@ func (l *Link) netPrompt(ctx context.Context, p ctl.NetPrompt) ctl.NetAnswer {
 }
 
 // readChoice reads keys until one of netKeys that the gate admits; ""
-// when ctx ends or input ends. in drops the keys that arrived before the
-// gate opened; gate is asked again as each key is handled. unblock makes
-// a pending read return (the gate's reader ends on resume).
-func readChoice(ctx context.Context, in io.Reader, gate *prompt.ReadGate, dropped, unblock func()) string {
-	got := make(chan string, 1)
+// when ctx ends first, ended when input ended (the terminal hung up). in
+// drops the keys that arrived before the gate opened; gate is asked again
+// as each key is handled. A read still pending when ctx ends returns once
+// the caller resumes forwarding (the gate's reader then ends); what it
+// returns is dropped.
+func readChoice(ctx context.Context, in io.Reader, gate *prompt.ReadGate, dropped func()) (choice string, ended bool) {
+	type key struct {
+		c     string
+		ended bool
+	}
+	got := make(chan key, 1)
 	go func() {
 		b := make([]byte, 1)
 		for {
 			if _, err := in.Read(b); err != nil {
-				got <- ""
+				got <- key{ended: true}
 				return
 			}
 			if !gate.Admit() {
@@ -180,18 +206,29 @@ func readChoice(ctx context.Context, in io.Reader, gate *prompt.ReadGate, droppe
 				continue
 			}
 			if c, ok := netKeys[b[0]|0x20]; ok {
-				got <- c
+				got <- key{c: c}
 				return
 			}
 		}
 	}()
 	select {
-	case c := <-got:
-		return c
+	case k := <-got:
+		if k.ended && ctx.Err() != nil {
+			return "", false
+		}
+		return k.c, k.ended
 	case <-ctx.Done():
-		unblock()
-		return ""
+		return "", false
 	}
+}
+
+// discardFor is how long keys are dropped after a withdrawal: the
+// readability delay of the prompt.
+func (l *Link) discardFor() time.Duration {
+	if l.readDelaySet {
+		return l.readDelay
+	}
+	return prompt.MinReadable
 }
 
 // netReadDelay is the network prompt's readability delay (tests may set
@@ -230,9 +267,51 @@ func (l *Link) installNet(c *ctl.Client) {
 		}
 		ctx, cancel := context.WithTimeout(ctx, netPromptLimit)
 		defer cancel()
+		ctx, withdraw := context.WithCancelCause(ctx)
+		defer withdraw(nil)
+		if !l.addNet(p.ID, withdraw) {
+			return &ctl.NetAnswer{Choice: ctl.NetNone}, nil
+		}
+		defer l.removeNet(p.ID)
 		a := l.netPrompt(ctx, p)
 		return &a, nil
 	})
+}
+
+// addNet records the network prompt id as being asked; false when the
+// terminal hung up already.
+func (l *Link) addNet(id string, cancel context.CancelCauseFunc) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.hungUp {
+		return false
+	}
+	if id != "" {
+		if l.nets == nil {
+			l.nets = map[string]context.CancelCauseFunc{}
+		}
+		l.nets[id] = cancel
+	}
+	return true
+}
+
+func (l *Link) removeNet(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.nets, id)
+}
+
+// withdrawNet withdraws the network prompt id; false when no network
+// prompt of that id is being asked.
+func (l *Link) withdrawNet(id, reason string) bool {
+	l.mu.Lock()
+	cancel, ok := l.nets[id]
+	delete(l.nets, id)
+	l.mu.Unlock()
+	if ok {
+		cancel(&escprompt.Withdrawn{Reason: reason})
+	}
+	return ok
 }
 
 // maxNoticeLen bounds a notice line (the coordinator's are far shorter).

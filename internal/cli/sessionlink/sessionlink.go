@@ -36,6 +36,11 @@ type Link struct {
 	// network prompt (tests only: 0 is the positive control).
 	readDelay    time.Duration
 	readDelaySet bool
+	// nets are the network prompts being asked, by ID: their withdrawal
+	// cancels them (with an *escprompt.Withdrawn cause).
+	nets map[string]context.CancelCauseFunc
+	// hungUp: the terminal went away (Hangup).
+	hungUp bool
 }
 
 // Options of New.
@@ -55,6 +60,11 @@ type Options struct {
 	// Notice prints one line of lazaret's own (a network denial) between
 	// the command's output lines (attach.Gate.Notice); nil drops them.
 	Notice func(line string)
+	// Discard drops the terminal's input for a while instead of
+	// forwarding it (attach.Gate.Discard): called, before Resume, when a
+	// prompt left the screen because its request ended, so the keys typed
+	// for it never reach the sandbox. Nil: nothing is dropped.
+	Discard func(time.Duration)
 }
 
 // New makes the Session Anchor. Use SessionID as the hello's session id.
@@ -66,7 +76,7 @@ func New(o Options) (*Link, error) {
 	t := newTermOwner()
 	l := &Link{anchor: a, opts: o, term: t}
 	l.runner = &prompt.Runner{TTY: o.TTY, OnAbort: o.Abort, Pause: t.escalationPause(o.Pause), Resume: t.escalationResume(o.Resume),
-		Resolve: prompt.ResolveAsServer}
+		Resolve: prompt.ResolveAsServer, Discard: o.Discard}
 	return l, nil
 }
 
@@ -122,7 +132,13 @@ func (l *Link) Install(c *ctl.Client) {
 		if err := req.Decode(&pc); err != nil {
 			return nil, err
 		}
-		l.runner.Cancel(pc.RequestID)
+		reason := pc.Reason
+		if reason == "" {
+			reason = escprompt.WithdrawClientGone // an older coordinator
+		}
+		if !l.withdrawNet(pc.RequestID, reason) {
+			l.runner.Withdraw(pc.RequestID, reason)
+		}
 		return nil, nil
 	})
 	l.installNet(c)
@@ -131,6 +147,21 @@ func (l *Link) Install(c *ctl.Client) {
 // Close withdraws pending prompts and waits until the terminal is
 // restored; call it before the CLI exits.
 func (l *Link) Close() { l.runner.Close() }
+
+// Hangup is the terminal going away (attach.Gate.OnHangUp): every prompt
+// shown or queued on it, and any later one, is denied with the reason
+// "terminal closed" at once, not left for its requester to give up on.
+func (l *Link) Hangup() {
+	l.runner.DenyAll(escprompt.WithdrawHungUp)
+	l.mu.Lock()
+	l.hungUp = true
+	nets := l.nets
+	l.nets = nil
+	l.mu.Unlock()
+	for _, cancel := range nets {
+		cancel(&escprompt.Withdrawn{Reason: escprompt.WithdrawHungUp})
+	}
+}
 
 // ErrDisabled is returned by Register when the coordinator has no
 // escalation (disabled in the config).
