@@ -2,12 +2,16 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/netdapi"
 )
 
@@ -30,6 +34,10 @@ const (
 	// cycling through new names must not keep the terminal taken.
 	maxPrompts   = 6
 	promptWindow = time.Minute
+	// withdrawGrace is how long the CLI has to answer the prompt's call
+	// once the prompt was withdrawn (it then says what it did: shown and
+	// withdrawn, or never shown).
+	withdrawGrace = 5 * time.Second
 )
 
 // denialRouter routes one sandbox's denials.
@@ -40,9 +48,26 @@ type denialRouter struct {
 	mu      sync.Mutex
 	ignored map[string]bool // "ignore for this run"
 	queued  map[string]bool
-	queue   chan string
+	queue   chan heldName
 	asked   []time.Time // prompts shown in the last promptWindow
 	cl      *netdapi.Client
+	// prompts numbers the prompts, for their withdrawal.
+	prompts uint64
+}
+
+// heldName is a denied name whose lookup netd holds until the hold
+// expires (netd's timer starts when it reports the name, as ours does).
+type heldName struct {
+	name  string
+	until time.Time
+}
+
+// holdEnd is when the hold of a name reported at t expires.
+func holdEnd(t, now time.Time) time.Time {
+	if t.IsZero() || t.After(now) {
+		t = now
+	}
+	return t.Add(holdFor)
 }
 
 // withDenials makes c report its denials to the sessions of d.
@@ -50,7 +75,7 @@ func withDenials(d *Deps, c *sidecar.Component) *sidecar.Component {
 	if d.Server == nil {
 		return c
 	}
-	r := &denialRouter{d: d, lim: sidecar.NewLimiter(), ignored: map[string]bool{}, queued: map[string]bool{}, queue: make(chan string, maxQueued)}
+	r := &denialRouter{d: d, lim: sidecar.NewLimiter(), ignored: map[string]bool{}, queued: map[string]bool{}, queue: make(chan heldName, maxQueued)}
 	c.OnDenials(r.run)
 	return c
 }
@@ -99,7 +124,7 @@ func (r *denialRouter) event(ctx context.Context, ev netdapi.DenialEvent) {
 		queued = r.queued[ev.Name]
 		if !queued && r.mayPrompt(time.Now()) {
 			select {
-			case r.queue <- ev.Name:
+			case r.queue <- heldName{ev.Name, holdEnd(ev.Time, time.Now())}:
 				r.queued[ev.Name], queued = true, true
 			default:
 			}
@@ -174,62 +199,153 @@ func (r *denialRouter) holdLoop(ctx context.Context, cl *netdapi.Client) {
 	}
 }
 
-// promptLoop asks about one queued name at a time.
+// promptLoop asks about one queued name at a time, in order; a name whose
+// lookup stopped waiting while it was queued is not shown (the next one
+// is, at once).
 func (r *denialRouter) promptLoop(ctx context.Context, cl *netdapi.Client) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case name := <-r.queue:
-			r.ask(ctx, cl, name)
+		case h := <-r.queue:
+			r.ask(ctx, cl, h)
 			r.mu.Lock()
-			delete(r.queued, name)
+			delete(r.queued, h.name)
 			r.mu.Unlock()
 		}
 	}
 }
 
+// outcome is what became of one DNS prompt, for the decision and the
+// audit trail.
+type outcome struct {
+	ans     ctl.NetAnswer
+	shownOn *ctl.Session // the terminal it was sent to; nil: nobody asked
+}
+
 // ask prompts for name and applies the answer; with nobody to ask, the
 // denial becomes a notice.
-func (r *denialRouter) ask(ctx context.Context, cl *netdapi.Client, name string) {
-	sess := r.promptSession()
-	ans := ctl.NetAnswer{Choice: ctl.NetNone}
-	if sess != nil {
-		uni, reg := sidecar.NameForms(name)
-		p := ctl.NetPrompt{Name: name, Unicode: uni, Registrable: reg, Profile: r.d.Profile.Name,
-			ConfigLine: sidecar.ConfigLine(r.d.Profile.Name, name), WaitSeconds: int(holdFor / time.Second)}
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		if err := sess.Call(pctx, ctl.TypeNetPrompt, p, &ans); err != nil {
-			ans.Choice = ctl.NetNone
-		}
-		cancel()
+func (r *denialRouter) ask(ctx context.Context, cl *netdapi.Client, h heldName) {
+	o := outcome{ans: ctl.NetAnswer{Choice: ctl.NetNone}}
+	if time.Now().Before(h.until) {
+		o = r.prompt(ctx, h)
+	} else {
+		o.ans.Withdrawn = escprompt.WithdrawExpired // its lookup failed while queued
 	}
+	ans := o.ans
 	if _, ok := decisions[ans.Choice]; !ok {
 		ans.Choice = ctl.NetNone
 	}
-	// Nobody asked (no terminal after all, or an escalation prompt had
-	// it): the name is denied for this run, so its lookups do not wait
-	// again, and the user gets the notice with the allow command.
+	// Nobody answered (no terminal, an escalation prompt had it, or the
+	// prompt was withdrawn): the name is denied for this run, so its
+	// lookups do not wait again, and the user gets the notice with the
+	// allow command.
 	allow := ans.Choice == ctl.NetOnce || ans.Choice == ctl.NetAlways
-	if err := cl.Decide(ctx, name, allow, "prompt: "+ans.Choice); err != nil {
-		r.d.Log.Error("applying the answer to a denied name", "name", name, "err", err)
+	if err := cl.Decide(ctx, h.name, allow, "prompt: "+ans.Choice); err != nil {
+		r.d.Log.Error("applying the answer to a denied name", "name", h.name, "err", err)
 	}
 	if ans.Choice == ctl.NetNone {
-		r.notice(netdapi.DenialEvent{Dest: "dns " + name, Name: name})
+		r.notice(netdapi.DenialEvent{Dest: "dns " + h.name, Name: h.name})
 	} else {
 		// The user has just decided: the lookups still in flight (retries,
 		// the other address family) get no notice for a minute.
-		r.lim.Allow("dns "+name, time.Now())
+		r.lim.Allow("dns "+h.name, time.Now())
 	}
 	if ans.Choice == ctl.NetIgnore {
 		r.mu.Lock()
 		if len(r.ignored) < 1024 {
-			r.ignored[name] = true
+			r.ignored[h.name] = true
 		}
 		r.mu.Unlock()
 	}
-	r.audit(ctx, sess, name, ans.Choice)
+	r.audit(ctx, o.shownOn, h.name, ans)
 }
+
+// prompt asks the oldest terminal about h until its lookup stops waiting:
+// then the prompt is withdrawn (escprompt.TypePromptCancel with its ID),
+// and the CLI has withdrawGrace to say what it did. The other sessions
+// are told where the prompt went: a lookup carries no session, so any of
+// them may be the one whose agent asked.
+func (r *denialRouter) prompt(ctx context.Context, h heldName) outcome {
+	sess := r.promptSession()
+	if sess == nil {
+		return outcome{ans: ctl.NetAnswer{Choice: ctl.NetNone}}
+	}
+	r.mu.Lock()
+	r.prompts++
+	id := "net-" + strconv.FormatUint(r.prompts, 10)
+	r.mu.Unlock()
+	uni, reg := sidecar.NameForms(h.name)
+	wait := time.Until(h.until)
+	p := ctl.NetPrompt{Name: h.name, Unicode: uni, Registrable: reg, Profile: r.d.Profile.Name, ID: id,
+		ConfigLine: sidecar.ConfigLine(r.d.Profile.Name, h.name), WaitSeconds: max(1, int(wait.Round(time.Second)/time.Second))}
+	withdraw := time.AfterFunc(wait, func() {
+		_ = sess.Notify(escprompt.TypePromptCancel, escprompt.PromptCancel{RequestID: id, Reason: escprompt.WithdrawExpired})
+	})
+	defer withdraw.Stop()
+	told := r.tellOthers(sess, h.name)
+	pctx, cancel := context.WithTimeout(ctx, wait+withdrawGrace)
+	defer cancel()
+	o := outcome{shownOn: sess}
+	switch err := sess.Call(pctx, ctl.TypeNetPrompt, p, &o.ans); {
+	case err == nil:
+	case ctx.Err() != nil:
+		o.ans = ctl.NetAnswer{Choice: ctl.NetNone, Withdrawn: escprompt.WithdrawStopping}
+	case pctx.Err() != nil:
+		o.ans = ctl.NetAnswer{Choice: ctl.NetNone, Withdrawn: escprompt.WithdrawExpired}
+	default: // the terminal's session ended under the prompt
+		o.ans = ctl.NetAnswer{Choice: ctl.NetNone, Withdrawn: escprompt.WithdrawHungUp}
+	}
+	if o.ans.Choice == ctl.NetNone && o.ans.Withdrawn == "" {
+		o.shownOn = nil // the CLI did not show it (an escalation prompt had the terminal)
+	}
+	if told && o.ans.Choice == ctl.NetNone && o.ans.Withdrawn != "" {
+		r.tellOthersDone(sess, h.name, o.ans.Withdrawn)
+	}
+	return o
+}
+
+// SessionName names a session on a notice and in the audit trail as
+// `lazaret status` lists it: its id's first 12 characters, its command
+// and the CLI's pid.
+func SessionName(s *ctl.Session) string {
+	cmd := strings.Join(s.Command, " ")
+	if cmd == "" {
+		cmd = "?"
+	}
+	return fmt.Sprintf("session %s (%s, pid %d)", s.ID[:min(12, len(s.ID))], cmd, s.PeerPID)
+}
+
+// tellOthers tells every session but the asked one's where the prompt
+// about name went; it reports whether there was anyone to tell.
+func (r *denialRouter) tellOthers(asked *ctl.Session, name string) bool {
+	line := fmt.Sprintf("lazaret: %s of %s is awaiting approval on the terminal of %s",
+		sessionlinkAskedBy, sidecar.Shown(name), SessionName(asked))
+	return r.notifyOthers(asked, line)
+}
+
+func (r *denialRouter) tellOthersDone(asked *ctl.Session, name, reason string) {
+	r.notifyOthers(asked, fmt.Sprintf("lazaret: the prompt about %s on the terminal of %s was withdrawn: the request ended (%s)",
+		sidecar.Shown(name), SessionName(asked), reason))
+}
+
+func (r *denialRouter) notifyOthers(asked *ctl.Session, line string) bool {
+	told := false
+	for _, s := range r.d.Server.Sessions() {
+		if s == asked {
+			continue
+		}
+		told = true
+		if err := s.Notify(ctl.TypeNetNotice, ctl.NetNotice{Line: line}); err != nil {
+			r.d.Log.Debug("notice to a session", "session", s.ID, "err", err)
+		}
+	}
+	return told
+}
+
+// sessionlinkAskedBy is how a DNS prompt names who asked (the CLI's
+// sessionlink.NetAskedBy: the coordinator does not import the CLI).
+const sessionlinkAskedBy = "a lookup from this sandbox"
 
 // secretRefused audits a placeholder netd saw headed for a host its
 // secret is not for, and tells the sessions.
@@ -251,14 +367,30 @@ var decisions = map[string]string{
 	ctl.NetDeny: "denied", ctl.NetIgnore: "ignored for this run", ctl.NetNone: "not asked (no terminal)",
 }
 
-func (r *denialRouter) audit(ctx context.Context, sess *ctl.Session, name, choice string) {
+// decisionOf is what the audit trail records for ans: the human's answer,
+// a withdrawal and why (shown, or still queued), or nobody asked.
+func decisionOf(ans ctl.NetAnswer, shown bool) string {
+	switch {
+	case ans.Choice != ctl.NetNone:
+		return decisions[ans.Choice]
+	case ans.Withdrawn != "" && shown:
+		return "withdrawn: the request ended (" + ans.Withdrawn + ")"
+	case ans.Withdrawn != "":
+		return "not shown: the request ended while queued (" + ans.Withdrawn + ")"
+	}
+	return decisions[ctl.NetNone]
+}
+
+func (r *denialRouter) audit(ctx context.Context, shownOn *ctl.Session, name string, ans ctl.NetAnswer) {
 	if r.d.Audit == nil {
 		return
 	}
 	e := audit.Entry{Kind: audit.KindPolicyChange, Profile: r.d.Profile.Name,
-		Fields: map[string]string{"change": "network denial prompt", "name": name, "decision": decisions[choice]}}
-	if sess != nil {
-		e.Session = sess.ID
+		Fields: map[string]string{"change": "network denial prompt", "name": name, "decision": decisionOf(ans, shownOn != nil),
+			"asked_by": sessionlinkAskedBy}}
+	if shownOn != nil {
+		e.Session = shownOn.ID
+		e.Fields["shown_on"] = "terminal of " + SessionName(shownOn)
 	}
 	if _, err := r.d.Audit(ctx, e); err != nil {
 		r.d.Log.Error("audit of a network decision", "err", err)

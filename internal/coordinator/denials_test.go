@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/audit"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
@@ -32,7 +33,7 @@ func decided(f *netdtest.Server) []string {
 func TestDenialRouterCoalescesAndBounds(t *testing.T) {
 	f, cl := netdtest.Serve(t, "")
 	d := &Deps{Profile: &config.Profile{Name: "default"}, Server: ctl.NewServer(os.Getuid(), nil), Log: slog.New(slog.DiscardHandler)}
-	r := &denialRouter{d: d, ignored: map[string]bool{}, queued: map[string]bool{}, queue: make(chan string, maxQueued), cl: cl, lim: sidecar.NewLimiter()}
+	r := &denialRouter{d: d, ignored: map[string]bool{}, queued: map[string]bool{}, queue: make(chan heldName, maxQueued), cl: cl, lim: sidecar.NewLimiter()}
 	ctx := context.Background()
 	for range 3 {
 		r.event(ctx, netdapi.DenialEvent{Dest: "dns a.example", Name: "a.example", Held: true})
@@ -58,5 +59,57 @@ func TestDenialRouterCoalescesAndBounds(t *testing.T) {
 	// The window moves on.
 	if !r.mayPrompt(time.Now().Add(promptWindow)) {
 		t.Fatal("prompts refused after the window")
+	}
+}
+
+// TestDenialRouterSkipsExpired: a name whose lookup stopped waiting while
+// it was queued is not shown (the next one is, at once): it is denied and
+// audited as never shown because its request ended, not as "not asked
+// (no terminal)".
+func TestDenialRouterSkipsExpired(t *testing.T) {
+	f, cl := netdtest.Serve(t, "")
+	var got []audit.Entry
+	d := &Deps{Profile: &config.Profile{Name: "default"}, Server: ctl.NewServer(os.Getuid(), nil), Log: slog.New(slog.DiscardHandler),
+		Audit: func(_ context.Context, e audit.Entry) (uint64, error) { got = append(got, e); return 1, nil }}
+	r := &denialRouter{d: d, ignored: map[string]bool{}, queued: map[string]bool{}, queue: make(chan heldName, maxQueued), cl: cl, lim: sidecar.NewLimiter()}
+	start := time.Now()
+	r.ask(context.Background(), cl, heldName{"late.example", time.Now().Add(-time.Second)})
+	if time.Since(start) > time.Second {
+		t.Fatalf("an expired name held the queue %v", time.Since(start))
+	}
+	if dec := decided(f); len(dec) != 1 || dec[0] != "late.example=false" {
+		t.Fatalf("decisions %v", dec)
+	}
+	if len(got) != 1 || got[0].Fields["decision"] != "not shown: the request ended while queued (expired)" || got[0].Fields["shown_on"] != "" {
+		t.Fatalf("audit %+v", got)
+	}
+}
+
+// TestDecisionOf: the audit trail says what really happened to a prompt.
+func TestDecisionOf(t *testing.T) {
+	for _, c := range []struct {
+		ans   ctl.NetAnswer
+		shown bool
+		want  string
+	}{
+		{ctl.NetAnswer{Choice: ctl.NetDeny}, true, "denied"},
+		{ctl.NetAnswer{Choice: ctl.NetNone, Withdrawn: "expired"}, true, "withdrawn: the request ended (expired)"},
+		{ctl.NetAnswer{Choice: ctl.NetNone, Withdrawn: "expired"}, false, "not shown: the request ended while queued (expired)"},
+		{ctl.NetAnswer{Choice: ctl.NetNone}, false, "not asked (no terminal)"},
+	} {
+		if got := decisionOf(c.ans, c.shown); got != c.want {
+			t.Errorf("%+v shown=%v: %q, want %q", c.ans, c.shown, got, c.want)
+		}
+	}
+}
+
+// TestHoldEnd: a name's prompt ends when netd's hold of it does.
+func TestHoldEnd(t *testing.T) {
+	now := time.Now()
+	if got := holdEnd(now.Add(-10*time.Second), now); !got.Equal(now.Add(holdFor - 10*time.Second)) {
+		t.Fatalf("holdEnd %v", got.Sub(now))
+	}
+	if got := holdEnd(time.Time{}, now); !got.Equal(now.Add(holdFor)) {
+		t.Fatalf("holdEnd without a time %v", got.Sub(now))
 	}
 }

@@ -60,6 +60,9 @@ type Event struct {
 	StderrBytes  int64         `json:"stderr_bytes,omitempty"`
 	StdoutSHA256 string        `json:"stdout_sha256,omitempty"`
 	StderrSHA256 string        `json:"stderr_sha256,omitempty"`
+	// AskedOn, on a decision a human was asked for, names the terminal
+	// the prompt was on.
+	AskedOn string `json:"asked_on,omitempty"`
 }
 
 // Decisions recorded in EventDecision.

@@ -39,6 +39,9 @@ func Entry(e Event) audit.Entry {
 	case EventDecision:
 		en.Kind = audit.KindEscalationDecision
 		en.Decision = &audit.Decision{Outcome: audit.Outcome(e.Decision), Argv: e.Argv, Rule: e.Rule, Reason: e.Reason}
+		if e.AskedOn != "" {
+			en.Fields = map[string]string{"asked_on": e.AskedOn}
+		}
 	case EventResult:
 		en.Kind = audit.KindEscalationResult
 		r := &audit.Result{DurationMS: e.Duration.Milliseconds(), StdoutBytes: e.StdoutBytes, StderrBytes: e.StderrBytes,

@@ -222,11 +222,11 @@ func (s *Server) Handle(ctx context.Context, raw net.Conn) {
 	}
 	// The client sends nothing after its request; a read returning means
 	// it hung up (or its --timeout expired): stop prompting or running.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	go func() {
 		_, _ = io.Copy(io.Discard, tc)
-		cancel()
+		cancel(&escprompt.Withdrawn{Reason: escprompt.WithdrawClientGone})
 	}()
 	s.serve(ctx, req, sess, out)
 }
@@ -299,9 +299,13 @@ func (s *Server) askHuman(ctx context.Context, req *escwire.Request, sess *Sessi
 	}
 	ans, err := s.askAnnounced(ctx, sess, out, v, escprompt.PromptRequest{RequestID: req.RequestID, Profile: req.Profile, Justification: req.Justification,
 		Cwd: req.Cwd, HostDir: hostDir, Command: req.Command, Argv: v.Argv, Executable: v.Executable, Reason: v.Reason,
-		Path: s.cfg.Policy.Path, SessionCommand: sess.Command, SessionPID: sess.PID, SessionStarted: sess.Started})
+		Path: s.cfg.Policy.Path, SessionID: sess.ID, SessionCommand: sess.Command, SessionPID: sess.PID, SessionStarted: sess.Started})
 	dec := base
 	dec.Kind, dec.Argv, dec.Executable = EventDecision, v.Argv, v.Executable
+	// Where the human was asked: the asking session's own terminal (a
+	// prompt goes to no other). A withdrawal's reason says it was not
+	// answered there.
+	dec.AskedOn = "terminal of session " + sess.ID
 	switch {
 	case ans.Action == escprompt.Approve && ans.Argv != nil:
 		dec.Decision, dec.Argv, dec.Executable = DecisionEdited, ans.Argv, ans.Executable

@@ -559,12 +559,16 @@ func TestUnregisteredSessionRejected(t *testing.T) {
 }
 
 // blockingPrompter never answers; it reports when its requester went away.
-type blockingPrompter struct{ gone chan struct{} }
+type blockingPrompter struct {
+	gone   chan struct{}
+	reason string // why the request ended, as the prompter was told
+}
 
 func (b *blockingPrompter) Prompt(ctx context.Context, _ escprompt.PromptRequest) (escprompt.Answer, error) {
 	<-ctx.Done()
+	b.reason = escprompt.WithdrawReason(ctx)
 	close(b.gone)
-	return escprompt.Answer{Action: escprompt.Deny}, ctx.Err()
+	return escprompt.Answer{Action: escprompt.Deny}, &escprompt.Withdrawn{Reason: b.reason}
 }
 
 // TestClientTimeoutWithdrawsPrompt: --timeout ends the client with 124 and
@@ -585,6 +589,30 @@ func TestClientTimeoutWithdrawsPrompt(t *testing.T) {
 	case <-bp.gone:
 	case <-time.After(10 * time.Second):
 		t.Fatal("prompt not withdrawn after the client gave up")
+	}
+	// The prompt is told why (its client went away), and the audit
+	// records the withdrawal and the terminal it was on, not a bare
+	// "context canceled".
+	if bp.reason != escprompt.WithdrawClientGone {
+		t.Fatalf("withdrawn with reason %q", bp.reason)
+	}
+	want := escprompt.WithdrawnLine(escprompt.WithdrawClientGone)
+	deadline := time.Now().Add(5 * time.Second)
+	for !func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, e := range r.events {
+			if e.Kind == EventDecision && e.Reason == want && e.AskedOn == "terminal of session "+other.ID {
+				return true
+			}
+		}
+		return false
+	}() {
+		if time.Now().After(deadline) {
+			r.mu.Lock()
+			t.Fatalf("no audited withdrawal: %+v", r.events)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -329,8 +329,11 @@ func (p ctlPrompter) Prompt(ctx context.Context, r escprompt.PromptRequest) (esc
 	var a escprompt.Answer
 	err := p.s.Call(ctx, escprompt.TypePrompt, r, &a)
 	if ctx.Err() != nil {
-		_ = p.s.Notify(escprompt.TypePromptCancel, escprompt.PromptCancel{RequestID: r.RequestID})
-		return escprompt.Answer{Action: escprompt.Deny}, ctx.Err()
+		// The request ended (its client went away, the sandbox stops):
+		// the prompt leaves the terminal and says why.
+		reason := escprompt.WithdrawReason(ctx)
+		_ = p.s.Notify(escprompt.TypePromptCancel, escprompt.PromptCancel{RequestID: r.RequestID, Reason: reason})
+		return escprompt.Answer{Action: escprompt.Deny}, &escprompt.Withdrawn{Reason: reason}
 	}
 	if err != nil {
 		return escprompt.Answer{Action: escprompt.Deny}, fmt.Errorf("asking the session: %w", err)
