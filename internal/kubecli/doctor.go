@@ -101,7 +101,7 @@ func (g *globals) doctorChecks(ctx context.Context, cfg *config.Config, c *kube.
 	} else {
 		out = append(out, check{"ok", "runtime class " + cfg.Cluster.RuntimeClass, "handler " + h})
 	}
-	return append(out, storageCheck(ctx, cfg, c), g.enforcementCheck(ctx, cfg, c, o))
+	return append(out, storageCheck(ctx, cfg, c), resourcesCheck(ctx, cfg, c, orDefault(o.profile)), g.enforcementCheck(ctx, cfg, c, o))
 }
 
 // crdCheck: the group's v1beta1 serves every resource named.

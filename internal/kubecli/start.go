@@ -36,8 +36,9 @@ type running struct {
 }
 
 // profileObjects are the shared objects of t's profile, with sidecar as
-// its network sidecar (nil: none) and secrets its secrets (nil: none).
-func profileObjects(cfg *config.Config, t *target, sidecar kubespec.SidecarFunc, secrets *podSecrets) (*kubespec.Objects, netpolicy.Policy, error) {
+// its network sidecar (nil: none), secrets its secrets (nil: none) and
+// lim its agent container's resources.
+func profileObjects(cfg *config.Config, t *target, sidecar kubespec.SidecarFunc, secrets *podSecrets, lim podLimits) (*kubespec.Objects, netpolicy.Policy, error) {
 	p := t.profile
 	// The same policy the local network sidecar enforces.
 	pol, err := netpolicy.FromConfig(p.AllowEgress, p.AllowDomains)
@@ -50,13 +51,35 @@ func profileObjects(cfg *config.Config, t *target, sidecar kubespec.SidecarFunc,
 			env[k] = v
 		}
 	}
-	objs, err := kubespec.Template(kubespec.Input{
+	in := kubespec.Input{
 		Profile: p.Name, Image: p.Image, ImagePullPolicy: cfg.Cluster.ImagePullPolicy,
 		RuntimeClass: cfg.Cluster.RuntimeClass, Env: env, Policy: pol, Sidecar: sidecar,
-		SidecarIdentity: secrets.identity(), CPU: cfg.Cluster.CPU, Memory: cfg.Cluster.Memory,
-		State: stateSpec(cfg, t),
-	})
+		SidecarIdentity: secrets.identity(), State: stateSpec(cfg, t),
+	}
+	lim.apply(&in)
+	objs, err := kubespec.Template(in)
 	return objs, pol, err
+}
+
+// podLimits are p's pod resources on c's nodes; a user who may not list
+// nodes gets no ephemeral-storage limit and a warning, not a failed
+// start (the kubelet's eviction threshold still keeps the node's disk).
+func (g *globals) podLimits(ctx context.Context, cfg *config.Config, c *kube.Client, p *config.Profile) (podLimits, error) {
+	nodes, nerr := c.NodesStorage(ctx)
+	if nerr != nil && !errors.Is(nerr, kube.ErrForbidden) {
+		return podLimits{}, nerr
+	}
+	lim, err := podResources(cfg, p, nodes, nerr)
+	if err != nil {
+		return lim, err
+	}
+	for _, w := range lim.Warnings {
+		g.log.Warn(w)
+	}
+	if lim.EphemeralStorage == "" {
+		g.log.Warn("no ephemeral-storage limit for the sandbox", "profile", p.Name, "why", lim.StorageFrom)
+	}
+	return lim, nil
 }
 
 // start makes sure t's template and warm pool exist as the profile says,
@@ -76,7 +99,11 @@ func (g *globals) start(ctx context.Context, cfg *config.Config, c *kube.Client,
 	if err != nil {
 		return nil, err
 	}
-	objs, pol, err := profileObjects(cfg, t, sidecar, secrets)
+	lim, err := g.podLimits(ctx, cfg, c, t.profile)
+	if err != nil {
+		return nil, err
+	}
+	objs, pol, err := profileObjects(cfg, t, sidecar, secrets, lim)
 	if err != nil {
 		return nil, err
 	}

@@ -69,9 +69,19 @@ type Input struct {
 	// changed one gets a new ConfigMap and Secret while sandboxes of the
 	// old template keep theirs. Never a secret value.
 	SidecarIdentity any
-	// CPU and Memory, when set, are the agent container's requests and
-	// limits (Kubernetes quantities).
+	// CPU and Memory, when set, are the agent container's limits
+	// (Kubernetes quantities) and, unless CPURequest or MemoryRequest is
+	// set, its requests too.
 	CPU, Memory string
+	// CPURequest and MemoryRequest, when set, are requests below the
+	// limits (the built-in cluster default's request: kubecli's
+	// podResources).
+	CPURequest, MemoryRequest string
+	// EphemeralStorage, when set, is the agent container's
+	// ephemeral-storage limit, with a request of 0: the kubelet evicts
+	// the pod once its writable layer, logs and emptyDir volumes (the
+	// workspace) exceed it, and the scheduler reserves nothing.
+	EphemeralStorage string
 	// State, when set, puts the persistent dirs on their PVC (state.go).
 	State *State
 }
@@ -92,7 +102,7 @@ func Template(in Input) (*Objects, error) {
 	if in.Profile == "" || in.Image == "" || in.RuntimeClass == "" {
 		return nil, fmt.Errorf("kubespec: profile, image and runtime class are required")
 	}
-	res, err := resources(in.CPU, in.Memory)
+	res, err := resources(in)
 	if err != nil {
 		return nil, err
 	}
@@ -189,21 +199,43 @@ func agentPod(in Input) corev1.PodSpec {
 
 func ptr64(n int64) *int64 { return &n }
 
-// resources sets requests equal to limits for what is given.
-func resources(cpu, memory string) (corev1.ResourceRequirements, error) {
+// resources are the agent container's requests and limits: each limit
+// given, with its request (the limit's own value unless one is given;
+// ephemeral storage requests 0, or the API server would default the
+// request to the limit and the scheduler reserve it).
+func resources(in Input) (corev1.ResourceRequirements, error) {
 	var r corev1.ResourceRequirements
-	for name, v := range map[corev1.ResourceName]string{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory} {
-		if v == "" {
+	for _, e := range []struct {
+		name           corev1.ResourceName
+		limit, request string
+	}{
+		{corev1.ResourceCPU, in.CPU, in.CPURequest},
+		{corev1.ResourceMemory, in.Memory, in.MemoryRequest},
+		{corev1.ResourceEphemeralStorage, in.EphemeralStorage, "0"},
+	} {
+		if e.limit == "" {
+			if e.request != "" && e.request != "0" {
+				return r, fmt.Errorf("kubespec: a %s request without a limit", e.name)
+			}
 			continue
 		}
-		q, err := resource.ParseQuantity(v)
+		lim, err := resource.ParseQuantity(e.limit)
 		if err != nil {
-			return r, fmt.Errorf("kubespec: %s %q: %w", name, v, err)
+			return r, fmt.Errorf("kubespec: %s %q: %w", e.name, e.limit, err)
+		}
+		req := lim
+		if e.request != "" {
+			if req, err = resource.ParseQuantity(e.request); err != nil {
+				return r, fmt.Errorf("kubespec: %s request %q: %w", e.name, e.request, err)
+			}
+			if req.Cmp(lim) > 0 {
+				return r, fmt.Errorf("kubespec: %s request %s above its limit %s", e.name, e.request, e.limit)
+			}
 		}
 		if r.Limits == nil {
 			r.Limits, r.Requests = corev1.ResourceList{}, corev1.ResourceList{}
 		}
-		r.Limits[name], r.Requests[name] = q, q
+		r.Limits[e.name], r.Requests[e.name] = lim, req
 	}
 	return r, nil
 }

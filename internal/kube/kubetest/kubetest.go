@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,8 +39,18 @@ type Cluster struct {
 // ClusterDNS is the stand-in cluster's kube-dns Service address.
 const ClusterDNS = "10.96.0.10"
 
+// Node is the stand-in cluster's node: 100 GiB of ephemeral storage, 90
+// of them allocatable (the kubelet's default eviction threshold, 10%).
+var Node = &corev1.Node{
+	ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
+	Status: corev1.NodeStatus{
+		Capacity:    corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("100Gi")},
+		Allocatable: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("90Gi")},
+	},
+}
+
 // New is a fake cluster holding core objects and, as a real cluster, the
-// kube-system/kube-dns Service, with namespace ns.
+// kube-system/kube-dns Service and a Node, with namespace ns.
 func New(ns string, core ...runtime.Object) *Cluster {
 	dns := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns"},
@@ -47,7 +58,7 @@ func New(ns string, core ...runtime.Object) *Cluster {
 			Ports: []corev1.ServicePort{{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53}, {Name: "dns-tcp", Protocol: corev1.ProtocolTCP, Port: 53}}},
 	}
 	c := &Cluster{
-		Core:    fake.NewClientset(append([]runtime.Object{dns}, core...)...),
+		Core:    fake.NewClientset(append([]runtime.Object{dns, Node.DeepCopy()}, core...)...),
 		Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), ListKinds),
 		Exec:    &Executor{},
 	}
