@@ -91,3 +91,19 @@ func TestPromptWithdrawn(t *testing.T) {
 		t.Errorf("A exit %d", code)
 	}
 }
+
+// TestHangupPromptTerminalClosed: a terminal that goes away with an
+// escalation prompt on it denies the request at once, and the audit says
+// why: "terminal closed" (before, the request waited until its client
+// died with the session and was audited "context canceled").
+func TestHangupPromptTerminalClosed(t *testing.T) {
+	e := NewEnv(t)
+	s := hangupShell(t, e, true)
+	s.send(`lazaret-escalate --reason "hang me" -- touch hung-file; echo "rc=$?"` + "\r")
+	s.waitFor("abort lazaret")
+	hangup(t, e, s)
+	trail := e.MustRun("audit")
+	if !strings.Contains(trail, escprompt.WithdrawHungUp) || strings.Contains(trail, "context canceled") {
+		t.Errorf("audit does not say the terminal closed:\n%s", trail)
+	}
+}

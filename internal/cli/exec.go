@@ -250,7 +250,7 @@ func prepareSession(ctx context.Context, g *globalOptions, r sessionRequest) (*s
 		return nil, err
 	}
 	// A prompt on a terminal that hung up is denied ("terminal closed").
-	// s.gate.OnHangUp(s.link.Hangup)
+	s.gate.OnHangUp(s.link.Hangup)
 	return s, nil
 }
 
