@@ -1,10 +1,17 @@
 package cli
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/pelletier/go-toml/v2/unstable"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
 )
@@ -36,6 +43,10 @@ func runConfigCheck(g *globalOptions) error {
 	// say so, though other commands accept the file.
 	if unset := cfg.HostErrors(); len(unset) > 0 {
 		return reportConfigErrors(g, config.ErrorList(unset), unset)
+	}
+	// So is one whose disk reserve this host's data root cannot keep.
+	if errs := reserveErrors(cfg, fsSize); len(errs) > 0 {
+		return reportConfigErrors(g, config.ErrorList(errs), errs)
 	}
 	// Accepted, but what they run is decided by files in the workspace.
 	for _, w := range cfg.Escalation.RunnerWarnings {
@@ -80,4 +91,91 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// reserveErrors reports each disk_reserve at least as large as the
+// filesystem of the data root (size gives it), once per key that sets it:
+// the profile's own, else the global [resources] one (the built-in 5%
+// never reaches half a disk).
+func reserveErrors(cfg *config.Config, size func(string) (uint64, error)) []*config.Error {
+	total, err := size(cfg.DataRoot)
+	if err != nil || total == 0 {
+		return nil // the start's own check says why
+	}
+	var data []byte
+	if cfg.File != "" {
+		data, _ = os.ReadFile(cfg.File)
+	}
+	var out []*config.Error
+	seen := map[string]bool{}
+	for _, name := range cfg.ProfileNames() {
+		d := cfg.Profiles[name].Resources.DiskReserve
+		err := d.Check(total)
+		if err == nil {
+			continue
+		}
+		key := []string{"resources", "disk_reserve"}
+		if d != cfg.Resources.DiskReserve {
+			key = []string{"profiles", name, "disk_reserve"}
+		}
+		k := strings.Join(key, ".")
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, &config.Error{File: cfg.File, Line: keyLine(data, key), Key: k,
+			Msg: fmt.Sprintf("%v, which holds the data root %s", err, cfg.DataRoot)})
+	}
+	return out
+}
+
+// fsSize is the size of the filesystem that holds path, or would hold it:
+// its nearest existing ancestor's (a data root not made yet).
+func fsSize(path string) (uint64, error) {
+	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
+		var st unix.Statfs_t
+		err := unix.Statfs(p, &st)
+		if err == nil {
+			return st.Blocks * uint64(st.Bsize), nil
+		}
+		if !errors.Is(err, unix.ENOENT) || p == filepath.Dir(p) {
+			return 0, err
+		}
+	}
+}
+
+// keyLine is the line of key in the TOML document data, written under a
+// table header or as a dotted key (0 when not found: the error then names
+// the key without a line).
+func keyLine(data []byte, key []string) int {
+	var p unstable.Parser
+	p.Reset(data)
+	var table []string
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			table, _ = keyParts(e.Key())
+		case unstable.KeyValue:
+			parts, off := keyParts(e.Key())
+			if slices.Equal(append(slices.Clone(table), parts...), key) && off >= 0 {
+				return 1 + bytes.Count(data[:off], []byte("\n"))
+			}
+		}
+	}
+	return 0
+}
+
+// keyParts are a key's parts and the offset of its first (-1: unknown).
+func keyParts(it unstable.Iterator) ([]string, int) {
+	var parts []string
+	off := -1
+	for it.Next() {
+		n := it.Node()
+		if off < 0 && n.Raw.Length > 0 {
+			off = int(n.Raw.Offset)
+		}
+		parts = append(parts, string(n.Data))
+	}
+	return parts, off
 }
