@@ -22,3 +22,11 @@ func TestLinksClientGo(t *testing.T) {
 		t.Fatal("lazaret-kube does not link client-go's remotecommand: the ban of cmd/lazaret's TestNoKubernetes proves nothing")
 	}
 }
+
+// TestNoNftables: a cluster pod's netd filters DNS only (gVisor's netstack
+// has no nftables); lazaret-kube handles the policy as data.
+func TestNoNftables(t *testing.T) {
+	deptest.Forbid(t, "lazaret-kube", []string{"."}, map[string]string{
+		"github.com/google/nftables": "only lazaret-netd installs rules (internal/sidecar/firewall)",
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,5 +81,13 @@ func TestBinarySizeAndStatic(t *testing.T) {
 		if p.Type == elf.PT_INTERP {
 			t.Error("lazaret-netd is dynamically linked")
 		}
+	}
+}
+
+// TestLinksNftables is the positive control of the other binaries'
+// TestNoNftables: the same ban fails for the sidecar.
+func TestLinksNftables(t *testing.T) {
+	if !slices.Contains(deptest.Deps(t, "."), "github.com/google/nftables") {
+		t.Fatal("lazaret-netd does not link nftables: the bans of TestNoNftables prove nothing")
 	}
 }

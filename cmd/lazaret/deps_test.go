@@ -22,3 +22,12 @@ func TestNoKubernetes(t *testing.T) {
 		deptest.Module + "/internal/kubespec": "the Kubernetes objects belong to lazaret-kube",
 	})
 }
+
+// TestNoNftables: only the network sidecar installs firewall rules; the
+// CLI and the coordinator handle the policy as data (internal/netpolicy).
+func TestNoNftables(t *testing.T) {
+	deptest.Forbid(t, "lazaret", []string{"."}, map[string]string{
+		"github.com/google/nftables":                  "only lazaret-netd installs rules (internal/sidecar/firewall)",
+		deptest.Module + "/internal/sidecar/firewall": "only lazaret-netd installs rules",
+	})
+}

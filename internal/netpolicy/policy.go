@@ -1,7 +1,7 @@
 // Package netpolicy is the egress policy of a sandbox's network namespace:
-// the policy model (allowed CIDRs and domains, always-denied addresses), its
-// translation into one nftables inet table, and the netlink batches that
-// install it and update its sets. It is used by lazaret-netd only.
+// the policy model (allowed CIDRs and domains, always-denied addresses) and
+// its translation into the rules of one nftables inet table, as plain data;
+// internal/sidecar/firewall installs them (only the sidecar links nftables).
 package netpolicy
 
 import (

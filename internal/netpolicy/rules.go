@@ -271,8 +271,11 @@ func unmapPrefix(p netip.Prefix) netip.Prefix {
 	return p
 }
 
-// addrRange is an inclusive range of addresses of one family.
-type addrRange struct{ first, last netip.Addr }
+// MaxResolved bounds each of the dns4/dns6 sets.
+const MaxResolved = 65536
+
+// AddrRange is an inclusive range of addresses of one family.
+type AddrRange struct{ First, Last netip.Addr }
 
 // lastAddr is the highest address of p.
 func lastAddr(p netip.Prefix) netip.Addr {
@@ -290,30 +293,32 @@ func lastAddr(p netip.Prefix) netip.Addr {
 // the kernel refuses overlapping intervals in one set.
 func MergePrefixes(ps []netip.Prefix) []netip.Prefix {
 	var out []netip.Prefix
-	for _, r := range mergeRanges(ps) {
-		out = append(out, rangeToPrefixes(r.first, r.last)...)
+	for _, r := range MergeRanges(ps) {
+		out = append(out, rangeToPrefixes(r.First, r.Last)...)
 	}
 	return out
 }
 
-func mergeRanges(ps []netip.Prefix) []addrRange {
-	rs := make([]addrRange, 0, len(ps))
+// MergeRanges masks, sorts and merges ps into disjoint, non-adjacent
+// ranges (the kernel's interval sets refuse overlaps).
+func MergeRanges(ps []netip.Prefix) []AddrRange {
+	rs := make([]AddrRange, 0, len(ps))
 	for _, p := range ps {
 		if !p.IsValid() {
 			continue
 		}
 		p = p.Masked()
-		rs = append(rs, addrRange{p.Addr(), lastAddr(p)})
+		rs = append(rs, AddrRange{p.Addr(), lastAddr(p)})
 	}
-	slices.SortFunc(rs, func(a, b addrRange) int { return a.first.Compare(b.first) })
-	var out []addrRange
+	slices.SortFunc(rs, func(a, b AddrRange) int { return a.First.Compare(b.First) })
+	var out []AddrRange
 	for _, r := range rs {
 		if n := len(out); n > 0 {
 			prev := &out[n-1]
-			next := prev.last.Next()
-			if r.first.Compare(prev.last) <= 0 || (next.IsValid() && next == r.first) {
-				if r.last.Compare(prev.last) > 0 {
-					prev.last = r.last
+			next := prev.Last.Next()
+			if r.First.Compare(prev.Last) <= 0 || (next.IsValid() && next == r.First) {
+				if r.Last.Compare(prev.Last) > 0 {
+					prev.Last = r.Last
 				}
 				continue
 			}

@@ -1,4 +1,4 @@
-package netpolicy
+package firewall
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 )
 
 // The tests in this file install the real ruleset in a fresh network
@@ -89,7 +91,7 @@ func (w *tunWatch) read(f *os.File) {
 		if err != nil {
 			return
 		}
-		if d, ok := ParsePacketDest(buf[:n]); ok {
+		if d, ok := netpolicy.ParsePacketDest(buf[:n]); ok {
 			w.mu.Lock()
 			w.seen = append(w.seen, d.String())
 			w.mu.Unlock()
@@ -133,7 +135,7 @@ func (w *tunWatch) expect(t *testing.T, marker string, probes map[string]bool) {
 		proto, dst, _ := strings.Cut(p, " ")
 		mark := uint32(0)
 		if strings.HasSuffix(dst, "+mark") {
-			dst, mark = strings.TrimSuffix(dst, "+mark"), UpstreamMark
+			dst, mark = strings.TrimSuffix(dst, "+mark"), netpolicy.UpstreamMark
 		}
 		probe(proto, dst, mark)
 	}
@@ -185,7 +187,7 @@ func runInNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := FromConfig([]netip.Prefix{
+	p, err := netpolicy.FromConfig([]netip.Prefix{
 		netip.MustParsePrefix("192.0.2.0/25"),
 		netip.MustParsePrefix("169.254.0.0/16"),
 		netip.MustParsePrefix("2001:db8::/120"),
@@ -196,7 +198,7 @@ func runInNamespace(t *testing.T) {
 	// The host's own addresses (192.0.2.20, 2001:db8::20 here), inside
 	// the allowed CIDRs.
 	host := []netip.Addr{netip.MustParseAddr("192.0.2.20"), netip.MustParseAddr("2001:db8::20")}
-	if err := Install(c, Build(p.Active(time.Now()), host)); err != nil {
+	if err := Install(c, netpolicy.Build(p.Active(time.Now()), host)); err != nil {
 		t.Fatal(err)
 	}
 	w.mu.Lock()
@@ -234,7 +236,7 @@ func runInNamespace(t *testing.T) {
 
 	// Live updates: widen the allow set, add a resolved address; the
 	// table is not replaced.
-	v4, v6 := AllowSets(Policy{AllowEgress: []CIDR{{Prefix: netip.MustParsePrefix("192.0.2.0/24")}, {Prefix: netip.MustParsePrefix("2001:db8::/120")}}})
+	v4, v6 := netpolicy.AllowSets(netpolicy.Policy{AllowEgress: []netpolicy.CIDR{{Prefix: netip.MustParsePrefix("192.0.2.0/24")}, {Prefix: netip.MustParsePrefix("2001:db8::/120")}}})
 	if err := ReplaceAllow(c, v4, v6); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,8 @@
-package netpolicy
+// Package firewall installs a sandbox's egress policy (netpolicy's
+// Ruleset) in its network namespace as one nftables inet table, and
+// updates its sets, in netlink batches. Only the network sidecar links it:
+// nftables stays out of the CLI, the coordinator and lazaret-kube.
+package firewall
 
 import (
 	"encoding/binary"
@@ -12,14 +16,13 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
+
+	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 )
 
 // Conn is the netlink connection netd installs rules with. It is an
 // *nftables.Conn; the interface keeps the callers honest about what they use.
 type Conn = nftables.Conn
-
-// MaxResolved bounds each of the dns4/dns6 sets.
-const MaxResolved = 65536
 
 // Dial opens a lasting nftables netlink connection in the current network
 // namespace.
@@ -32,12 +35,12 @@ func Dial() (*Conn, error) {
 }
 
 func table() *nftables.Table {
-	return &nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}
+	return &nftables.Table{Name: netpolicy.TableName, Family: nftables.TableFamilyINet}
 }
 
-func nftSet(s Set) *nftables.Set {
+func nftSet(s netpolicy.Set) *nftables.Set {
 	kt := nftables.TypeIPAddr
-	if s.Family == IPv6 {
+	if s.Family == netpolicy.IPv6 {
 		kt = nftables.TypeIP6Addr
 	}
 	ns := &nftables.Set{
@@ -51,14 +54,14 @@ func nftSet(s Set) *nftables.Set {
 		// The resolver fills these from the agent's lookups: bound them so
 		// a flood of names under a wildcard cannot grow kernel memory
 		// without limit (a full set refuses the add; netd answers SERVFAIL).
-		ns.Size = MaxResolved
+		ns.Size = netpolicy.MaxResolved
 	}
 	return ns
 }
 
 // setByName returns the nftables handle of one of the table's sets.
 func setByName(name string) *nftables.Set {
-	for _, s := range Build(Policy{}, nil).Sets {
+	for _, s := range netpolicy.Build(netpolicy.Policy{}, nil).Sets {
 		if s.Name == name {
 			return nftSet(s)
 		}
@@ -71,9 +74,9 @@ func setByName(name string) *nftables.Set {
 // interval-end key one past its last address.
 func intervalElements(ps []netip.Prefix) []nftables.SetElement {
 	var els []nftables.SetElement
-	for _, r := range mergeRanges(ps) {
-		els = append(els, nftables.SetElement{Key: r.first.AsSlice()})
-		if end := r.last.Next(); end.IsValid() {
+	for _, r := range netpolicy.MergeRanges(ps) {
+		els = append(els, nftables.SetElement{Key: r.First.AsSlice()})
+		if end := r.Last.Next(); end.IsValid() {
 			els = append(els, nftables.SetElement{Key: end.AsSlice(), IntervalEnd: true})
 		}
 	}
@@ -84,7 +87,7 @@ func intervalElements(ps []netip.Prefix) []nftables.SetElement {
 // transaction: the table is created (if missing), deleted and re-created
 // with its chain, sets and rules, so there is never a moment with a partial
 // ruleset, and on any error the kernel keeps what it had.
-func Install(c *Conn, rs Ruleset) error {
+func Install(c *Conn, rs netpolicy.Ruleset) error {
 	t := table()
 	c.AddTable(t)
 	c.DelTable(t)
@@ -134,7 +137,7 @@ func Install(c *Conn, rs Ruleset) error {
 // The table, chain and rules are untouched, so conntrack state (and every
 // established flow) is kept.
 func ReplaceAllow(c *Conn, v4, v6 []netip.Prefix) error {
-	return replaceIntervalSets(c, "allow", SetAllow4, v4, SetAllow6, v6)
+	return replaceIntervalSets(c, "allow", netpolicy.SetAllow4, v4, netpolicy.SetAllow6, v6)
 }
 
 // replaceIntervalSets flushes and refills two interval sets (an IPv4 and
@@ -159,10 +162,10 @@ func replaceIntervalSets(c *Conn, what, name4 string, v4 []netip.Prefix, name6 s
 }
 
 // ReplaceHost replaces the host4 and host6 sets with the host's addresses
-// (HostSets), in one transaction.
+// (netpolicy.HostSets), in one transaction.
 func ReplaceHost(c *Conn, host []netip.Addr) error {
-	v4, v6 := HostSets(host)
-	return replaceIntervalSets(c, "host", SetHost4, v4, SetHost6, v6)
+	v4, v6 := netpolicy.HostSets(host)
+	return replaceIntervalSets(c, "host", netpolicy.SetHost4, v4, netpolicy.SetHost6, v6)
 }
 
 // Resolved is one address learned from an allowed name.
@@ -181,10 +184,10 @@ func AddResolved(c *Conn, rs []Resolved) error {
 		return nil
 	}
 	for _, r := range rs {
-		name := SetDNS4
+		name := netpolicy.SetDNS4
 		a := r.Addr.Unmap()
 		if a.Is6() {
-			name = SetDNS6
+			name = netpolicy.SetDNS6
 		}
 		s := setByName(name)
 		el := []nftables.SetElement{{Key: a.AsSlice(), Timeout: r.TTL}}
@@ -211,9 +214,9 @@ func RemoveResolved(c *Conn, addrs []netip.Addr) error {
 	var first error
 	for _, a := range addrs {
 		a = a.Unmap()
-		name := SetDNS4
+		name := netpolicy.SetDNS4
 		if a.Is6() {
-			name = SetDNS6
+			name = netpolicy.SetDNS6
 		}
 		if err := c.SetDeleteElements(setByName(name), []nftables.SetElement{{Key: a.AsSlice()}}); err != nil {
 			return err
@@ -228,7 +231,7 @@ func RemoveResolved(c *Conn, addrs []netip.Addr) error {
 // Counters returns the packet counts of the counted rules by comment.
 func Counters(c *Conn) (map[string]uint64, error) {
 	t := table()
-	rules, err := c.GetRules(t, &nftables.Chain{Name: ChainName, Table: t})
+	rules, err := c.GetRules(t, &nftables.Chain{Name: netpolicy.ChainName, Table: t})
 	if err != nil {
 		return nil, fmt.Errorf("read rules: %w", err)
 	}
@@ -247,14 +250,14 @@ func Counters(c *Conn) (map[string]uint64, error) {
 // ruleExprs translates one model rule into nftables expressions. Every
 // match loads into register 1 and compares; the family check comes first
 // so a payload load never reads the wrong header.
-func ruleExprs(r Rule) ([]expr.Any, error) {
+func ruleExprs(r netpolicy.Rule) ([]expr.Any, error) {
 	var ex []expr.Any
 	cmp := func(data []byte) {
 		ex = append(ex, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: data})
 	}
-	if r.Family != AnyFamily {
+	if r.Family != netpolicy.AnyFamily {
 		ex = append(ex, &expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1})
-		if r.Family == IPv4 {
+		if r.Family == netpolicy.IPv4 {
 			cmp([]byte{unix.NFPROTO_IPV4})
 		} else {
 			cmp([]byte{unix.NFPROTO_IPV6})
@@ -282,7 +285,7 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 		cmp([]byte{r.L4})
 	}
 	if r.ICMPv6ND {
-		if r.L4 != ProtoICMPv6 || r.Family != IPv6 {
+		if r.L4 != netpolicy.ProtoICMPv6 || r.Family != netpolicy.IPv6 {
 			return nil, fmt.Errorf("neighbour discovery needs family ipv6 and l4 icmpv6")
 		}
 		ex = append(ex,
@@ -292,7 +295,7 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 		cmp([]byte{255})
 	}
 	if r.Dport != 0 {
-		if r.L4 != ProtoTCP && r.L4 != ProtoUDP {
+		if r.L4 != netpolicy.ProtoTCP && r.L4 != netpolicy.ProtoUDP {
 			return nil, fmt.Errorf("dport needs tcp or udp")
 		}
 		port := make([]byte, 2)
@@ -302,9 +305,9 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 	}
 	if r.DaddrSet != "" {
 		switch r.Family {
-		case IPv4:
+		case netpolicy.IPv4:
 			ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4})
-		case IPv6:
+		case netpolicy.IPv6:
 			ex = append(ex, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16})
 		default:
 			return nil, fmt.Errorf("a set lookup needs a family")
@@ -341,7 +344,7 @@ func ctStateExprs(states []string) ([]expr.Any, error) {
 
 // actionExprs appends to ex what r does with a matching packet: count it,
 // log it, and its verdict.
-func actionExprs(ex []expr.Any, r Rule) ([]expr.Any, error) {
+func actionExprs(ex []expr.Any, r netpolicy.Rule) ([]expr.Any, error) {
 	if r.Counter {
 		ex = append(ex, &expr.Counter{})
 	}
@@ -349,15 +352,15 @@ func actionExprs(ex []expr.Any, r Rule) ([]expr.Any, error) {
 		ex = append(ex, &expr.Log{
 			Key:     1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_SNAPLEN,
 			Group:   r.LogGroup,
-			Snaplen: DenyLogSnaplen,
+			Snaplen: netpolicy.DenyLogSnaplen,
 		})
 	}
 	switch r.Verdict {
-	case Accept:
+	case netpolicy.Accept:
 		ex = append(ex, &expr.Verdict{Kind: expr.VerdictAccept})
-	case Drop:
+	case netpolicy.Drop:
 		ex = append(ex, &expr.Verdict{Kind: expr.VerdictDrop})
-	case Reject:
+	case netpolicy.Reject:
 		ex = append(ex, &expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_ADMIN_PROHIBITED})
 	default:
 		return nil, fmt.Errorf("unknown verdict %q", r.Verdict)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/netdapi"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/sidecar/firewall"
 	"github.com/lazaret-dev/lazaret/internal/sidecar/secretproxy"
 	"github.com/lazaret-dev/lazaret/internal/unixsock"
 	"github.com/lazaret-dev/lazaret/internal/version"
@@ -91,7 +92,7 @@ type Daemon struct {
 	log *slog.Logger
 
 	nftMu sync.Mutex // one netlink transaction at a time
-	nft   *netpolicy.Conn
+	nft   *firewall.Conn
 	// opMu serialises policy changes (control requests, expiry) from
 	// reading the policy to storing it after the kernel took it, so the
 	// reported policy is always the installed one.
@@ -308,13 +309,13 @@ func (d *Daemon) claim(req netdapi.Request) error {
 // installFirewall installs the ruleset (one transaction) and starts the
 // nflog reader; it returns what to close on exit.
 func (d *Daemon) installFirewall() ([]func() error, error) {
-	nft, err := netpolicy.Dial()
+	nft, err := firewall.Dial()
 	if err != nil {
 		return nil, err
 	}
 	d.nft = nft
 	now := time.Now()
-	if err := netpolicy.Install(nft, netpolicy.Build(d.policy.Active(now), d.hostAddrs())); err != nil {
+	if err := firewall.Install(nft, netpolicy.Build(d.policy.Active(now), d.hostAddrs())); err != nil {
 		return nil, err
 	}
 	d.logChange("installed ruleset: " + describe(d.policy.Active(now)))
@@ -332,7 +333,7 @@ func (d *Daemon) installFirewall() ([]func() error, error) {
 
 // withNft runs f on the netlink connection, one transaction at a time; in
 // pod mode (no firewall) it does nothing.
-func (d *Daemon) withNft(f func(*netpolicy.Conn) error) error {
+func (d *Daemon) withNft(f func(*firewall.Conn) error) error {
 	if d.cfg.NoFirewall {
 		return nil
 	}
@@ -402,7 +403,7 @@ func (d *Daemon) expiryLoop(ctx context.Context) error {
 
 func (d *Daemon) applyAllow(p netpolicy.Policy) error {
 	v4, v6 := netpolicy.AllowSets(p.Active(time.Now()))
-	return d.withNft(func(c *netpolicy.Conn) error { return netpolicy.ReplaceAllow(c, v4, v6) })
+	return d.withNft(func(c *firewall.Conn) error { return firewall.ReplaceAllow(c, v4, v6) })
 }
 
 func (d *Daemon) logChange(what string) {
@@ -639,7 +640,7 @@ func (d *Daemon) commit(p netpolicy.Policy, what string) error {
 	}
 	d.mu.Unlock()
 	if len(stale) > 0 {
-		err := d.withNft(func(c *netpolicy.Conn) error { return netpolicy.RemoveResolved(c, stale) })
+		err := d.withNft(func(c *firewall.Conn) error { return firewall.RemoveResolved(c, stale) })
 		if err != nil {
 			d.log.Error("closing addresses of names no longer allowed", "err", err)
 		} else {
@@ -659,7 +660,7 @@ func (d *Daemon) status() netdapi.Status {
 	if d.nft != nil { // nil before Run, and in pod mode
 		var err error
 		d.nftMu.Lock()
-		counters, err = netpolicy.Counters(d.nft)
+		counters, err = firewall.Counters(d.nft)
 		d.nftMu.Unlock()
 		if err != nil {
 			d.log.Warn("read counters", "err", err)
@@ -798,20 +799,20 @@ func (d *Daemon) resolve(ctx context.Context, msg []byte) []byte {
 // host's own addresses: a hostile or hijacked zone must not aim the
 // sandbox at the host or its LAN). Each stays open for its TTL or the
 // grace period, whichever is longer, renewed by every answer naming it.
-func (d *Daemon) allowResolved(name string, all []learned) ([]netpolicy.Resolved, error) {
+func (d *Daemon) allowResolved(name string, all []learned) ([]firewall.Resolved, error) {
 	rs := d.admit(name, all)
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	err := d.withNft(func(c *netpolicy.Conn) error {
-		err := netpolicy.AddResolved(c, rs)
+	err := d.withNft(func(c *firewall.Conn) error {
+		err := firewall.AddResolved(c, rs)
 		if err != nil {
 			// An entry may have expired in the kernel between the check
 			// and the batch; add without the refresh deletes.
 			for i := range rs {
 				rs[i].Refresh = false
 			}
-			err = netpolicy.AddResolved(c, rs)
+			err = firewall.AddResolved(c, rs)
 		}
 		return err
 	})
@@ -824,9 +825,9 @@ func (d *Daemon) allowResolved(name string, all []learned) ([]netpolicy.Resolved
 
 // admit returns the set elements for the addresses of an answer that may
 // be opened, with their timeouts; refused ones are logged and counted.
-func (d *Daemon) admit(name string, all []learned) []netpolicy.Resolved {
+func (d *Daemon) admit(name string, all []learned) []firewall.Resolved {
 	now := d.cfg.Now()
-	var rs []netpolicy.Resolved
+	var rs []firewall.Resolved
 	var refused []netdapi.DenialEvent
 	d.mu.Lock()
 	for _, l := range all {
@@ -843,7 +844,7 @@ func (d *Daemon) admit(name string, all []learned) []netpolicy.Resolved {
 			continue
 		}
 		prev, ok := d.resolved[l.addr]
-		rs = append(rs, netpolicy.Resolved{Addr: l.addr, TTL: max(l.ttl, d.cfg.Grace), Refresh: ok && prev.Expires.After(now)})
+		rs = append(rs, firewall.Resolved{Addr: l.addr, TTL: max(l.ttl, d.cfg.Grace), Refresh: ok && prev.Expires.After(now)})
 	}
 	d.mu.Unlock()
 	for _, ev := range refused {
@@ -864,7 +865,7 @@ func cidrOpens(p netpolicy.Policy, a netip.Addr) bool {
 }
 
 // remember records addresses the kernel took, until their timeout.
-func (d *Daemon) remember(name string, rs []netpolicy.Resolved) {
+func (d *Daemon) remember(name string, rs []firewall.Resolved) {
 	now := d.cfg.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -892,7 +893,7 @@ func (d *Daemon) hostAddrs() []netip.Addr {
 // host's.
 func (d *Daemon) setHostAddrs(addrs []netip.Addr, reason string) error {
 	f := netpolicy.NewLearnFilter(addrs)
-	if err := d.withNft(func(c *netpolicy.Conn) error { return netpolicy.ReplaceHost(c, f.Host()) }); err != nil {
+	if err := d.withNft(func(c *firewall.Conn) error { return firewall.ReplaceHost(c, f.Host()) }); err != nil {
 		return fmt.Errorf("updating the host's addresses in the ruleset: %w", err)
 	}
 	var stale []netip.Addr
@@ -907,7 +908,7 @@ func (d *Daemon) setHostAddrs(addrs []netip.Addr, reason string) error {
 	d.mu.Unlock()
 	what := fmt.Sprintf("%s: host addresses %v", reason, f.Host())
 	if len(stale) > 0 {
-		err := d.withNft(func(c *netpolicy.Conn) error { return netpolicy.RemoveResolved(c, stale) })
+		err := d.withNft(func(c *firewall.Conn) error { return firewall.RemoveResolved(c, stale) })
 		if err != nil {
 			return fmt.Errorf("closing resolved addresses of the host: %w", err)
 		}

@@ -13,8 +13,8 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/secret"
+	"github.com/lazaret-dev/lazaret/internal/sidecar/firewall"
 	"github.com/lazaret-dev/lazaret/internal/sidecar/secretproxy"
 )
 
@@ -202,7 +202,7 @@ func (d *Daemon) dialSecretHost(ctx context.Context, host string) (net.Conn, err
 	return nil, fmt.Errorf("resolve %s: %w", host, lastErr)
 }
 
-func dialFirst(ctx context.Context, rs []netpolicy.Resolved) (net.Conn, error) {
+func dialFirst(ctx context.Context, rs []firewall.Resolved) (net.Conn, error) {
 	var errs []error
 	for _, r := range rs {
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
