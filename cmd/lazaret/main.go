@@ -1,6 +1,7 @@
 // Command lazaret runs untrusted coding agents in rootless gVisor sandboxes.
-// Re-executed as `lazaret __coordinator` it is a domain's coordinator; the
-// runsc runtime shim podman runs is its own binary, cmd/lazaret-runsc.
+// Re-executed as `lazaret __coordinator` it is a domain's coordinator,
+// dispatched before the CLI's command tree exists (internal/coordinator/entry);
+// the runsc runtime shim podman runs is its own binary, cmd/lazaret-runsc.
 package main
 
 import (
@@ -8,6 +9,8 @@ import (
 	"os"
 
 	"github.com/lazaret-dev/lazaret/internal/cli"
+	"github.com/lazaret-dev/lazaret/internal/coordargs"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/entry"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe"
 )
 
@@ -19,5 +22,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "lazaret:", err)
 		os.Exit(1)
 	}
-	os.Exit(cli.Main(os.Args, runCoordinator))
+	if len(os.Args) > 1 && os.Args[1] == coordargs.Verb {
+		os.Exit(entry.Main(os.Args[2:], os.Stderr))
+	}
+	os.Exit(cli.Main(os.Args))
 }

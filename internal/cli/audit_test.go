@@ -59,7 +59,7 @@ func newAuditEnv(t *testing.T) *auditEnv {
 
 func (e *auditEnv) run(args ...string) (stdout, stderr string, code int) {
 	var out, errb bytes.Buffer
-	code = run(append([]string{"lazaret", "--config", e.config}, args...), IO{In: strings.NewReader(""), Out: &out, ErrOut: &errb}, nil)
+	code = run(append([]string{"lazaret", "--config", e.config}, args...), IO{In: strings.NewReader(""), Out: &out, ErrOut: &errb})
 	return out.String(), errb.String(), code
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/cli/connect"
 	"github.com/lazaret-dev/lazaret/internal/cli/sessionlink"
 	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/coordargs"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/escprompt"
@@ -273,12 +274,9 @@ func (s *session) connect(ctx context.Context) (context.Context, context.CancelF
 	})
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	cancelLast := func() { cancel() }
-	args, err := s.g.coordinatorArgs(s.cfg, s.p.Name, s.a.Workspace)
+	args, err := s.g.coordinatorArgs(s.cfg, s.p.Name, s.a.Workspace, s.r.choices.withChanges)
 	if err != nil {
 		return cctx, cancelLast, err
-	}
-	if s.r.choices.withChanges {
-		args = append(args, "--with-changes")
 	}
 	announce := s.g.startAnnouncer(ctx, s.p, s.a)
 	carried := s.g.carryAnnouncer(s.p, s.a, s.r.choices.withChanges)
@@ -557,23 +555,17 @@ func (g *globalOptions) files() (in, out, errOut *os.File) {
 // isTerminal reports whether f is a terminal.
 func isTerminal(f *os.File) bool { return f != nil && term.IsTerminal(int(f.Fd())) }
 
-// coordinatorArgs are the arguments of the hidden __coordinator command
-// for profile and workspace, carrying the global flags that matter.
-func (g *globalOptions) coordinatorArgs(cfg *config.Config, profile, workspace string) ([]string, error) {
-	args := []string{coordinatorCmdName}
-	file := cfg.File
-	if file != "" {
-		abs, err := filepath.Abs(file)
+// coordinatorArgs are the arguments of the coordinator process
+// (coordargs) for profile and workspace, carrying the global flags that
+// matter.
+func (g *globalOptions) coordinatorArgs(cfg *config.Config, profile, workspace string, withChanges bool) ([]string, error) {
+	a := coordargs.Args{Verbose: g.verbose, AllowRoot: g.allowRoot, Profile: profile, Workspace: workspace, WithChanges: withChanges}
+	if cfg.File != "" {
+		abs, err := filepath.Abs(cfg.File)
 		if err != nil {
 			return nil, err
 		}
-		args = append(args, "--config", abs)
+		a.Config = abs
 	}
-	if g.verbose {
-		args = append(args, "--verbose")
-	}
-	if g.allowRoot {
-		args = append(args, "--allow-root")
-	}
-	return append(args, "--profile", profile, "--workspace", workspace), nil
+	return a.Argv(), nil
 }

@@ -31,10 +31,6 @@ type globalOptions struct {
 	verbose    bool
 	allowRoot  bool
 	log        *slog.Logger
-	// runCoordinator runs a Session Coordinator in this process (the
-	// hidden __coordinator verb); cmd/lazaret passes it, so the CLI's
-	// packages link nothing of the coordinator's.
-	runCoordinator CoordinatorFunc
 }
 
 // podmanClient is the podman adapter of every verb, logging to the CLI's
@@ -45,12 +41,13 @@ func (g *globalOptions) podmanClient() *podman.Client { return &podman.Client{Lo
 func (g *globalOptions) hostGit() *hostgit.Git { return &hostgit.Git{Log: g.log} }
 
 // Main runs lazaret with args (args[0] is the program name) and returns
-// the process exit code; runCoordinator runs the hidden __coordinator verb.
-func Main(args []string, runCoordinator CoordinatorFunc) int {
-	return run(args, IO{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}, runCoordinator)
+// the process exit code. The hidden __coordinator verb is not among its
+// commands: cmd/lazaret dispatches it to the coordinator's own entry.
+func Main(args []string) int {
+	return run(args, IO{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
 }
 
-func run(args []string, streams IO, runCoordinator CoordinatorFunc) int {
+func run(args []string, streams IO) int {
 	backend, rest, err := splitBackend(args[1:], os.Getenv)
 	if err != nil {
 		return exitCode(err, streams.ErrOut)
@@ -62,7 +59,7 @@ func run(args []string, streams IO, runCoordinator CoordinatorFunc) int {
 	// A context cancelled by SIGINT/SIGTERM is a clean exit, not an error.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	g := &globalOptions{io: streams, runCoordinator: runCoordinator}
+	g := &globalOptions{io: streams}
 	root := newRootCmd(g)
 	root.SetArgs(args[1:])
 	root.SetIn(streams.In)
@@ -104,7 +101,7 @@ real git on an agent branch, and human-approved host escalation.`,
 
 	root.AddCommand(
 		newVersionCmd(g),
-		newShellCmd(g), newExecCmd(g), newStatusCmd(g), newStopCmd(g), newPsCmd(g), newCoordinatorCmd(g),
+		newShellCmd(g), newExecCmd(g), newStatusCmd(g), newStopCmd(g), newPsCmd(g),
 		newInitCmd(g),
 		newConfigCmd(g),
 		newDomainCmd(g),

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -12,15 +11,15 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/lazaret-dev/lazaret/internal/cli"
-	"github.com/lazaret-dev/lazaret/internal/coordinator"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/coordargs"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/entry"
 )
 
 // TestMain lets testscript run the real lazaret main as the "lazaret"
 // command of the scripts (the test binary re-executes itself).
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"lazaret": func() { os.Exit(cli.Main(os.Args, runCoordinator)) },
+		"lazaret": lazaretMain,
 	})
 }
 
@@ -91,11 +90,12 @@ func TestScripts(t *testing.T) {
 	})
 }
 
-// runCoordinator is cmd/lazaret's: the scripts' lazaret runs a real
-// coordinator.
-func runCoordinator(ctx context.Context, r cli.CoordinatorRequest) error {
-	return coordinator.Run(ctx, coordinator.Options{
-		Config: r.Config, Profile: r.Profile, Anchor: r.Anchor, Volumes: r.Volumes, Recover: r.Recover,
-		Podman: &podman.Client{Log: r.Log}, Log: r.Log,
-	})
+// lazaretMain is cmd/lazaret's main: the coordinator's entry for its
+// hidden verb, so the scripts' lazaret runs a real coordinator, and the
+// CLI otherwise.
+func lazaretMain() {
+	if len(os.Args) > 1 && os.Args[1] == coordargs.Verb {
+		os.Exit(entry.Main(os.Args[2:], os.Stderr))
+	}
+	os.Exit(cli.Main(os.Args))
 }

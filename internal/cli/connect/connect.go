@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lazaret-dev/lazaret/internal/coordargs"
 	"io"
 	"log/slog"
 	"os"
@@ -49,7 +50,7 @@ type Spawn struct {
 
 // RecoverFlag tells a new coordinator that its predecessor died without
 // cleaning up, so it removes the domain's labelled leftovers first.
-const RecoverFlag = "--recover"
+const RecoverFlag = coordargs.RecoverFlag
 
 // Connect attaches client to the coordinator of anchor, starting one if
 // none runs (hold-to-bind, DESIGN §9):
