@@ -6,18 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
-	"github.com/lazaret-dev/lazaret/internal/cli/connect"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/store"
 )
 
 // Timeouts of the audit commands. The store timeout bounds the wait for
@@ -30,9 +26,6 @@ var (
 	// or stopping (it holds the store but its socket does not answer).
 	auditRetryFor = 6 * time.Second
 )
-
-// exportFormat names the layout of `lazaret audit export --json`.
-const exportFormat = "lazaret.audit-export/1"
 
 type auditOptions struct {
 	profile string
@@ -152,119 +145,6 @@ func (o *auditOptions) filter(now time.Time) (audit.Filter, error) {
 	return f, nil
 }
 
-// auditSource reads the audit trail through the running coordinator, or
-// directly from the store when none runs.
-type auditSource struct {
-	client *ctl.Client
-	st     *store.Store
-}
-
-// errNoTrail means the domain has no state store yet: nothing was ever
-// recorded, and nothing is created just to say so.
-var errNoTrail = errors.New("no audit trail")
-
-// openAuditSource connects to the domain's coordinator, or opens the store
-// under its lock when none answers. A coordinator that appears meanwhile
-// (the store is then "in use by coordinator") is asked instead.
-func openAuditSource(ctx context.Context, g *globalOptions, a *domain.Anchor) (*auditSource, error) {
-	var lastErr error
-	deadline := time.Now().Add(auditRetryFor)
-	for attempt := 0; attempt == 0 || time.Now().Before(deadline); attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(250 * time.Millisecond):
-			}
-		}
-		c, err := g.domainClient(a).dial(ctx)
-		if err == nil {
-			return &auditSource{client: c}, nil
-		}
-		switch {
-		case errors.Is(err, ctl.ErrAPIMismatch):
-			return nil, err
-		case !errors.Is(err, connect.ErrNotRunning):
-			// Shutting down, or its sandbox failed to start: it closes
-			// the store as it goes; read the file once it is gone.
-			lastErr = err
-			continue
-		}
-		if _, err := os.Stat(a.StateDB()); errors.Is(err, fs.ErrNotExist) {
-			return nil, errNoTrail
-		}
-		st, err := store.Open(ctx, a.StateDB(), store.Options{Role: "lazaret audit", Timeout: auditStoreTimeout, Log: g.log})
-		var iu *store.InUseError
-		switch {
-		case err == nil:
-			if rec := st.Recovered(); rec != nil {
-				fmt.Fprintf(g.io.ErrOut, "lazaret: warning: %s\n", rec)
-			}
-			return &auditSource{st: st}, nil
-		case errors.As(err, &iu) && iu.Role == "coordinator":
-			lastErr = err
-			continue
-		case errors.As(err, &iu):
-			return nil, withHint(err, exitFailure, "another lazaret command is reading the audit trail; retry when it ends")
-		}
-		return nil, storeHint(err)
-	}
-	return nil, lastErr
-}
-
-// storeHint attaches the user's way out to a state store error.
-func storeHint(err error) error {
-	var se *store.SchemaError
-	var me *store.MigrationError
-	switch {
-	case errors.As(err, &se):
-		return withHint(err, exitSetup, "this state store was written by a newer lazaret; upgrade lazaret")
-	case errors.As(err, &me):
-		return withHint(err, exitFailure, "the file is unchanged; please report this bug (move the file aside to start a new store)")
-	}
-	return err
-}
-
-func (s *auditSource) Close() {
-	if s.client != nil {
-		s.client.Close()
-	}
-	if s.st != nil {
-		s.st.Close()
-	}
-}
-
-// query calls fn with the matching entries, in order, in pages.
-func (s *auditSource) query(ctx context.Context, f audit.Filter, fn func([]audit.Entry) error) error {
-	if s.client != nil {
-		return ctl.QueryAudit(ctx, s.client.Conn, f, fn)
-	}
-	entries, err := s.st.Audit(ctx, f)
-	if err != nil {
-		return err
-	}
-	return fn(entries)
-}
-
-// queryJSON is query handing over each entry's JSON object undecoded.
-func (s *auditSource) queryJSON(ctx context.Context, f audit.Filter, fn func([]json.RawMessage) error) error {
-	if s.client != nil {
-		return ctl.QueryAuditJSON(ctx, s.client.Conn, f, fn)
-	}
-	entries, err := s.st.AuditJSON(ctx, f)
-	if err != nil {
-		return err
-	}
-	return fn(entries)
-}
-
-func (s *auditSource) verify(ctx context.Context) (audit.Report, error) {
-	if s.client != nil {
-		return ctl.VerifyAudit(ctx, s.client.Conn)
-	}
-	return s.st.Verify(ctx)
-}
-
 func (g *globalOptions) auditAnchor(profile string) (*domain.Anchor, error) {
 	cfg, err := g.loadConfig()
 	if err != nil {
@@ -374,131 +254,6 @@ func followAudit(ctx context.Context, g *globalOptions, a *domain.Anchor, f audi
 			return err
 		}
 	}
-}
-
-func withAuditSource(ctx context.Context, g *globalOptions, a *domain.Anchor, fn func(*auditSource) error) error {
-	ctx, cancel := context.WithTimeout(ctx, controlTimeout+auditStoreTimeout)
-	defer cancel()
-	src, err := openAuditSource(ctx, g, a)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	return fn(src)
-}
-
-// chainBroken is a verification failure (exit code 5, like every
-// security finding).
-func chainBroken(p *audit.Problem) error {
-	return withHint(fmt.Errorf("audit trail verification failed: %w", p), exitSecurity,
-		"the state store was changed outside lazaret; keep a copy of it (and of any export) before anything else")
-}
-
-func runAuditVerify(ctx context.Context, g *globalOptions, profile string, asJSON bool) error {
-	a, err := g.auditAnchor(profile)
-	if err != nil {
-		return err
-	}
-	var r audit.Report
-	err = withAuditSource(ctx, g, a, func(src *auditSource) error {
-		var err error
-		r, err = src.verify(ctx)
-		return err
-	})
-	if err != nil && !errors.Is(err, errNoTrail) {
-		return err
-	}
-	if asJSON {
-		b, err := json.MarshalIndent(r, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(g.io.Out, "%s\n", audit.EscapeJSON(b))
-	} else if r.OK() {
-		if r.Entries == 0 {
-			fmt.Fprintln(g.io.Out, "audit trail empty: nothing to verify")
-		} else {
-			fmt.Fprintf(g.io.Out, "audit trail verified: %d entries, last seq %d, sha256 %s\n", r.Entries, r.Head.Seq, r.Head.Hash)
-		}
-	}
-	if !r.OK() {
-		r.Problem.Reason = audit.Escape(r.Problem.Reason)
-		return chainBroken(r.Problem)
-	}
-	return nil
-}
-
-// exportHeader is everything of an export but its entries.
-type exportHeader struct {
-	Format       string       `json:"format"`
-	Domain       string       `json:"domain"`
-	Profile      string       `json:"profile"`
-	Workspace    string       `json:"workspace"`
-	Exported     time.Time    `json:"exported"`
-	Verification audit.Report `json:"verification"`
-}
-
-// runAuditExport writes {"format":…,"verification":{…},"entries":[…]}. The
-// entries carry seq, prev and hash: encoded again canonically, they verify
-// with audit.Verifier without the database. The export is written whole even when the chain
-// does not verify (records are never dropped), and then exits 5.
-func runAuditExport(ctx context.Context, g *globalOptions, profile string) error {
-	a, err := g.auditAnchor(profile)
-	if err != nil {
-		return err
-	}
-	h := exportHeader{Format: exportFormat, Domain: a.Hash, Profile: a.Profile, Workspace: a.Workspace, Exported: time.Now().UTC()}
-	w := bufio.NewWriter(g.io.Out)
-	defer w.Flush()
-	n := 0
-	writeHeader := func() error {
-		b, err := json.Marshal(h)
-		if err != nil {
-			return err
-		}
-		// Reopen the object to append the entries array.
-		_, err = fmt.Fprintf(w, "%s,\"entries\":[", audit.EscapeJSON(b[:len(b)-1]))
-		return err
-	}
-	err = withAuditSource(ctx, g, a, func(src *auditSource) error {
-		var err error
-		if h.Verification, err = src.verify(ctx); err != nil {
-			return err
-		}
-		if err := writeHeader(); err != nil {
-			return err
-		}
-		return src.queryJSON(ctx, audit.Filter{}, func(raw []json.RawMessage) error {
-			for _, b := range raw {
-				sep := ",\n"
-				if n == 0 {
-					sep = "\n"
-				}
-				if _, err := fmt.Fprintf(w, "%s%s", sep, audit.EscapeJSON(b)); err != nil {
-					return err
-				}
-				n++
-			}
-			return nil
-		})
-	})
-	if errors.Is(err, errNoTrail) {
-		err = writeHeader()
-	}
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprint(w, "\n]}\n"); err != nil {
-		return err
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	if p := h.Verification.Problem; p != nil {
-		p.Reason = audit.Escape(p.Reason)
-		return chainBroken(p)
-	}
-	return nil
 }
 
 // auditPolicyChange asks the domain's coordinator to record a run-time

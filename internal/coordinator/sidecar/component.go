@@ -5,30 +5,22 @@
 package sidecar
 
 import (
-	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/execx"
 	"github.com/lazaret-dev/lazaret/internal/netdapi"
 	"github.com/lazaret-dev/lazaret/internal/netdimage"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/secret"
-	"github.com/lazaret-dev/lazaret/internal/unixsock"
-	"github.com/lazaret-dev/lazaret/internal/version"
 )
 
 // DefaultUplink is podman's --network for the uplink the sandbox's
@@ -277,96 +269,6 @@ func (c *Component) pin(err error) {
 	})
 }
 
-// startInBackground is Prepare's background half: the spare when one can
-// be claimed, else a new namespace and sidecar.
-func (c *Component) startInBackground(ctx context.Context) error {
-	netdBin := c.resolveImage()
-	if c.o.SpareExpiry > 0 {
-		err := c.claimSpare(ctx)
-		if err == nil {
-			c.started = true
-			c.pin(nil)
-			return c.attach(ctx, c.o.Anchor.Sidecar())
-		}
-		// No spare is the common case (a first start, after a stop or
-		// the spare's expiry): a socket that is not there or refuses.
-		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ECONNREFUSED) {
-			c.o.Log.Info("not claiming the spare sidecar; starting one", "err", err)
-		}
-	}
-	lf, err := listenControl(c.o.Anchor.NetdSocket())
-	if err != nil {
-		return err
-	}
-	defer lf.Close()
-	// A spare left in the namespace's pin (expired, or refused above)
-	// is replaced with it: its netd keeps only the old namespace, which
-	// nothing joins, and podman run --replace (RunArgs) removes its
-	// container.
-	if err := c.o.Podman.CreateNetns(ctx, c.o.Anchor.Netns()); err != nil {
-		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
-	}
-	c.pin(nil)
-	c.started = true
-	sspec, err := c.spec(false)
-	if err != nil {
-		return err
-	}
-	inv, err := c.o.Podman.RunArgs(sspec)
-	if err != nil {
-		return err
-	}
-	if err := c.launch(ctx, inv, lf, netdBin); err != nil {
-		return err
-	}
-	return c.attach(ctx, sspec.Name)
-}
-
-// resolveImage picks the sidecar's image: with no image given, the
-// content tag of the installed lazaret-netd (no podman call is needed to
-// know it holds that binary), whose path it returns for building the
-// image when it is missing. Without one installed, netdimage.ImageRef()
-// is used as it is.
-func (c *Component) resolveImage() (netdBin string) {
-	if c.autoImage {
-		if ref, bin, err := netdimage.InstalledImageRef(); err == nil {
-			c.o.Image, netdBin = ref, bin
-		}
-	}
-	return netdBin
-}
-
-// claimSpare makes the spare sidecar waiting in the domain's namespace
-// pin this sandbox's, with the profile's policy and the host's addresses,
-// both installed before it answers. A spare started for another image,
-// upstreams or flags refuses (spareKey).
-func (c *Component) claimSpare(ctx context.Context) error {
-	if _, err := os.Lstat(c.o.Anchor.NetdSocket()); err != nil {
-		return err // no spare: the common first start, without a process
-	}
-	// The agent joins the namespace at the pin: a spare whose pin is
-	// gone is not claimed (it is replaced below).
-	if pinned, err := c.o.Podman.NetnsPinned(ctx, c.o.Anchor.Netns()); err != nil || !pinned {
-		return cmp.Or(err, errSpareUnpinned)
-	}
-	cl := &netdapi.Client{Socket: c.o.Anchor.NetdSocket(), Timeout: 2 * time.Second}
-	if _, err := cl.Claim(ctx, c.spareKey(), c.o.Policy, c.hostAddrs); err != nil {
-		return err
-	}
-	c.o.Log.Info("claimed the spare network sidecar", "name", c.o.Anchor.Sidecar())
-	return nil
-}
-
-// spareKey digests what a spare must share with the sidecar this
-// component would start: image, runtime, upstreams, netd's flags and
-// lazaret's version. The policy and the host's addresses are not in it:
-// the claim brings them.
-func (c *Component) spareKey() string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%q\x00%q\n", version.Version, c.o.Image, c.o.Runtime, c.o.Upstreams, c.o.NetdArgs)
-	return hex.EncodeToString(h.Sum(nil))[:24]
-}
-
 // Ready implements sandbox.Deferred: the agent's runtime may join the
 // namespace once it is pinned (the sidecar's own start goes on; Started
 // waits for it).
@@ -380,48 +282,6 @@ func (c *Component) Ready(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// launch runs the sidecar (inv), waits for its ruleset and closes lf,
-// the control socket's listener it hands over. netdBin is set when the
-// image is the content tag of that binary: a missing image (a first
-// start, a new build) is built from it and the sidecar started again. An
-// explicit image (tests) is used as it is.
-func (c *Component) launch(ctx context.Context, inv *podman.Invocation, lf *os.File, netdBin string) error {
-	runErr := c.run(ctx, inv, lf)
-	if errors.Is(runErr, errImageMissing) && netdBin != "" {
-		c.o.Log.Info("building the sidecar image", "image", c.o.Image)
-		if err := netdimage.BuildImage(ctx, c.o.Podman, netdBin, c.o.Image); err != nil {
-			return err
-		}
-		netdimage.PruneImages(ctx, c.o.Podman, c.o.Image)
-		runErr = c.run(ctx, inv, lf)
-	} else if errors.Is(runErr, errImageMissing) {
-		runErr = fmt.Errorf("%w (no lazaret-netd installed to build it from: `make install`, then `lazaret image build`)", runErr)
-	}
-	// From now on a connection is refused as soon as netd is gone.
-	lf.Close()
-	if runErr != nil {
-		return runErr
-	}
-	return c.waitReady(ctx)
-}
-
-// attach gives the ready sidecar the sandbox's secrets and attaches the
-// uplink: only now can anything in the namespace reach anything.
-func (c *Component) attach(ctx context.Context, name string) error {
-	if err := c.sendSecrets(ctx); err != nil {
-		return err
-	}
-	u, err := c.o.Podman.StartUplink(ctx, c.o.Anchor.Netns(), podman.UplinkOptions{IPv6: true})
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
-	}
-	c.mu.Lock()
-	c.uplink = u
-	c.mu.Unlock()
-	c.o.Log.Info("network sidecar ready", "name", name)
-	return nil
 }
 
 // Started implements sandbox.Component: it returns once the sidecar has
@@ -440,111 +300,6 @@ func (c *Component) Started(ctx context.Context, _ string) error {
 		return ctx.Err()
 	}
 }
-
-// run starts the sidecar container with the control socket as its fd 3.
-func (c *Component) run(ctx context.Context, inv *podman.Invocation, control *os.File) error {
-	cmd, err := c.o.Podman.Cmd(ctx, inv, control) // control becomes fd 3 in the sidecar (--preserve-fds 1)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		msg := lastLine(stderr.String(), err)
-		if strings.Contains(msg, "image not known") {
-			return fmt.Errorf("%w: %w: %s", ErrSidecarFailed, errImageMissing, msg)
-		}
-		return fmt.Errorf("%w: podman run: %s", ErrSidecarFailed, msg)
-	}
-	return nil
-}
-
-// StartSpare leaves a spare sidecar for the domain's next start, which
-// claims it instead of starting one (claimSpare): a fresh netd, which has
-// served no sandbox, in a new namespace pinned where the sandbox's was,
-// with a deny-all ruleset, no uplink and nothing of the sandbox (the
-// claim brings the policy and the host's addresses; secrets come after
-// it). It exits unclaimed after Options.SpareExpiry. The coordinator
-// calls it at teardown, after Close, while it still holds the domain.
-func (c *Component) StartSpare(ctx context.Context) (err error) {
-	if c.o.SpareExpiry <= 0 || c.err != nil {
-		return nil
-	}
-	defer func() {
-		if err == nil {
-			return
-		}
-		// Nothing half-made stays, nor what Close handed over: the next
-		// start finds no spare.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
-		defer cancel()
-		_ = c.RemoveSpare(cctx)
-	}()
-	a := c.o.Anchor
-	netdBin := c.resolveImage()
-	sspec, err := c.spec(true)
-	if err != nil {
-		return err
-	}
-	inv, err := c.o.Podman.RunArgs(sspec)
-	if err != nil {
-		return err
-	}
-	lf, err := listenControl(a.NetdSocket())
-	if err != nil {
-		return err
-	}
-	defer lf.Close()
-	if err := podman.ReserveNetns(a.Netns()); err != nil {
-		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
-	}
-	if err := c.o.Podman.CreateNetns(ctx, a.Netns()); err != nil {
-		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
-	}
-	if err := c.launch(ctx, inv, lf, netdBin); err != nil {
-		return err
-	}
-	c.o.Log.Info("spare network sidecar ready", "name", sspec.Name, "expires_in", c.o.SpareExpiry)
-	return nil
-}
-
-// HandOverToSpare makes the next Close stop the uplink only and leave the
-// sidecar container, its control socket and its namespace pin to
-// StartSpare, which replaces each (a new pin over the old one, a new
-// socket, podman run --replace) in fewer steps than removing them first:
-// one podman process less at every teardown that leaves a spare. Should
-// no spare follow, RemoveSpare removes them (the names are the same).
-// Until then the old netd, which has no uplink any more, runs in a
-// namespace that no container joins.
-func (c *Component) HandOverToSpare() {
-	if c.o.SpareExpiry > 0 && c.err == nil {
-		c.handOver = true
-	}
-}
-
-// RemoveSpare removes the domain's spare sidecar, its control socket
-// and its namespace pin (after StartSpare, when a stop came meanwhile),
-// or, when no spare followed a handover, the sandbox's own.
-func (c *Component) RemoveSpare(ctx context.Context) error {
-	a := c.o.Anchor
-	var errs []error
-	if err := c.o.Podman.RemoveContainer(ctx, a.Sidecar(), 0); err != nil {
-		errs = append(errs, fmt.Errorf("remove spare sidecar: %w", err))
-	}
-	if err := os.Remove(a.NetdSocket()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
-	}
-	if err := c.o.Podman.RemoveNetns(ctx, a.Netns()); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-// errSpareUnpinned: the spare's socket is there but its namespace pin is not.
-var errSpareUnpinned = errors.New("the spare's network namespace is no longer pinned")
-
-// errImageMissing: podman run found no such image (--pull=never).
-var errImageMissing = errors.New("sidecar image missing")
 
 // Close stops the uplink, removes the sidecar, unpins the namespace and
 // removes the control socket. The agent container is removed first (by the
@@ -588,67 +343,4 @@ func (c *Component) Close(ctx context.Context) error {
 		c.netns = false
 	}
 	return errors.Join(errs...)
-}
-
-// listenControl creates the control socket (0600) in the private runtime
-// dir, replacing a stale one, and returns its listening descriptor, which
-// becomes netd's fd 3. Never through the umask: it is process-wide and
-// the coordinator creates directories in parallel (internal/unixsock).
-func listenControl(path string) (*os.File, error) {
-	ln, err := unixsock.ListenReplacing(path)
-	if err != nil {
-		return nil, fmt.Errorf("control socket: %w", err)
-	}
-	ln.SetUnlinkOnClose(false)
-	lf, err := ln.File()
-	ln.Close() // the duplicate in lf keeps the socket listening
-	if err != nil {
-		return nil, fmt.Errorf("control socket: %w", err)
-	}
-	return lf, nil
-}
-
-// waitReady polls netd's status every 10 ms until it reports its ruleset
-// applied. Whether the container still runs is asked of podman (a ~50 ms
-// call) only every half second or when the socket refuses connections
-// (nobody holds it open any more), so a failing sidecar is reported with
-// its last log line instead of after the timeout.
-func (c *Component) waitReady(ctx context.Context) error {
-	cl := &netdapi.Client{Socket: c.o.Anchor.NetdSocket(), Timeout: 2 * time.Second}
-	start := time.Now()
-	deadline := start.Add(c.o.ReadyTimeout)
-	var lastCheck time.Time
-	for {
-		st, err := cl.Status(ctx)
-		if err == nil && st.Applied {
-			c.o.Log.Debug("netd ruleset applied", "waited", time.Since(start).Round(time.Millisecond))
-			return nil
-		}
-		if errors.Is(err, syscall.ECONNREFUSED) || time.Since(lastCheck) > 500*time.Millisecond {
-			lastCheck = time.Now()
-			info, ierr := c.o.Podman.InspectContainer(ctx, c.o.Anchor.Sidecar())
-			if ierr == nil && info.State.Status != "running" && info.State.Status != "created" {
-				s := info.State.Status
-				logs, _ := c.o.Podman.Logs(ctx, c.o.Anchor.Sidecar())
-				return fmt.Errorf("%w: sidecar %s: %s", ErrSidecarFailed, s, lastLine(string(logs), nil))
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: ruleset not reported installed within %v (last: %v)", ErrSidecarFailed, c.o.ReadyTimeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-// lastLine is the last line of s, or err's message when s has none.
-func lastLine(s string, err error) string {
-	s = execx.LastLine(s)
-	if s == "" && err != nil {
-		return err.Error()
-	}
-	return s
 }
