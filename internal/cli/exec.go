@@ -27,6 +27,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/execargs"
 	"github.com/lazaret-dev/lazaret/internal/hostres"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/secretfetch"
 )
 
 // connectTimeout bounds starting (or reaching) the sandbox, including a
@@ -230,7 +231,7 @@ func prepareSession(ctx context.Context, g *globalOptions, r sessionRequest) (*s
 	}
 	// Only a coordinator this CLI spawns gets the secrets' source
 	// variables; no podman this CLI runs inherits them.
-	secretEnv := p.TakeSecretSources()
+	secretEnv := secretfetch.TakeSources(p)
 	if err := g.gitPreflight(ctx, p, a); err != nil {
 		return nil, err
 	}

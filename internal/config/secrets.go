@@ -1,10 +1,8 @@
 package config
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -260,8 +258,7 @@ func (s *Secret) check() error {
 			return fmt.Errorf("host variable %s is not set", s.Env)
 		}
 	case s.File != "":
-		_, err := s.openFile()
-		return err
+		return s.checkFile()
 	default:
 		if _, err := exec.LookPath(s.Command[0]); err != nil {
 			return fmt.Errorf("command %s: %w", quoteValue(s.Command[0]), errors.Unwrap(err))
@@ -270,126 +267,36 @@ func (s *Secret) check() error {
 	return nil
 }
 
-// maxSecretSize bounds a value read from a file or a command.
-const maxSecretSize = 64 << 10
+// MaxSecretSize bounds a value read from a file or a command.
+const MaxSecretSize = 64 << 10
 
-// openFile reads the secret file, checking on the opened file that it is
-// a regular file of the user's with no permission for group or others.
-func (s *Secret) openFile() ([]byte, error) {
-	f, err := os.Open(s.File)
+// checkFile checks the secret file without reading it: a regular file of
+// the user's with no permission for group or others, at most
+// MaxSecretSize. secretfetch checks it again on the file it opens.
+func (s *Secret) checkFile() error {
+	fi, err := os.Stat(s.File)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, fmt.Errorf("cannot read %s: %w", quoteValue(s.File), err)
+		return fmt.Errorf("cannot read %s: %w", quoteValue(s.File), err)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
+	return CheckSecretFile(s.File, fi)
+}
+
+// CheckSecretFile is the rule for a secret file's metadata: a regular file
+// of the user's with no permission for group or others, at most
+// MaxSecretSize bytes.
+func CheckSecretFile(name string, fi fs.FileInfo) error {
 	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%s must be a regular file of mode 0600 (it is %v)", quoteValue(s.File), fi.Mode())
+		return fmt.Errorf("%s must be a regular file of mode 0600 (it is %v)", quoteValue(name), fi.Mode())
 	}
 	if err := checkFileOwner(fi); err != nil {
-		return nil, err
+		return err
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxSecretSize+1))
-	if err != nil {
-		return nil, err
+	if fi.Size() > MaxSecretSize {
+		return fmt.Errorf("%s is larger than %d bytes", quoteValue(name), MaxSecretSize)
 	}
-	if len(b) > maxSecretSize {
-		return nil, fmt.Errorf("%s is larger than %d bytes", quoteValue(s.File), maxSecretSize)
-	}
-	return b, nil
-}
-
-// Fetch reads the secret's value from its source: the variable, the file
-// (one trailing line break dropped) or the command's stdout (the same).
-// The value is checked: not empty, no line break or NUL inside.
-func (s *Secret) Fetch(ctx context.Context) (string, error) {
-	var raw []byte
-	switch {
-	case s.Env != "":
-		v, ok := os.LookupEnv(s.Env)
-		if !ok {
-			return "", s.Locate(fmt.Errorf("host variable %s is not set", s.Env))
-		}
-		raw = []byte(v)
-	case s.File != "":
-		b, err := s.openFile()
-		if err != nil {
-			return "", s.Locate(err)
-		}
-		raw = b
-	default:
-		b, err := s.run(ctx)
-		if err != nil {
-			return "", s.Locate(err)
-		}
-		raw = b
-	}
-	v := strings.TrimSuffix(strings.TrimSuffix(string(raw), "\n"), "\r")
-	if v == "" || strings.ContainsAny(v, "\r\n\x00") {
-		return "", s.Locate(errors.New("the source gave an empty value, or one with a line break or NUL inside"))
-	}
-	return v, nil
-}
-
-// commandTimeout bounds a secret command.
-const commandTimeout = time.Minute
-
-// run runs the command (never a shell) and returns its stdout; its stderr
-// (the last line, which names the failure) goes into the error.
-func (s *Secret) run(ctx context.Context) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, s.Command[0], s.Command[1:]...)
-	var stdout, stderr limitedBuffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(string(stderr.b))
-		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-			msg = msg[i+1:]
-		}
-		if msg != "" {
-			return nil, fmt.Errorf("command %s: %w: %s", quoteValue(s.Command[0]), err, oneLine(msg))
-		}
-		return nil, fmt.Errorf("command %s: %w", quoteValue(s.Command[0]), err)
-	}
-	if len(stdout.b) > maxSecretSize {
-		return nil, fmt.Errorf("command %s: output larger than %d bytes", quoteValue(s.Command[0]), maxSecretSize)
-	}
-	return stdout.b, nil
-}
-
-// limitedBuffer keeps the first maxSecretSize+1 bytes written.
-type limitedBuffer struct{ b []byte }
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := maxSecretSize + 1 - len(l.b); room > 0 {
-		l.b = append(l.b, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-// UnsetSecretSources removes the host variables the profile's secrets are
-// read from from this process's environment: its children (podman) must
-// not inherit a value.
-func (p *Profile) UnsetSecretSources() { p.TakeSecretSources() }
-
-// TakeSecretSources is UnsetSecretSources returning what it removed, as
-// NAME=value, for the one child that needs them (the coordinator).
-func (p *Profile) TakeSecretSources() []string {
-	var out []string
-	for _, ps := range p.Secrets {
-		if n := ps.Secret.Env; n != "" {
-			if v, ok := os.LookupEnv(n); ok {
-				out = append(out, n+"="+v)
-				os.Unsetenv(n)
-			}
-		}
-	}
-	return out
+	return nil
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,11 +35,6 @@ func TestSecretsParse(t *testing.T) {
 	t.Setenv("LZT_ALPHA", "alpha-value\n")
 	if err := p.CheckEnv(); err != nil {
 		t.Fatal(err)
-	}
-	for i, want := range []string{"alpha-value", "beta-value"} {
-		if v, err := p.Secrets[i].Secret.Fetch(context.Background()); err != nil || v != want {
-			t.Errorf("fetch %d: %q %v", i, v, err)
-		}
 	}
 	os.Unsetenv("LZT_ALPHA")
 	if err := p.CheckEnv(); err == nil || !strings.Contains(err.Error(), "test.toml:5: secrets.alpha.value: host variable LZT_ALPHA is not set") {
@@ -113,23 +107,7 @@ secrets = { a = "A_KEY" }
 		t.Errorf("0644 file: %v", err)
 	}
 	os.Chmod(f, 0o600)
-	if v, err := p.Secrets[0].Secret.Fetch(context.Background()); err != nil || v != "file-value" {
-		t.Errorf("0600 file: %q %v", v, err)
-	}
-}
-
-func TestSecretCommandFails(t *testing.T) {
-	testEnv(t)
-	c := mustParse(t, `[network]
-allow_domains = ["a.test"]
-[secrets.a]
-command = ["/bin/sh", "-c", "echo token expired >&2; exit 3"]
-hosts = ["a.test"]
-[profiles.default]
-secrets = { a = "A_KEY" }
-`)
-	_, err := c.Profiles["default"].Secrets[0].Secret.Fetch(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "test.toml:4: secrets.a.command:") || !strings.Contains(err.Error(), "token expired") {
-		t.Errorf("failing command: %v", err)
+	if err := p.CheckEnv(); err != nil {
+		t.Errorf("0600 file: %v", err)
 	}
 }

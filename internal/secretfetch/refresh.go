@@ -30,7 +30,7 @@ func Refresh(ctx context.Context, sources []*config.Secret, set func(ctx context
 					return
 				case <-t.C:
 				}
-				v, err := src.Fetch(ctx)
+				v, err := Value(ctx, src)
 				if err == nil {
 					err = set(ctx, i, v)
 				}

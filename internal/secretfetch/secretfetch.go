@@ -39,7 +39,7 @@ func Fetch(ctx context.Context, p *config.Profile) (*Fetched, error) {
 	}
 	f := &Fetched{}
 	for _, ps := range p.Secrets {
-		v, err := ps.Secret.Fetch(ctx)
+		v, err := Value(ctx, ps.Secret)
 		if err != nil {
 			return nil, err
 		}
@@ -52,7 +52,7 @@ func Fetch(ctx context.Context, p *config.Profile) (*Fetched, error) {
 		f.EnvVars = append(f.EnvVars, ps.EnvVar)
 		f.Sources = append(f.Sources, ps.Secret)
 	}
-	p.UnsetSecretSources()
+	TakeSources(p)
 	return f, nil
 }
 
