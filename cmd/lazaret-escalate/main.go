@@ -49,6 +49,12 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == client.RelayVerb {
 		os.Exit(client.RelayMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
+	if len(os.Args) == 3 && os.Args[1] == client.OOMKillVerb && os.Args[2] == client.OOMKillServe {
+		os.Exit(client.OOMKillServeMain("/proc", os.Stdin, os.Stdout, os.Stderr))
+	}
+	if len(os.Args) == 2 && os.Args[1] == client.OOMKillVerb {
+		os.Exit(client.OOMKillMain("/proc", os.Stdout, os.Stderr))
+	}
 	if len(os.Args) == 3 && os.Args[1] == client.BrokerVerb {
 		os.Exit(client.BrokerMain(os.Args[2], os.Stderr))
 	}

@@ -36,6 +36,10 @@ const (
 	// A secret's placeholder on its way to a host the secret is not for
 	// (netd left it as it was).
 	KindSecretRefused Kind = "secret.placeholder_refused"
+	// A resource limit acted on the sandbox: an OOM kill inside, a pause
+	// at the disk reserve and its resume, a stop at the memory ceiling
+	// (Fields: event, limit, usage).
+	KindSandboxLimit Kind = "sandbox.limit"
 )
 
 // Kinds lists every known kind in a stable order.
@@ -46,7 +50,7 @@ var Kinds = []Kind{
 
 // GitKinds are the Git Sentry's kinds (kept apart from Kinds, whose order
 // the store's tests pin).
-var GitKinds = []Kind{KindGitRefSkipped, KindGitCommitFlagged, KindSecretRefused}
+var GitKinds = []Kind{KindGitRefSkipped, KindGitCommitFlagged, KindSecretRefused, KindSandboxLimit}
 
 // Known reports whether k is one of Kinds.
 func (k Kind) Known() bool {

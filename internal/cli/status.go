@@ -12,6 +12,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/cli/connect"
 	"github.com/lazaret-dev/lazaret/internal/cli/review"
+	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
@@ -213,7 +214,9 @@ func printStatus(w io.Writer, st *ctl.Status) {
 	if len(st.Components) > 0 {
 		comps = field(strings.Join(st.Components, ", "))
 	}
-	fmt.Fprintf(tw, "components\t%s\nsessions\t%d\n", comps, len(st.Sessions))
+	fmt.Fprintf(tw, "components\t%s\n", comps)
+	printLimits(tw, st.Limits)
+	fmt.Fprintf(tw, "sessions\t%d\n", len(st.Sessions))
 	tw.Flush()
 	if len(st.Sessions) == 0 {
 		return
@@ -223,6 +226,35 @@ func printStatus(w io.Writer, st *ctl.Status) {
 		fmt.Fprintf(tw, "%s\t%d\t%v\t%s ago\t%s\n", field(s.ID[:min(12, len(s.ID))]), s.PeerPID, s.TTY, roundDuration(time.Since(s.Attached)), argvField(s.Command))
 	}
 	tw.Flush()
+}
+
+// printLimits writes one line per resource limit: the usage against it.
+func printLimits(tw io.Writer, l *ctl.LimitsStatus) {
+	if l == nil {
+		return
+	}
+	if m := l.Memory; m != nil {
+		line := fmt.Sprintf("%s used of %s", config.FormatSize(m.Used), config.FormatSize(m.Limit))
+		switch {
+		case m.Unenforced != "":
+			line += " (not enforced: " + field(m.Unenforced) + ")"
+		case m.Stopped:
+			line += " (exceeded: stopping)"
+		case m.Kills > 0:
+			line += fmt.Sprintf(" (%d processes killed at the limit)", m.Kills)
+		}
+		fmt.Fprintf(tw, "memory\t%s\n", line)
+	}
+	for _, d := range l.Disk {
+		line := fmt.Sprintf("%s free on %s (%s), reserve %s", config.FormatSize(int64(d.Free)), field(d.Device), field(d.Path), config.FormatSize(int64(d.Reserve)))
+		if d.Reserve == 0 {
+			line = fmt.Sprintf("%s free on %s (%s), no reserve", config.FormatSize(int64(d.Free)), field(d.Device), field(d.Path))
+		}
+		if d.Paused {
+			line += " (below it: the sandbox is paused)"
+		}
+		fmt.Fprintf(tw, "disk\t%s\n", line)
+	}
 }
 
 func roundDuration(d time.Duration) time.Duration {

@@ -9,6 +9,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/limits"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/stateanchor"
@@ -48,6 +49,10 @@ func components(d *Deps) []sandbox.Component {
 		stateanchor.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 		gitsentry.New(d.Anchor, d.Profile.GitMode, d.Podman, d.Log).WithAudit(d.Audit).WithIsolation(d.Config.Escalation.Enabled).WithHostChanges(d.Profile.WithChanges),
 		escalation.FromConfig(d.Config, d.Anchor, d.Server, escalation.EntryAuditor(d.Audit), d.Log),
+		// Last, so that its BeforeStop (reverse order) resumes a paused
+		// sandbox before the others need it.
+		limits.New(limits.Options{Profile: d.Profile, Anchor: d.Anchor, EscalationEnabled: d.Config.Escalation.Enabled,
+			Podman: d.Podman, Server: d.Server, Audit: d.Audit, Log: d.Log}),
 	}
 }
 
@@ -81,4 +86,17 @@ type SpareStarter interface {
 // syncs the agent's last commits).
 type BeforeStopper interface {
 	BeforeStop(ctx context.Context)
+}
+
+// LimitsReporter is implemented by the component that enforces the
+// resource limits: the usage against each, for lazaret status.
+type LimitsReporter interface {
+	Status() *ctl.LimitsStatus
+}
+
+// StopReasoner is an error of a Watcher that is the whole teardown reason
+// every session is told (a resource limit that stopped the sandbox), not
+// a component's failure.
+type StopReasoner interface {
+	StopReason() string
 }

@@ -21,6 +21,9 @@ func (c *coordinator) handleStatus(ctx context.Context, _ *ctl.Request) (any, er
 	}
 	for _, comp := range c.comps {
 		st.Components = append(st.Components, comp.Name())
+		if r, ok := comp.(LimitsReporter); ok {
+			st.Limits = r.Status()
+		}
 	}
 	c.mu.Lock()
 	st.ShuttingDown, st.Reason = c.shuttingDown, c.reason

@@ -121,6 +121,10 @@ func (c *coordinator) watchComponents(ctx context.Context) {
 // (the sandbox.stop entry and each session.end carry it).
 func (c *coordinator) componentFailed(name string, err error) {
 	reason := ReasonComponentFailed(name, err)
+	var r StopReasoner
+	if errors.As(err, &r) {
+		reason = r.StopReason()
+	}
 	c.log.Error("component failed; stopping the sandbox", "component", name, "err", err)
 	if c.shutdown(reason, false) {
 		c.poke()

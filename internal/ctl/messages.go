@@ -83,6 +83,9 @@ type Status struct {
 	ShuttingDown bool            `json:"shutting_down,omitempty"`
 	// Reason says why it is shutting down (a component that died, a stop).
 	Reason string `json:"reason,omitempty"`
+	// Limits is the usage against each resource limit (absent from an
+	// older coordinator).
+	Limits *LimitsStatus `json:"limits,omitempty"`
 }
 
 // ContainerStatus is the agent container of a Status.
