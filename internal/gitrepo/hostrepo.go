@@ -64,8 +64,7 @@ func OpenHostRepo(ctx context.Context, g *hostgit.Git, workspace string) (*HostR
 	if !HasGitEntry(ws) {
 		return nil, fmt.Errorf("%s: %w", ws, ErrNotRepository)
 	}
-	out, err := g.Output(ctx, ws, "rev-parse", "--path-format=absolute",
-		"--is-bare-repository", "--show-toplevel", "--git-dir", "--git-common-dir", "--show-object-format")
+	out, err := g.RepoPaths(ctx, ws)
 	if err != nil {
 		var ge *hostgit.Error
 		stderr := ""
@@ -98,20 +97,17 @@ func OpenHostRepo(ctx context.Context, g *hostgit.Git, workspace string) (*HostR
 	return r, nil
 }
 
-// git runs host git in the working tree.
-func (r *HostRepo) Git(ctx context.Context, g *hostgit.Git, args ...string) (string, error) {
-	return g.Line(ctx, r.TopLevel, args...)
-}
+// Work is the working tree, where host git runs for what depends on the
+// checked-out state.
+func (r *HostRepo) Work() hostgit.Repo { return hostgit.WorkTree(r.TopLevel) }
 
-// gitCommon runs host git on the common dir only (no working tree): ref
-// updates and object import, which must not depend on the checked-out state.
-func (r *HostRepo) GitCommon(ctx context.Context, g *hostgit.Git, args ...string) (string, error) {
-	return g.Line(ctx, r.CommonDir, append([]string{"--git-dir=" + r.CommonDir}, args...)...)
-}
+// Common is the common dir alone (no working tree): ref updates and object
+// import, which must not depend on the checked-out state.
+func (r *HostRepo) Common() hostgit.Repo { return hostgit.GitDir(r.CommonDir) }
 
 // Head returns the commit HEAD points at, or ErrNoCommits.
 func (r *HostRepo) Head(ctx context.Context, g *hostgit.Git) (string, error) {
-	oid, err := r.Git(ctx, g, "rev-parse", "-q", "--verify", "HEAD^{commit}")
+	oid, err := g.VerifyCommit(ctx, r.Work(), "HEAD")
 	if err != nil || oid == "" {
 		return "", fmt.Errorf("%s: %w", r.TopLevel, ErrNoCommits)
 	}
@@ -121,7 +117,7 @@ func (r *HostRepo) Head(ctx context.Context, g *hostgit.Git) (string, error) {
 // Branch returns the full name of the checked-out branch, or "" when HEAD
 // is detached.
 func (r *HostRepo) Branch(ctx context.Context, g *hostgit.Git) string {
-	b, err := r.Git(ctx, g, "symbolic-ref", "-q", "HEAD")
+	b, err := g.SymbolicHead(ctx, r.TopLevel)
 	if err != nil {
 		return ""
 	}
@@ -131,7 +127,7 @@ func (r *HostRepo) Branch(ctx context.Context, g *hostgit.Git) string {
 // ResolveRef returns the object a full ref name points at, or "" if the
 // ref does not exist.
 func (r *HostRepo) ResolveRef(ctx context.Context, g *hostgit.Git, ref string) string {
-	oid, err := r.GitCommon(ctx, g, "rev-parse", "-q", "--verify", ref+"^{commit}")
+	oid, err := g.VerifyCommit(ctx, r.Common(), ref)
 	if err != nil {
 		return ""
 	}
@@ -141,18 +137,14 @@ func (r *HostRepo) ResolveRef(ctx context.Context, g *hostgit.Git, ref string) s
 // Dirty returns `git status --porcelain` of tracked and untracked files
 // (empty when clean). It is run only in the user's own working tree.
 func (r *HostRepo) Dirty(ctx context.Context, g *hostgit.Git, untracked bool) (string, error) {
-	args := []string{"status", "--porcelain", "--ignore-submodules=dirty"}
-	if !untracked {
-		args = append(args, "--untracked-files=no")
-	}
-	return r.Git(ctx, g, args...)
+	return g.Status(ctx, r.TopLevel, untracked)
 }
 
 // CheckedOutBranches returns the full branch names checked out in any
 // worktree of the repository; the ref sync never moves one of those (that
 // would change a working tree's HEAD under the user).
 func (r *HostRepo) CheckedOutBranches(ctx context.Context, g *hostgit.Git) (map[string]bool, error) {
-	out, err := r.GitCommon(ctx, g, "worktree", "list", "--porcelain")
+	out, err := g.WorktreeList(ctx, r.Common())
 	if err != nil {
 		return nil, err
 	}

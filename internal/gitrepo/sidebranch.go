@@ -24,8 +24,7 @@ type SideBranch struct {
 // sorted by name. Refs whose names lazaret would not have synced (made on
 // the host by hand) are listed too: they are the user's.
 func ListSideBranches(ctx context.Context, g *hostgit.Git, repo *HostRepo, m RefMap) ([]SideBranch, error) {
-	out, err := repo.GitCommon(ctx, g, "for-each-ref", "--format=%(objectname) %(refname)",
-		strings.TrimSuffix(m.SideRefPrefix(), "/"))
+	out, err := g.ForEachRef(ctx, repo.Common(), strings.TrimSuffix(m.SideRefPrefix(), "/"))
 	if err != nil {
 		return nil, fmt.Errorf("listing %s*: %w", m.SideRefPrefix(), err)
 	}

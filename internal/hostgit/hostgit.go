@@ -122,11 +122,11 @@ func env() []string {
 	)
 }
 
-// NoDriverArgs go on every diff, log and show lazaret runs on the agent's
+// noDriverArgs go on every diff, log and show lazaret runs on the agent's
 // commits: no diff.external and no textconv, which the agent's committed
 // .gitattributes would select (a user-defined command run on its content,
 // and a rendering that can hide what a merge brings in).
-var NoDriverArgs = []string{"--no-ext-diff", "--no-textconv"}
+var noDriverArgs = []string{"--no-ext-diff", "--no-textconv"}
 
 // command returns a hardened git command run in dir (a host directory that
 // lazaret trusts: the user's workspace, the host common dir, or a clone
@@ -148,34 +148,29 @@ func (g *Git) command(ctx context.Context, dir string, args ...string) *exec.Cmd
 	return cmd
 }
 
-// Stream runs git in dir with its output going to stdout and stderr (which
+// stream runs git in dir with its output going to stdout and stderr (which
 // the caller renders as it goes).
-func (g *Git) Stream(ctx context.Context, dir string, stdout, stderr io.Writer, args ...string) error {
+func (g *Git) stream(ctx context.Context, dir string, stdout, stderr io.Writer, args ...string) error {
 	cmd := g.command(ctx, dir, args...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	return g.wrap(args, cmd.Run(), "")
 }
 
-// Output runs git in dir and returns its stdout.
-func (g *Git) Output(ctx context.Context, dir string, args ...string) ([]byte, error) {
-	return g.OutputStdin(ctx, dir, nil, args...)
-}
-
-// OutputStdin is Output with stdin.
-func (g *Git) OutputStdin(ctx context.Context, dir string, stdin io.Reader, args ...string) ([]byte, error) {
+// output runs git in dir with stdin (nil: none) and returns its stdout.
+func (g *Git) output(ctx context.Context, dir string, stdin io.Reader, args ...string) ([]byte, error) {
 	stdout, stderr, err := execx.Output(g.command(ctx, dir, args...), stdin)
 	return stdout, g.wrap(args, err, stderr)
 }
 
-// Line runs git and returns its stdout without the trailing newline.
-func (g *Git) Line(ctx context.Context, dir string, args ...string) (string, error) {
-	out, err := g.Output(ctx, dir, args...)
+// line runs git and returns its stdout without the trailing newline.
+func (g *Git) line(ctx context.Context, dir string, args ...string) (string, error) {
+	out, err := g.output(ctx, dir, nil, args...)
 	return strings.TrimRight(string(out), "\n"), err
 }
 
-// Run runs git, discarding stdout.
-func (g *Git) Run(ctx context.Context, dir string, args ...string) error {
-	_, err := g.Output(ctx, dir, args...)
+// run runs git, discarding stdout.
+func (g *Git) run(ctx context.Context, dir string, args ...string) error {
+	_, err := g.output(ctx, dir, nil, args...)
 	return err
 }
 

@@ -19,13 +19,13 @@ func TestEnvironmentDropsGitVariables(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	g := &Git{}
-	_, err := g.Output(context.Background(), t.TempDir(), "rev-parse", "--git-dir")
+	_, err := g.RepoPaths(context.Background(), t.TempDir())
 	var ge *Error
 	if !errors.As(err, &ge) || ge.ExitCode == 0 || !strings.HasPrefix(err.Error(), "git rev-parse: ") {
 		t.Errorf("outside a repository: %v", err)
 	}
 	g = &Git{Bin: "/nonexistent/git"}
-	if _, err := g.Output(context.Background(), t.TempDir(), "version"); !errors.Is(err, ErrNotInstalled) {
+	if _, err := g.RepoPaths(context.Background(), t.TempDir()); !errors.Is(err, ErrNotInstalled) {
 		t.Errorf("missing git: %v", err)
 	}
 }

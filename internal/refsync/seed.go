@@ -70,8 +70,7 @@ func Seed(ctx context.Context, g *hostgit.Git, repo *gitrepo.HostRepo, m gitrepo
 		return false, start, err
 	}
 	// Create the host branch if missing (never move an existing one).
-	_, err = repo.GitCommon(ctx, g, "-c", "core.logAllRefUpdates=always", "update-ref",
-		"-m", "lazaret: agent branch created", m.AgentRef(), start, "")
+	err = g.CreateLoggedRef(ctx, repo.Common(), "lazaret: agent branch created", m.AgentRef(), start)
 	if err != nil && repo.ResolveRef(ctx, g, m.AgentRef()) == "" {
 		return true, start, fmt.Errorf("creating %s: %w", m.AgentRef(), err)
 	}
@@ -106,7 +105,7 @@ func seedOver(ctx context.Context, g *hostgit.Git, repo *gitrepo.HostRepo, refs 
 	}
 	var gitErr execx.TailBuffer
 	gitErr.Max = 4096
-	berr := g.Stream(ctx, repo.TopLevel, p.Stdin, &gitErr, append([]string{"bundle", "create", "--quiet", "-"}, refs...)...)
+	berr := g.BundleCreate(ctx, repo.TopLevel, p.Stdin, &gitErr, refs...)
 	_ = p.Stdin.Close()
 	rest, _ := io.ReadAll(out)
 	werr := p.Wait()

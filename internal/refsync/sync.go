@@ -75,8 +75,7 @@ func (s *Syncer) logger() *slog.Logger {
 
 // hostRefs returns the host refs the sync owns, name → oid.
 func (s *Syncer) hostRefs(ctx context.Context) (map[string]string, error) {
-	out, err := s.Repo.GitCommon(ctx, s.Git, "for-each-ref", "--format=%(objectname) %(refname)",
-		s.Map.AgentRef(), strings.TrimSuffix(s.Map.SideRefPrefix(), "/"))
+	out, err := s.Git.ForEachRef(ctx, s.Repo.Common(), s.Map.AgentRef(), strings.TrimSuffix(s.Map.SideRefPrefix(), "/"))
 	if err != nil {
 		return nil, err
 	}
@@ -278,9 +277,7 @@ func (s *Syncer) importPack(ctx context.Context, r io.Reader) error {
 		limit = DefaultMaxPack
 	}
 	lr := &io.LimitedReader{R: r, N: limit + 1}
-	_, err := s.Git.OutputStdin(ctx, s.Repo.CommonDir, lr,
-		"--git-dir="+s.Repo.CommonDir, "-c", "transfer.fsckObjects=true",
-		"index-pack", "--stdin", "--fix-thin", "--strict")
+	err := s.Git.IndexPack(ctx, s.Repo.Common(), lr)
 	if lr.N <= 0 {
 		return fmt.Errorf("sandbox pack larger than %d bytes: refused", limit)
 	}
@@ -356,9 +353,7 @@ func (s *Syncer) apply(ctx context.Context, host map[string]string, ex *exported
 	}
 	// core.logAllRefUpdates=always keeps a reflog for refs outside
 	// refs/heads too, so a tip the agent rewrote stays reachable.
-	if _, err := s.Git.OutputStdin(ctx, s.Repo.CommonDir, strings.NewReader(tx.String()),
-		"--git-dir="+s.Repo.CommonDir, "-c", "core.logAllRefUpdates=always",
-		"update-ref", "-m", "lazaret: sync from sandbox "+s.sandboxName(), "--stdin"); err != nil {
+	if err := s.Git.UpdateRefs(ctx, s.Repo.Common(), "lazaret: sync from sandbox "+s.sandboxName(), strings.NewReader(tx.String())); err != nil {
 		return nil, fmt.Errorf("updating host refs: %w", err)
 	}
 	if err := s.auditCommits(ctx, newCommits); err != nil {
@@ -372,8 +367,7 @@ func (s *Syncer) apply(ctx context.Context, host map[string]string, ex *exported
 // git fetch runs after receiving a pack).
 func (s *Syncer) checkCommits(ctx context.Context, tips []string) error {
 	in := strings.Join(tips, "\n") + "\n"
-	out, err := s.Git.OutputStdin(ctx, s.Repo.CommonDir, strings.NewReader(in),
-		"--git-dir="+s.Repo.CommonDir, "cat-file", "--batch-check=%(objecttype)")
+	out, err := s.Git.CatFileTypes(ctx, s.Repo.Common(), strings.NewReader(in))
 	if err != nil {
 		return err
 	}
@@ -382,8 +376,7 @@ func (s *Syncer) checkCommits(ctx context.Context, tips []string) error {
 			return fmt.Errorf("%w: branch tip %s is not a commit on the host (%s)", errIncomplete, tips[min(i, len(tips)-1)], t)
 		}
 	}
-	if _, err := s.Git.OutputStdin(ctx, s.Repo.CommonDir, strings.NewReader(in),
-		"--git-dir="+s.Repo.CommonDir, "rev-list", "--objects", "--stdin", "--not", "--all", "--quiet"); err != nil {
+	if err := s.Git.CheckConnected(ctx, s.Repo.Common(), strings.NewReader(in)); err != nil {
 		return fmt.Errorf("%w: %w", errIncomplete, err)
 	}
 	return nil

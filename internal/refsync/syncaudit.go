@@ -3,7 +3,6 @@ package refsync
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -94,8 +93,7 @@ func (c commitText) flaggedFields() map[string]string {
 // newCommits lists the commits reachable from tips that no host ref
 // reaches yet (run before the refs move), at most maxAuditedCommits.
 func (s *Syncer) newCommits(ctx context.Context, tips []string) ([]string, error) {
-	out, err := s.Git.OutputStdin(ctx, s.Repo.CommonDir, strings.NewReader(strings.Join(tips, "\n")+"\n"),
-		"--git-dir="+s.Repo.CommonDir, "rev-list", fmt.Sprintf("--max-count=%d", maxAuditedCommits), "--stdin", "--not", "--all")
+	out, err := s.Git.NewCommits(ctx, s.Repo.Common(), maxAuditedCommits, strings.NewReader(strings.Join(tips, "\n")+"\n"))
 	if err != nil {
 		return nil, err
 	}
@@ -108,8 +106,7 @@ func (s *Syncer) auditCommits(ctx context.Context, oids []string) error {
 	if len(oids) == 0 || s.Audit == nil {
 		return nil
 	}
-	out, err := s.Git.OutputStdin(ctx, s.Repo.CommonDir, strings.NewReader(strings.Join(oids, "\n")+"\n"),
-		"--git-dir="+s.Repo.CommonDir, "cat-file", "--batch")
+	out, err := s.Git.CatFileBatch(ctx, s.Repo.Common(), strings.NewReader(strings.Join(oids, "\n")+"\n"))
 	if err != nil {
 		return err
 	}

@@ -144,7 +144,7 @@ func (t symlinkTree) escapes(link string) (bool, string) {
 
 // readSymlinkTree reads the symlinks of commit and their targets.
 func (r *Review) readSymlinkTree(ctx context.Context, commit string) (symlinkTree, error) {
-	out, err := r.Git.Output(ctx, r.Repo.TopLevel, "ls-tree", "-r", "-z", "--full-tree", commit)
+	out, err := r.Git.LsTree(ctx, r.Repo.TopLevel, commit)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func (r *Review) readSymlinkTree(ctx context.Context, commit string) (symlinkTre
 	if len(paths) == 0 {
 		return symlinkTree{}, nil
 	}
-	blobs, err := r.Git.OutputStdin(ctx, r.Repo.TopLevel, strings.NewReader(in.String()), "cat-file", "--batch")
+	blobs, err := r.Git.CatFileBatch(ctx, r.Repo.Work(), strings.NewReader(in.String()))
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +205,7 @@ func (r *Review) Flags(ctx context.Context) ([]Flag, error) {
 }
 
 func (r *Review) flagsBetween(ctx context.Context, base, tip string) ([]Flag, error) {
-	out, err := r.Git.Output(ctx, r.Repo.TopLevel, append([]string{"diff", "--raw", "-z", "--no-renames", "--no-abbrev"}, append(hostgit.NoDriverArgs, base, tip, "--")...)...)
+	out, err := r.Git.DiffRaw(ctx, r.Repo.TopLevel, base, tip)
 	if err != nil {
 		return nil, err
 	}

@@ -70,7 +70,7 @@ func AgentBranchLag(ctx context.Context, g *hostgit.Git, a *domain.Anchor, gitMo
 	if agent == "" || err != nil {
 		return Lag{}, nil
 	}
-	out, err := repo.Git(ctx, g, "rev-list", "--left-right", "--count", head+"..."+agent, "--")
+	out, err := g.RevListLeftRight(ctx, repo.TopLevel, head, agent)
 	if err != nil {
 		return Lag{}, err
 	}

@@ -57,15 +57,23 @@ func (r *Review) agentTip(ctx context.Context) (string, error) {
 	return tip, nil
 }
 
-// streamView runs git in the working tree with its output, of kind,
-// rendered for view on out and errOut.
-func (r *Review) streamView(ctx context.Context, out, errOut io.Writer, view View, kind outputKind, args ...string) error {
+// streamView runs a host git view (run, in the working tree) with its
+// output, of kind, rendered for view on out and errOut.
+func (r *Review) streamView(out, errOut io.Writer, view View, kind outputKind, run func(stdout, stderr io.Writer) error) error {
 	stdout, stderr, closeStreams := viewStreams(out, errOut, view, kind)
-	err := r.Git.Stream(ctx, r.Repo.TopLevel, stdout, stderr, args...)
+	err := run(stdout, stderr)
 	if cerr := closeStreams(); err == nil && cerr != nil {
 		return cerr
 	}
 	return err
+}
+
+// streamLog shows the log of the commits reachable from tip and not
+// from not ("": all), rendered for view.
+func (r *Review) streamLog(ctx context.Context, out, errOut io.Writer, view View, oneline bool, tip, not string) error {
+	return r.streamView(out, errOut, view, logKind(oneline), func(stdout, stderr io.Writer) error {
+		return r.Git.StreamLog(ctx, r.Repo.TopLevel, stdout, stderr, hostgit.LogView{Oneline: oneline}, tip, not)
+	})
 }
 
 // forkPoint returns the agent tip and its merge base with HEAD.
@@ -78,7 +86,7 @@ func (r *Review) forkPoint(ctx context.Context) (tip, base string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	base, err = r.Repo.Git(ctx, r.Git, "merge-base", head, tip)
+	base, err = r.Git.MergeBase(ctx, r.Repo.TopLevel, head, tip)
 	if err != nil {
 		return "", "", fmt.Errorf("no common history between HEAD and %s: %w", r.Map.AgentBranch(), err)
 	}
@@ -97,7 +105,9 @@ func (r *Review) Diff(ctx context.Context, out, errOut io.Writer, stat bool, vie
 	if stat {
 		kind = kindText
 	}
-	return r.streamView(ctx, out, errOut, view, kind, append(diffArgs(view, stat), base, tip, "--")...)
+	return r.streamView(out, errOut, view, kind, func(stdout, stderr io.Writer) error {
+		return r.Git.StreamDiff(ctx, r.Repo.TopLevel, stdout, stderr, diffView(view, stat), base, tip)
+	})
 }
 
 // Log lists the agent's commits that the host's HEAD does not have,
@@ -107,12 +117,8 @@ func (r *Review) Log(ctx context.Context, out, errOut io.Writer, oneline bool, v
 	if err != nil {
 		return err
 	}
-	args, kind := logArgs(oneline)
-	args = append(args, tip)
-	if head, err := r.Repo.Head(ctx, r.Git); err == nil {
-		args = append(args, "--not", head)
-	}
-	return r.streamView(ctx, out, errOut, view, kind, append(args, "--")...)
+	head, _ := r.Repo.Head(ctx, r.Git)
+	return r.streamLog(ctx, out, errOut, view, oneline, tip, head)
 }
 
 // MergeResult says what Merge did.
@@ -133,7 +139,7 @@ func (r *Review) checkClean(ctx context.Context) error {
 			return ErrOperationInPrg
 		}
 	}
-	_ = r.Git.Run(ctx, r.Repo.TopLevel, "update-index", "-q", "--refresh")
+	_ = r.Git.RefreshIndex(ctx, r.Repo.TopLevel)
 	dirty, err := r.Repo.Dirty(ctx, r.Git, false)
 	if err != nil {
 		return err
@@ -191,8 +197,7 @@ func (r *Review) Merge(ctx context.Context, squash bool) (*MergeResult, error) {
 	if squash {
 		err = r.squash(ctx, tip)
 	} else {
-		_, err = r.Git.Output(ctx, r.Repo.TopLevel, "merge", "-q", "--no-edit", "--no-verify",
-			"-m", "Merge agent branch "+r.Map.AgentBranch(), tip)
+		err = r.Git.Merge(ctx, r.Repo.TopLevel, "Merge agent branch "+r.Map.AgentBranch(), tip)
 		if err != nil {
 			err = r.abort(ctx, before, err, false)
 		}
@@ -214,22 +219,17 @@ func (e *ExternalSymlinkError) Error() string {
 func (e *ExternalSymlinkError) Unwrap() error { return ErrExternalSymlinks }
 
 func (r *Review) isAncestor(ctx context.Context, a, b string) (bool, error) {
-	err := r.Git.Run(ctx, r.Repo.TopLevel, "merge-base", "--is-ancestor", a, b)
-	var ge *hostgit.Error
-	if errors.As(err, &ge) && ge.ExitCode == 1 {
-		return false, nil
-	}
-	return err == nil, err
+	return r.Git.IsAncestor(ctx, r.Repo.TopLevel, a, b)
 }
 
 func (r *Review) squash(ctx context.Context, tip string) error {
 	before, _ := r.Repo.Head(ctx, r.Git)
-	if _, err := r.Git.Output(ctx, r.Repo.TopLevel, "merge", "-q", "--squash", tip); err != nil {
+	if err := r.Git.MergeSquash(ctx, r.Repo.TopLevel, tip); err != nil {
 		return r.abort(ctx, before, err, true)
 	}
-	subjects, _ := r.Repo.Git(ctx, r.Git, "log", "--format=* %s", tip, "--not", before)
+	subjects, _ := r.Git.LogSubjects(ctx, r.Repo.TopLevel, tip, before)
 	msg := "Squashed agent branch " + r.Map.AgentBranch() + "\n\n" + subjects + "\n"
-	if _, err := r.Git.Output(ctx, r.Repo.TopLevel, "commit", "-q", "--no-verify", "--allow-empty", "-m", msg); err != nil {
+	if err := r.Git.Commit(ctx, r.Repo.TopLevel, msg); err != nil {
 		return r.abort(ctx, before, err, true)
 	}
 	return nil
@@ -238,12 +238,12 @@ func (r *Review) squash(ctx context.Context, tip string) error {
 // abort undoes a failed merge. The tree was clean before (checkClean), so
 // `merge --abort` / `reset --merge` restore it exactly; HEAD is checked.
 func (r *Review) abort(ctx context.Context, before string, cause error, squash bool) error {
-	conflicts, _ := r.Repo.Git(ctx, r.Git, "diff", "--name-only", "--diff-filter=U")
+	conflicts, _ := r.Git.ConflictedFiles(ctx, r.Repo.TopLevel)
 	var aerr error
 	if _, err := os.Lstat(filepath.Join(r.Repo.GitDir, "MERGE_HEAD")); err == nil && !squash {
-		aerr = r.Git.Run(ctx, r.Repo.TopLevel, "merge", "--abort")
+		aerr = r.Git.MergeAbort(ctx, r.Repo.TopLevel)
 	} else {
-		aerr = r.Git.Run(ctx, r.Repo.TopLevel, "reset", "-q", "--merge")
+		aerr = r.Git.ResetMerge(ctx, r.Repo.TopLevel)
 	}
 	_ = os.Remove(filepath.Join(r.Repo.GitDir, "SQUASH_MSG"))
 	if now, _ := r.Repo.Head(ctx, r.Git); now != before || aerr != nil {
@@ -325,9 +325,7 @@ func ResetBranch(ctx context.Context, g *hostgit.Git, pc *podman.Client, repo *g
 	} else {
 		fmt.Fprintf(&tx, "update %s %s %s\n", m.AgentRef(), head, res.OldTip)
 	}
-	if _, err := g.OutputStdin(ctx, repo.CommonDir, strings.NewReader(tx.String()),
-		"--git-dir="+repo.CommonDir, "-c", "core.logAllRefUpdates=always",
-		"update-ref", "-m", "lazaret: reset-branch", "--stdin"); err != nil {
+	if err := g.UpdateRefs(ctx, repo.Common(), "lazaret: reset-branch", strings.NewReader(tx.String())); err != nil {
 		return nil, fmt.Errorf("moving %s: %w", m.AgentBranch(), err)
 	}
 	if err := removeClone(ctx, pc, a, now); err != nil {

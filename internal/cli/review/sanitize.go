@@ -341,31 +341,18 @@ func viewStreams(out, errOut io.Writer, view View, kind outputKind) (o, e io.Wri
 	}
 }
 
-// diffArgs is the git diff command line of a review: no colour (the
-// view adds it), no external diff or textconv program, file names quoted
-// in C style with non-ASCII bytes as octal (a header line is then plain
-// ASCII), and in a pipe binary changes as a binary patch so the patch
-// applies whole.
-func diffArgs(view View, stat bool) []string {
-	args := append([]string{"-c", "core.quotePath=true", "diff", "--color=never"}, hostgit.NoDriverArgs...)
-	if stat {
-		return append(args, "--stat")
-	}
-	if view == ViewPipe {
-		args = append(args, "--binary")
-	}
-	return args
+// diffView is the git diff of a review (hostgit.DiffView): in a pipe,
+// binary changes as a binary patch so the patch applies whole.
+func diffView(view View, stat bool) hostgit.DiffView {
+	return hostgit.DiffView{Stat: stat, Binary: view == ViewPipe}
 }
 
-// logArgs is the git log command line of a review, in git's own formats
-// (which indent every line of a message, so no message line can pose as
-// a commit header).
-func logArgs(oneline bool) ([]string, outputKind) {
-	args := append([]string{"-c", "core.quotePath=true", "log", "--color=never", "--decorate=short", "--no-show-signature"}, hostgit.NoDriverArgs...)
+// logKind is the kind of a review's git log output (hostgit.LogView).
+func logKind(oneline bool) outputKind {
 	if oneline {
-		return append(args, "--oneline"), kindOneline
+		return kindOneline
 	}
-	return append(args, "--pretty=medium"), kindLog
+	return kindLog
 }
 
 // UncommittedDiff runs `git diff` in the sandbox (the agent's uncommitted
@@ -383,9 +370,7 @@ func UncommittedDiff(ctx context.Context, pc *podman.Client, container string, o
 		return err
 	}
 	isolated := info.HasMount(escprompt.SandboxClient)
-	argv := []string{"git", "-C", domain.SandboxWorkspace, "--no-pager"}
-	argv = append(argv, diffArgs(view, stat)...)
-	argv = append(argv, "HEAD")
+	argv := hostgit.WorkTreeDiffCommand(domain.SandboxWorkspace, diffView(view, stat))
 	kind := kindPatch
 	if stat {
 		kind = kindText

@@ -20,11 +20,7 @@ func (r *Review) SideBranches(ctx context.Context) ([]gitrepo.SideBranch, error)
 	}
 	head, _ := r.Repo.Head(ctx, r.Git)
 	for i := range bs {
-		args := []string{"rev-list", "--count", bs[i].Tip}
-		if head != "" {
-			args = append(args, "--not", head)
-		}
-		n, err := r.Repo.Git(ctx, r.Git, append(args, "--")...)
+		n, err := r.Git.RevListCount(ctx, r.Repo.TopLevel, bs[i].Tip, head)
 		if err != nil {
 			return nil, err
 		}
@@ -39,10 +35,6 @@ func (r *Review) SideBranches(ctx context.Context) ([]gitrepo.SideBranch, error)
 // not have, under a header line lazaret writes (the name escaped).
 func (r *Review) LogSide(ctx context.Context, out, errOut io.Writer, b gitrepo.SideBranch, oneline bool, view View) error {
 	fmt.Fprintf(out, "\n== side branch %s (%s, %s not in HEAD)\n", visible.Line(b.Name), visible.Line(b.Ref), gitrepo.Commits(b.Ahead))
-	args, kind := logArgs(oneline)
-	args = append(args, b.Tip)
-	if head, err := r.Repo.Head(ctx, r.Git); err == nil {
-		args = append(args, "--not", head)
-	}
-	return r.streamView(ctx, out, errOut, view, kind, append(args, "--")...)
+	head, _ := r.Repo.Head(ctx, r.Git)
+	return r.streamLog(ctx, out, errOut, view, oneline, b.Tip, head)
 }

@@ -49,7 +49,7 @@ func carryChanges(ctx context.Context, g *hostgit.Git, repo *gitrepo.HostRepo, d
 	if err != nil {
 		return c, err
 	}
-	others, err := lsZ(ctx, g, repo.TopLevel, "ls-files", "-z", "--others", "--exclude-standard")
+	others, err := splitZ(g.ListUntracked(ctx, repo.TopLevel))
 	if err != nil {
 		return c, err
 	}
@@ -91,7 +91,7 @@ const (
 
 // lsStage returns path → mode of the index of the working tree at dir.
 func lsStage(ctx context.Context, g *hostgit.Git, dir string) (map[string]string, error) {
-	recs, err := lsZ(ctx, g, dir, "ls-files", "-z", "--stage")
+	recs, err := splitZ(g.ListIndex(ctx, dir))
 	if err != nil {
 		return nil, err
 	}
@@ -107,9 +107,8 @@ func lsStage(ctx context.Context, g *hostgit.Git, dir string) (map[string]string
 	return m, nil
 }
 
-// lsZ runs host git and splits its NUL-terminated output.
-func lsZ(ctx context.Context, g *hostgit.Git, dir string, args ...string) ([]string, error) {
-	out, err := g.Output(ctx, dir, args...)
+// splitZ splits the NUL-terminated output of a host git call.
+func splitZ(out []byte, err error) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -81,8 +81,7 @@ func buildClone(ctx context.Context, g *hostgit.Git, repo *gitrepo.HostRepo, par
 			_ = os.RemoveAll(tmp)
 		}
 	}()
-	if err := g.Run(ctx, tmp, "init", "-q", "--template=", "--object-format="+repo.ObjectFormat,
-		"--initial-branch="+branch, tmp); err != nil {
+	if err := g.Init(ctx, tmp, repo.ObjectFormat, branch); err != nil {
 		return "", fmt.Errorf("creating the agent clone: %w", err)
 	}
 	gitDir := filepath.Join(tmp, ".git")
@@ -100,7 +99,7 @@ func buildClone(ctx context.Context, g *hostgit.Git, repo *gitrepo.HostRepo, par
 	if err := os.WriteFile(cfg, []byte(cloneConfig(repo.ObjectFormat, filepath.Join(repo.CommonDir, "config"))), 0o644); err != nil {
 		return "", err
 	}
-	if err := g.Run(ctx, tmp, "checkout", "-q", "-f", "-B", branch, start); err != nil {
+	if err := g.Checkout(ctx, tmp, branch, start); err != nil {
 		return "", fmt.Errorf("checking out %s in the agent clone: %w", start, err)
 	}
 	recreateSideBranches(ctx, g, repo, m, tmp, notice)
@@ -227,7 +226,7 @@ func recreateSideBranches(ctx context.Context, g *hostgit.Git, repo *gitrepo.Hos
 		if gitrepo.ValidBranch(b.Name) != nil || b.Name == m.AgentBranch() {
 			continue
 		}
-		if err := g.Run(ctx, dir, "update-ref", "-m", "lazaret: kept side branch", "refs/heads/"+b.Name, b.Tip, ""); err != nil {
+		if err := g.CreateRef(ctx, dir, "lazaret: kept side branch", "refs/heads/"+b.Name, b.Tip); err != nil {
 			notice("side branch %s not recreated in the agent clone (kept on the host as %s): %v", visible.Line(b.Name), visible.Line(b.Ref), err)
 		}
 	}

@@ -224,8 +224,7 @@ func EnsureCloneWith(ctx context.Context, g *hostgit.Git, repo *gitrepo.HostRepo
 		return nil, err
 	}
 	// Create the host branch if missing (never move an existing one here).
-	_, err = repo.GitCommon(ctx, g, "-c", "core.logAllRefUpdates=always", "update-ref",
-		"-m", "lazaret: agent branch created", m.AgentRef(), start, "")
+	err = g.CreateLoggedRef(ctx, repo.Common(), "lazaret: agent branch created", m.AgentRef(), start)
 	if err != nil && repo.ResolveRef(ctx, g, m.AgentRef()) == "" {
 		return nil, fmt.Errorf("creating %s: %w", m.AgentRef(), err)
 	}

@@ -31,7 +31,7 @@ var identityKeys = map[string]bool{"user.name": true, "user.email": true}
 // as key, value pairs. Values set by the repository itself do not count;
 // unprintable ones are left out.
 func GlobalIdentity(ctx context.Context, g *hostgit.Git, dir string) []string {
-	out, err := g.Output(ctx, dir, "config", "--show-scope", "--null", "--get-regexp", `^user\.(name|email)$`)
+	out, err := g.ConfigScopedRegexp(ctx, dir, `^user\.(name|email)$`)
 	if err != nil {
 		return nil // exit 1: neither is set
 	}

@@ -29,7 +29,7 @@ type gitlink struct{ path, oid string }
 // cannot be populated stays an empty directory, with a notice saying why:
 // the clone is still usable.
 func populateSubmodules(ctx context.Context, g *hostgit.Git, repo *gitrepo.HostRepo, dir string, notice func(string, ...any)) error {
-	out, err := g.Output(ctx, dir, "ls-files", "--stage", "-z")
+	out, err := g.ListIndex(ctx, dir)
 	if err != nil {
 		return fmt.Errorf("listing submodules: %w", err)
 	}
@@ -92,11 +92,11 @@ func checkoutSubmodule(ctx context.Context, g *hostgit.Git, dir, name string, l 
 			}
 		}
 	}()
-	format, err := g.Line(ctx, hostDir, "--git-dir="+hostDir, "rev-parse", "--show-object-format")
+	format, err := g.ObjectFormat(ctx, hostgit.GitDir(hostDir))
 	if err != nil {
 		return fmt.Errorf("reading the host repository: %w", err)
 	}
-	if err := g.Run(ctx, dir, "init", "-q", "--bare", "--template=", "--object-format="+format, gitDir); err != nil {
+	if err := g.InitBare(ctx, dir, gitDir, format); err != nil {
 		return err
 	}
 	toWork, err := filepath.Rel(gitDir, work)
@@ -136,7 +136,7 @@ func checkoutSubmodule(ctx context.Context, g *hostgit.Git, dir, name string, l 
 	if err := write(hostDir); err != nil {
 		return err
 	}
-	if err := g.Run(ctx, work, "--git-dir="+gitDir, "--work-tree="+work, "checkout", "-q", "--detach", l.oid); err != nil {
+	if err := g.CheckoutDetached(ctx, gitDir, work, l.oid); err != nil {
 		return fmt.Errorf("commit %s is not in the host's copy (run `git submodule update` there)", l.oid[:min(12, len(l.oid))])
 	}
 	return write(inside)
@@ -177,7 +177,7 @@ func submoduleNames(ctx context.Context, g *hostgit.Git, dir string) (map[string
 	if _, err := os.Lstat(filepath.Join(dir, ".gitmodules")); err != nil {
 		return map[string]string{}, nil
 	}
-	out, err := g.Output(ctx, dir, "config", "--file", ".gitmodules", "--null", "--get-regexp", `^submodule\..*\.path$`)
+	out, err := g.ConfigFileRegexp(ctx, dir, ".gitmodules", `^submodule\..*\.path$`)
 	if err != nil {
 		if ge := (*hostgit.Error)(nil); errors.As(err, &ge) && ge.ExitCode == 1 { // no match
 			return map[string]string{}, nil
