@@ -45,6 +45,12 @@ func (c *coordinator) handleStatus(ctx context.Context, _ *ctl.Request) (any, er
 		st.Container.State = "not running"
 		return st, nil
 	}
+	if l := st.Limits; l != nil && (l.Paused || (l.Memory != nil && l.Memory.Stopped)) {
+		// podman inspect asks runsc for the state, which waits on the
+		// stopped Sentry: answer without it.
+		st.Container.State = "paused by a resource limit"
+		return st, nil
+	}
 	if info, err := c.pm.InspectContainer(ctx, c.containerID); err != nil {
 		st.Container.State = "unknown: " + err.Error()
 	} else {
