@@ -46,8 +46,21 @@ func withdrawRunner(t *testing.T, p *ptytest.Terminal, c *calls) *Runner {
 		Pause:   func(flush func() error) io.Reader { _ = flush(); return nil },
 		Resume:  func() { c.add("resume") },
 		Discard: func(d time.Duration) { c.add("discard " + d.String()) }})
-	t.Cleanup(r.Wait)
+	t.Cleanup(r.Close) // a prompt a failed test left up is withdrawn
 	return r
+}
+
+// within waits for ch's outcome, failing the test after 5 s (a prompt
+// that stays up would wait for ever).
+func within(t *testing.T, ch chan outcome) outcome {
+	t.Helper()
+	select {
+	case o := <-ch:
+		return o
+	case <-time.After(5 * time.Second):
+		t.Fatal("the prompt is still waiting")
+	}
+	return outcome{}
 }
 
 type outcome struct {
@@ -76,7 +89,7 @@ func TestRunnerWithdrawShown(t *testing.T) {
 	ch := askErr(r, context.Background(), req("r1", "make", "x"))
 	p.WaitFor(t, "abort lazaret")
 	r.Withdraw("r1", escprompt.WithdrawExpired)
-	o := <-ch
+	o := within(t, ch)
 	var w *escprompt.Withdrawn
 	if o.a.Action != escprompt.Deny || !errors.As(o.err, &w) || w.Reason != escprompt.WithdrawExpired {
 		t.Fatalf("withdrawn prompt answered %v, %v", o.a.Action, o.err)
@@ -122,7 +135,7 @@ func TestRunnerWithdrawBeforeItArrives(t *testing.T) {
 	var c calls
 	r := withdrawRunner(t, p, &c)
 	r.Withdraw("r1", escprompt.WithdrawClientGone)
-	o := <-askErr(r, context.Background(), req("r1", "make", "x"))
+	o := within(t, askErr(r, context.Background(), req("r1", "make", "x")))
 	var w *escprompt.Withdrawn
 	if o.a.Action != escprompt.Deny || !errors.As(o.err, &w) {
 		t.Fatalf("answer %v %v", o.a.Action, o.err)
@@ -144,7 +157,7 @@ func TestRunnerWithdrawShowsNextAtOnce(t *testing.T) {
 	p.WaitFor(t, "1 more waiting")
 	start := time.Now()
 	r.Withdraw("r1", escprompt.WithdrawExpired)
-	<-ch1
+	within(t, ch1)
 	p.WaitFor(t, "the previous prompt was withdrawn")
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("the next prompt took %v", d)
@@ -167,10 +180,10 @@ func TestRunnerDenyAllOnHangUp(t *testing.T) {
 	ch := askErr(r, context.Background(), req("r1", "make", "x"))
 	p.WaitFor(t, "abort lazaret")
 	r.DenyAll(escprompt.WithdrawHungUp)
-	if o := <-ch; o.a.Action != escprompt.Deny || o.a.Reason != "terminal closed" {
+	if o := within(t, ch); o.a.Action != escprompt.Deny || o.a.Reason != "terminal closed" {
 		t.Fatalf("answer %+v %v", o.a, o.err)
 	}
-	if o := <-askErr(r, context.Background(), req("r2", "make", "x")); o.a.Action != escprompt.Deny || o.a.Reason != "terminal closed" {
+	if o := within(t, askErr(r, context.Background(), req("r2", "make", "x"))); o.a.Action != escprompt.Deny || o.a.Reason != "terminal closed" {
 		t.Fatalf("later answer %+v %v", o.a, o.err)
 	}
 }
