@@ -12,6 +12,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/netns"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
@@ -325,7 +326,7 @@ func TestSpareSidecarExpiredSwept(t *testing.T) {
 			t.Fatalf("control: %s gone without a sweep: %v", p, err)
 		}
 	}
-	if pinned, err := f.pc.NetnsPinned(ctx, a.Netns()); err != nil || !pinned {
+	if pinned, err := netns.New(f.pc).Pinned(ctx, a.Netns()); err != nil || !pinned {
 		t.Fatalf("control: the expired spare's namespace is not pinned (%v, %v)", pinned, err)
 	}
 
@@ -343,7 +344,7 @@ func TestSpareSidecarExpiredSwept(t *testing.T) {
 	if sidecarID(t, c) == "" {
 		t.Fatal("the waiting spare's container was removed")
 	}
-	if pinned, err := f.pc.NetnsPinned(ctx, c.Netns()); err != nil || !pinned {
+	if pinned, err := netns.New(f.pc).Pinned(ctx, c.Netns()); err != nil || !pinned {
 		t.Errorf("the waiting spare's namespace was unpinned (%v, %v)", pinned, err)
 	}
 	envC.MustRun("exec", "--", "true")

@@ -20,8 +20,10 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/coordinator/stateanchor"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/locate"
+	"github.com/lazaret-dev/lazaret/internal/netns"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/statestore"
+	"github.com/lazaret-dev/lazaret/internal/userns"
 )
 
 // The State Anchor tests drive the component the way the Session
@@ -368,13 +370,13 @@ func TestStateAnchorEtcKeepsPodmansResolvConf(t *testing.T) {
 	// With the sidecar's network (the design's layout: a pinned namespace
 	// and netd's resolver), resolv.conf is podman's.
 	plant()
-	netns := filepath.Join(filepath.Dir(s.anchor.Netns()), "lzsa-it-netns-"+s.anchor.Hash)
-	if err := s.pc.CreateNetns(context.Background(), netns); err != nil {
+	pin := filepath.Join(filepath.Dir(s.anchor.Netns()), "lzsa-it-netns-"+s.anchor.Hash)
+	if err := netns.New(s.pc).Create(context.Background(), pin); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.pc.RemoveNetns(context.Background(), netns) })
+	t.Cleanup(func() { _ = netns.New(s.pc).Remove(context.Background(), pin) })
 	comp = s.component(config.DefaultImage, "/etc")
-	s.startNet(comp, config.DefaultImage, "ns:"+netns)
+	s.startNet(comp, config.DefaultImage, "ns:"+pin)
 	defer s.stop(comp)
 	check("network namespace")
 	path, err := Podman(t, "inspect", "--format", "{{.ResolvConfPath}}", s.container())
@@ -745,7 +747,7 @@ func TestMountinfoIsPodmansNamespace(t *testing.T) {
 		}
 		return false
 	}
-	got, err := (&podman.Client{}).Mountinfo(context.Background())
+	got, err := userns.New(&podman.Client{}).Mountinfo(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

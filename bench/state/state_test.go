@@ -27,7 +27,9 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/coordinator/stateanchor"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/locate"
+	"github.com/lazaret-dev/lazaret/internal/overlayfs"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/userns"
 )
 
 const (
@@ -100,7 +102,7 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 	}
 	pc := &podman.Client{}
 	defer func() {
-		_, _ = pc.Unshare(ctx, "rm", "-rf", root)
+		_ = overlayfs.New(pc).RemoveAll(ctx, root)
 		_ = os.RemoveAll(root)
 	}()
 	data, plainDir := filepath.Join(root, "bench"), filepath.Join(root, "plain")
@@ -139,7 +141,7 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 		b.Fatalf("%s is not on tmpfs (statfs type %#x, %v)", memRoot, fs.Type, err)
 	}
 	defer func() {
-		_, _ = pc.Unshare(ctx, "rm", "-rf", memRoot)
+		_ = overlayfs.New(pc).RemoveAll(ctx, memRoot)
 		_ = os.RemoveAll(memRoot)
 	}()
 	aMem, err := domain.New("bench", wsMem, memRoot, rt, "")
@@ -211,7 +213,7 @@ func BenchmarkStateAnchorSmallFiles(b *testing.B) {
 		return parse(b, string(out))
 	}
 	hostDpkg := func() []float64 {
-		out, err := pc.Unshare(ctx, "sh", "-c", strings.ReplaceAll(hostDpkgWorkload, "/mnt/bench", data), "sh", filepath.Join(hostDir, "dpkgroot"))
+		out, err := userns.New(pc).Run(ctx, "sh", "-c", strings.ReplaceAll(hostDpkgWorkload, "/mnt/bench", data), "sh", filepath.Join(hostDir, "dpkgroot"))
 		if err != nil {
 			b.Fatalf("host dpkg workload: %v", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/domainlock"
+	"github.com/lazaret-dev/lazaret/internal/netns"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -192,7 +193,7 @@ func sweepRuntime(ctx context.Context, a *domain.Anchor, pm *podman.Client) erro
 	// The network namespace pin (its slirp4netns exited with the
 	// coordinator; the pin would keep an empty namespace alive).
 	if _, err := os.Lstat(a.Netns()); err == nil {
-		if err := pm.RemoveNetns(ctx, a.Netns()); err != nil {
+		if err := netns.New(pm).Remove(ctx, a.Netns()); err != nil {
 			errs = append(errs, err)
 		}
 	}

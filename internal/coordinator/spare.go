@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
+	"github.com/lazaret-dev/lazaret/internal/netns"
 )
 
 // spareEnv controls the spare network sidecar a sandbox leaves for the
@@ -110,7 +111,7 @@ func (c *coordinator) sweepEndedSpares() {
 	ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
 	defer cancel()
 	start := time.Now()
-	if n := sidecar.SweepEndedSpares(ctx, c.o.Anchor.RuntimeDir, c.o.Anchor.Hash, c.pm, c.log); n > 0 {
+	if n := sidecar.SweepEndedSpares(ctx, c.o.Anchor.RuntimeDir, c.o.Anchor.Hash, netns.New(c.pm), c.log); n > 0 {
 		c.log.Info("swept ended spares of other domains", "count", n, "took", time.Since(start).Round(time.Millisecond))
 	}
 }

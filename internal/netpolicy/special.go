@@ -76,7 +76,7 @@ var (
 )
 
 // SlirpAddrs are slirp4netns's own addresses in the namespace (see
-// podman.StartUplink): gateway (the host), DNS forwarder, the namespace's
+// netns.Client.StartUplink): gateway (the host), DNS forwarder, the namespace's
 // tap0, and their IPv6 counterparts. The ranges above hold them already;
 // they are named so a denial says what they are.
 var SlirpAddrs = []netip.Addr{

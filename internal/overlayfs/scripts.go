@@ -1,4 +1,4 @@
-package stateanchor
+package overlayfs
 
 // The scripts below run inside `podman unshare` (uid 0 of the rootless user
 // namespace, podman's mount namespace), where the image mount is visible.

@@ -1,4 +1,4 @@
-package stateanchor
+package overlayfs
 
 import (
 	"os"

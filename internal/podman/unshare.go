@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,87 +15,27 @@ import (
 // Rootless podman keeps its mounts (image mounts, container root
 // filesystems) in the user and mount namespace of its pause process, which
 // `podman unshare` joins. A mount made anywhere else is invisible to the
-// containers. These helpers run commands there.
+// containers. internal/userns runs commands there (joining the pause
+// process with nsenter when it can, else through Unshare); the adapters of
+// those commands are internal/netns and internal/overlayfs.
 
-// Unshare runs argv as uid 0 of the rootless user namespace, in podman's
-// mount namespace, and returns its stdout. When podman's pause process is
-// alive it joins that process's namespaces directly with nsenter (about
-// 4 ms, measured) instead of starting podman (about 50 ms, on the cold
-// start's critical path); otherwise it runs `podman unshare`, which also
-// starts the pause process. Only stdin/stdout/stderr reach argv; podman
-// may add descriptors of its own (it passes a pipe at fd 251), so argv
-// that daemonizes must close them.
+// Unshare is `podman unshare COMMAND`: argv run as uid 0 of the rootless
+// user namespace, in podman's mount namespace (podman starts its pause
+// process when none runs); its stdout. Its caller is internal/userns,
+// which builds no argv of its own: the command is that of the adapter
+// that owns the program.
 func (c *Client) Unshare(ctx context.Context, argv ...string) ([]byte, error) {
-	if len(argv) == 0 {
-		return nil, errors.New("podman unshare: no command")
-	}
-	if pid, ok := c.pauseProcess(); ok && c.Bin == "" {
-		out, err := c.nsenter(ctx, pid, argv)
-		if !errors.Is(err, errNsenterUnusable) {
-			return out, err
-		}
-		c.logger().Debug("nsenter into podman's pause process failed; using podman unshare", "pid", pid, "err", err)
-	}
 	return c.podmanUnshare(ctx, argv...)
-}
-
-// Mountinfo returns the mount table of podman's mount namespace, as
-// `cat /proc/self/mountinfo` run through Unshare prints it. With the pause
-// process alive it reads that process's own mountinfo (the same namespace
-// and root) and starts nothing: on a small machine a process start is
-// several milliseconds of the cold start's critical path.
-func (c *Client) Mountinfo(ctx context.Context) ([]byte, error) {
-	if pid, ok := c.pauseProcess(); ok && c.Bin == "" {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/mountinfo")
-		// Checked again after the read: a pid that no longer names the
-		// pause process may have been reused by anything.
-		if again, ok := c.pauseProcess(); err == nil && ok && again == pid {
-			return b, nil
-		}
-		c.logger().Debug("reading the pause process's mountinfo failed; using unshare", "pid", pid, "err", err)
-	}
-	return c.Unshare(ctx, "cat", "/proc/self/mountinfo")
 }
 
 func (c *Client) podmanUnshare(ctx context.Context, argv ...string) ([]byte, error) {
 	return c.outputArgs(ctx, append([]string{"unshare"}, argv...)...)
 }
 
-// errNsenterUnusable marks a failure of nsenter itself (not of argv):
-// Unshare then falls back to podman unshare.
-var errNsenterUnusable = errors.New("nsenter unusable")
-
-// nsenterFailed is nsenter's own exit status when it cannot join the
-// namespaces or exec argv; argv's own exit statuses pass through.
-const nsenterFailed = 1
-
-func (c *Client) nsenter(ctx context.Context, pid int, argv []string) ([]byte, error) {
-	args := append([]string{"-U", "-m", "-t", strconv.Itoa(pid), "--"}, argv...)
-	cmd := exec.CommandContext(ctx, "nsenter", args...)
-	if c.Env != nil {
-		cmd.Env = c.Env
-	}
-	c.logger().Debug("nsenter", "pid", pid, "args", argv)
-	stdout, stderr, err := execx.Output(cmd, nil)
-	if err == nil {
-		return stdout, nil
-	}
-	code, ok := execx.ExitCode(err)
-	if !ok {
-		return nil, fmt.Errorf("%w: %v", errNsenterUnusable, err)
-	}
-	// nsenter reports its own failures as "nsenter: …" on stderr with
-	// status 1; anything else is argv's.
-	if code == nsenterFailed && strings.HasPrefix(stderr, "nsenter: ") {
-		return nil, fmt.Errorf("%w: %s", errNsenterUnusable, strings.TrimSpace(stderr))
-	}
-	return stdout, &Error{execx.Failure{Args: append([]string{"unshare"}, argv...), ExitCode: code, Stderr: stderr}}
-}
-
-// pauseProcess returns the pid of rootless podman's pause process when its
+// PauseProcess returns the pid of rootless podman's pause process when its
 // pid file names a live catatonit of this user in a user namespace other
 // than ours; a stale or recycled pid is never joined.
-func (c *Client) pauseProcess() (int, bool) {
+func (c *Client) PauseProcess() (int, bool) {
 	if os.Getuid() == 0 {
 		return 0, false // rootful podman has no pause process
 	}

@@ -28,14 +28,14 @@ func TestPauseProcessRefusesWhatIsNotPodmansPause(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := &Client{Env: []string{"XDG_RUNTIME_DIR=" + rt}}
-			if pid, ok := c.pauseProcess(); ok {
-				t.Errorf("pauseProcess = %d, true; want refused", pid)
+			if pid, ok := c.PauseProcess(); ok {
+				t.Errorf("PauseProcess = %d, true; want refused", pid)
 			}
 		})
 	}
 	c := &Client{Env: []string{"XDG_RUNTIME_DIR=" + t.TempDir()}}
-	if _, ok := c.pauseProcess(); ok {
-		t.Error("pauseProcess without a pid file = true")
+	if _, ok := c.PauseProcess(); ok {
+		t.Error("PauseProcess without a pid file = true")
 	}
 }
 
@@ -83,7 +83,7 @@ func TestPauseProcessAcceptsPodmansPause(t *testing.T) {
 	if comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err != nil || string(comm) != "catatonit\n" {
 		t.Skip("the pause pid file is stale")
 	}
-	if got, ok := (&Client{}).pauseProcess(); !ok || got != pid {
-		t.Errorf("pauseProcess = %d, %v; want %d", got, ok, pid)
+	if got, ok := (&Client{}).PauseProcess(); !ok || got != pid {
+		t.Errorf("PauseProcess = %d, %v; want %d", got, ok, pid)
 	}
 }

@@ -7,11 +7,12 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/userns"
 	"github.com/lazaret-dev/lazaret/internal/vault"
 )
 
 // FoldVerb is the argv[1] with which the lazaret binary, started as root
-// of podman's user namespace (podman.Client.Unshare), runs Fold and exits
+// of podman's user namespace (internal/userns), runs Fold and exits
 // before main: a layer holds files of the sandbox's sub-uids and dirs the
 // agent made unreadable, which only that root may move, and the fold
 // reads and sets xattrs no shell tool of every host provides.
@@ -34,7 +35,7 @@ func FoldInNamespace(ctx context.Context, pc *podman.Client, upper, target, driv
 	if err != nil {
 		return fmt.Errorf("folding %s: %w", upper, err)
 	}
-	if _, err := pc.Unshare(ctx, exe, FoldVerb, upper, target, driver); err != nil {
+	if _, err := userns.New(pc).Run(ctx, exe, FoldVerb, upper, target, driver); err != nil {
 		return fmt.Errorf("folding %s into %s: %w", upper, target, err)
 	}
 	return nil

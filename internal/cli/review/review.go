@@ -17,6 +17,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/overlayfs"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -349,7 +350,7 @@ func removeClone(ctx context.Context, pc *podman.Client, a *domain.Anchor, now t
 	if err := os.RemoveAll(trash); err == nil {
 		return nil
 	}
-	if _, err := pc.Unshare(ctx, "rm", "-rf", "--", trash); err != nil {
+	if err := overlayfs.New(pc).RemoveAll(ctx, trash); err != nil {
 		return fmt.Errorf("removing the old agent clone %s: %w", trash, err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/overlayfs"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/statestore"
 )
@@ -93,7 +94,7 @@ func DropLayer(ctx context.Context, pc *podman.Client, st statestore.Store, id s
 }
 
 func removeLayer(ctx context.Context, pc *podman.Client, st statestore.Store, id string) error {
-	if _, err := pc.Unshare(ctx, "rm", "-rf", "--", statestore.LayerDir(st.Root, id)); err != nil {
+	if err := overlayfs.New(pc).RemoveAll(ctx, statestore.LayerDir(st.Root, id)); err != nil {
 		return fmt.Errorf("removing layer %s: %w", id, err)
 	}
 	return nil

@@ -4,17 +4,15 @@
 package statecmd
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/overlayfs"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/statestore"
 	"github.com/lazaret-dev/lazaret/internal/vault"
@@ -103,7 +101,7 @@ func Reset(ctx context.Context, pc *podman.Client, st statestore.Store, dir stri
 	changes, work, _ := st.OverlayPaths(dir)
 	// The changes hold files of sub-uids that only root of the user
 	// namespace may delete. rm -rf does not follow symlinks in them.
-	if _, err := pc.Unshare(ctx, "rm", "-rf", "--", changes, work); err != nil {
+	if err := overlayfs.New(pc).RemoveAll(ctx, changes, work); err != nil {
 		return fmt.Errorf("discarding %s: %w", changes, err)
 	}
 	d, err := vault.Open(st.Root, domain.OverlayName(dir), false, 0)
@@ -132,7 +130,7 @@ func below(croot, root, p string) string {
 // mountsUnderRoot lists the mounts under the overlay root in podman's
 // namespace.
 func mountsUnderRoot(ctx context.Context, pc *podman.Client, root string) ([]statestore.Mount, error) {
-	out, err := pc.Mountinfo(ctx)
+	out, err := overlayfs.New(pc).Mountinfo(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -152,25 +150,12 @@ func canonical(p string) string {
 	return p
 }
 
-// duBytes returns the apparent size of each path (du -sb inside podman
-// unshare).
+// duBytes returns the apparent size of each path (du -sb inside podman's
+// user namespace).
 func duBytes(ctx context.Context, pc *podman.Client, paths []string) (map[string]int64, error) {
-	out, err := pc.Unshare(ctx, append([]string{"du", "-s", "-b", "--"}, paths...)...)
+	sizes, err := overlayfs.New(pc).DiskUsage(ctx, paths...)
 	if err != nil {
 		return nil, fmt.Errorf("measuring changes: %w", err)
-	}
-	sizes := map[string]int64{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		n, p, ok := strings.Cut(sc.Text(), "\t")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseInt(n, 10, 64)
-		if err != nil {
-			continue
-		}
-		sizes[p] = v
 	}
 	return sizes, nil
 }

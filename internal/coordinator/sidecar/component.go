@@ -18,6 +18,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/netdapi"
 	"github.com/lazaret-dev/lazaret/internal/netdimage"
+	"github.com/lazaret-dev/lazaret/internal/netns"
 	"github.com/lazaret-dev/lazaret/internal/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/secret"
@@ -26,7 +27,7 @@ import (
 // DefaultUplink is podman's --network for the uplink the sandbox's
 // namespace gets: slirp4netns with IPv6 (measured: works with a runc
 // sidecar, nftables and IPv6 here), the host's loopback unreachable. The
-// sidecar attaches the same slirp4netns itself (podman.StartUplink) to the
+// sidecar attaches the same slirp4netns itself (netns.Client.StartUplink) to the
 // namespace it pins; tests start their comparison containers with it.
 const DefaultUplink = "slirp4netns:enable_ipv6=true"
 
@@ -86,7 +87,7 @@ type Component struct {
 	pinE    error              // that result, read after pinned is closed
 	ready   chan struct{}      // closed when the background start ended
 	readyE  error              // its result, read after ready is closed
-	uplink  *podman.Uplink
+	uplink  *netns.Uplink
 	started bool // the sidecar container may exist (set by the background start)
 	// handOver: Close leaves the container, its socket and its pin for
 	// StartSpare, which replaces them (see HandOverToSpare).
@@ -244,7 +245,7 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 	// start gate holds until Ready). The namespace itself is pinned (or
 	// the spare's, already pinned there, claimed) in the background.
 	c.netns = true
-	if err := podman.ReserveNetns(c.o.Anchor.Netns()); err != nil {
+	if err := netns.Reserve(c.o.Anchor.Netns()); err != nil {
 		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
 	}
 	// The background start outlives Prepare's context (prepareAll cancels
@@ -337,10 +338,13 @@ func (c *Component) Close(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if c.netns {
-		if err := c.o.Podman.RemoveNetns(ctx, c.o.Anchor.Netns()); err != nil {
+		if err := c.ns().Remove(ctx, c.o.Anchor.Netns()); err != nil {
 			errs = append(errs, err)
 		}
 		c.netns = false
 	}
 	return errors.Join(errs...)
 }
+
+// netns runs the namespace's programs (pin, uplink, cut).
+func (c *Component) ns() *netns.Client { return netns.New(c.o.Podman) }

@@ -15,6 +15,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/execx"
 	"github.com/lazaret-dev/lazaret/internal/netdapi"
 	"github.com/lazaret-dev/lazaret/internal/netdimage"
+	"github.com/lazaret-dev/lazaret/internal/netns"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/unixsock"
 )
@@ -45,7 +46,7 @@ func (c *Component) startInBackground(ctx context.Context) error {
 	// is replaced with it: its netd keeps only the old namespace, which
 	// nothing joins, and podman run --replace (RunArgs) removes its
 	// container.
-	if err := c.o.Podman.CreateNetns(ctx, c.o.Anchor.Netns()); err != nil {
+	if err := c.ns().Create(ctx, c.o.Anchor.Netns()); err != nil {
 		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
 	}
 	c.pin(nil)
@@ -109,7 +110,7 @@ func (c *Component) attach(ctx context.Context, name string) error {
 	if err := c.sendSecrets(ctx); err != nil {
 		return err
 	}
-	u, err := c.o.Podman.StartUplink(ctx, c.o.Anchor.Netns(), podman.UplinkOptions{IPv6: true})
+	u, err := c.ns().StartUplink(ctx, c.o.Anchor.Netns(), netns.UplinkOptions{IPv6: true})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
 	}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/netns"
 	"github.com/lazaret-dev/lazaret/internal/version"
 )
 
@@ -28,7 +28,7 @@ func (c *Component) claimSpare(ctx context.Context) error {
 	}
 	// The agent joins the namespace at the pin: a spare whose pin is
 	// gone is not claimed (it is replaced below).
-	if pinned, err := c.o.Podman.NetnsPinned(ctx, c.o.Anchor.Netns()); err != nil || !pinned {
+	if pinned, err := c.ns().Pinned(ctx, c.o.Anchor.Netns()); err != nil || !pinned {
 		return cmp.Or(err, errSpareUnpinned)
 	}
 	cl := &netdapi.Client{Socket: c.o.Anchor.NetdSocket(), Timeout: 2 * time.Second}
@@ -85,10 +85,10 @@ func (c *Component) StartSpare(ctx context.Context) (err error) {
 		return err
 	}
 	defer lf.Close()
-	if err := podman.ReserveNetns(a.Netns()); err != nil {
+	if err := netns.Reserve(a.Netns()); err != nil {
 		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
 	}
-	if err := c.o.Podman.CreateNetns(ctx, a.Netns()); err != nil {
+	if err := c.ns().Create(ctx, a.Netns()); err != nil {
 		return fmt.Errorf("%w: %w", ErrSidecarFailed, err)
 	}
 	if err := c.launch(ctx, inv, lf, netdBin); err != nil {
@@ -124,7 +124,7 @@ func (c *Component) RemoveSpare(ctx context.Context) error {
 	if err := os.Remove(a.NetdSocket()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
-	if err := c.o.Podman.RemoveNetns(ctx, a.Netns()); err != nil {
+	if err := c.ns().Remove(ctx, a.Netns()); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -15,9 +15,9 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/domainlock"
 )
 
-// NetnsRemover unpins a network namespace (podman.Client.RemoveNetns).
+// NetnsRemover unpins a network namespace (netns.Client.Remove).
 type NetnsRemover interface {
-	RemoveNetns(ctx context.Context, path string) error
+	Remove(ctx context.Context, path string) error
 }
 
 // domainHash is what follows "netns-" or "netd-" in a name the runtime
@@ -100,7 +100,7 @@ func sweepDomain(ctx context.Context, a *domain.Anchor, pm NetnsRemover) (done b
 		}
 	}
 	if _, err := os.Lstat(a.Netns()); err == nil {
-		if err := pm.RemoveNetns(ctx, a.Netns()); err != nil {
+		if err := pm.Remove(ctx, a.Netns()); err != nil {
 			errs = append(errs, err)
 		}
 	}

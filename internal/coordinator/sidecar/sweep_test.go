@@ -15,10 +15,10 @@ import (
 )
 
 // fakeUnpin records the pins SweepEndedSpares unpins and removes their
-// files, as RemoveNetns does.
+// files, as netns.Client.Remove does.
 type fakeUnpin struct{ removed []string }
 
-func (f *fakeUnpin) RemoveNetns(_ context.Context, path string) error {
+func (f *fakeUnpin) Remove(_ context.Context, path string) error {
 	f.removed = append(f.removed, filepath.Base(path))
 	return os.Remove(path)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/coordinator/procwatch"
+	"github.com/lazaret-dev/lazaret/internal/netns"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -146,21 +147,14 @@ func (c *Component) exitOf() error {
 	return fmt.Errorf("lazaret-netd exited (container %s, exit code %d)", info.State.Status, info.State.ExitCode)
 }
 
-// cutScript deletes every interface of the namespace but loopback.
-const cutScript = `ip -br link | while read -r name _; do
-	name=${name%%@*}
-	[ "$name" = lo ] || ip link del dev "$name" || exit 1
-done
-`
-
 // died cuts the namespace off and returns why.
-func (c *Component) died(u *podman.Uplink, why error) error {
+func (c *Component) died(u *netns.Uplink, why error) error {
 	c.o.Log.Error("network sidecar died; cutting the sandbox's network off", "err", why)
 	u.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if out, err := c.o.Podman.Unshare(ctx, "nsenter", "--net="+c.o.Anchor.Netns(), "sh", "-c", cutScript); err != nil {
-		why = fmt.Errorf("%w (cutting its interfaces failed: %v %s)", why, err, strings.TrimSpace(string(out)))
+	if out, err := c.ns().Cut(ctx, c.o.Anchor.Netns()); err != nil {
+		why = fmt.Errorf("%w (cutting its interfaces failed: %v %s)", why, err, strings.TrimSpace(out))
 	}
 	return fmt.Errorf("%w: %w", ErrSidecarDied, why)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/overlayfs"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/statestore"
 	"github.com/lazaret-dev/lazaret/internal/vault"
@@ -48,11 +49,11 @@ type Options struct {
 	Persist string
 }
 
-// Overlay drivers.
+// Overlay drivers (internal/overlayfs).
 const (
-	DriverAuto    = "auto"
-	DriverOverlay = "overlay"        // kernel overlayfs in the user namespace
-	DriverFuse    = "fuse-overlayfs" // FUSE daemon
+	DriverAuto    = overlayfs.DriverAuto
+	DriverOverlay = overlayfs.DriverOverlay // kernel overlayfs in the user namespace
+	DriverFuse    = overlayfs.DriverFuse    // FUSE daemon
 )
 
 // Component mounts the State Anchor of one domain. It implements
@@ -331,15 +332,16 @@ func (c *Component) mountDir(ctx context.Context, dir, base, empty string, img *
 	}
 	driver := c.driverFor(fresh, prev)
 	logf := filepath.Join(filepath.Dir(changes), "mount.log")
-	out, err := c.opt.Podman.Unshare(ctx, "bash", "-c", mountScript, "stateanchor-mount",
-		base, dir, empty, changes, work, merged, c.opt.FuseOverlayfs, upperFresh, logf, driver, lowers)
+	out, err := c.fs().Mount(ctx, overlayfs.Overlay{Image: base, Dir: dir, Empty: empty,
+		Upper: changes, Work: work, Merged: merged, NewUpper: upperFresh,
+		FuseOverlayfs: c.opt.FuseOverlayfs, Log: logf, Driver: driver, Lowers: lowers})
 	if err != nil {
 		return fmt.Errorf("mounting the overlay (%s) on %s: %w", driver, merged, err)
 	}
 	c.mu.Lock()
 	c.mounted = append(c.mounted, merged)
 	c.mu.Unlock()
-	used := strings.TrimSpace(string(out))
+	used := strings.TrimSpace(out)
 	if used != DriverOverlay && used != DriverFuse {
 		return fmt.Errorf("mounting the overlay on %s: unexpected output %q", merged, out)
 	}
@@ -349,7 +351,7 @@ func (c *Component) mountDir(ctx context.Context, dir, base, empty string, img *
 		// --network none (measured), where the image's or an agent's
 		// planted copy would show. Removing them from the merged view
 		// (whiteouts in etc_changes) leaves podman's mounts or nothing.
-		if _, err := c.opt.Podman.Unshare(ctx, "rm", "-f", "--", filepath.Join(merged, "resolv.conf"),
+		if err := c.fs().Remove(ctx, filepath.Join(merged, "resolv.conf"),
 			filepath.Join(merged, "hosts"), filepath.Join(merged, "hostname")); err != nil {
 			return fmt.Errorf("removing resolv.conf, hosts and hostname from the /etc overlay: %w", err)
 		}
@@ -374,26 +376,22 @@ func (c *Component) mountDir(ctx context.Context, dir, base, empty string, img *
 
 // prepareDirs makes the dirs of dir's overlay. It reports whether the
 // changes that decide the driver are new (the profile's layer on a shared
-// root), whether the upper dir is new ("new" or "old", for the mount
-// script), and the lower dirs above the image's (shared root only).
-func (c *Component) prepareDirs(od *vault.Dir, dir, changes, work, merged string) (fresh bool, upper, lowers string, err error) {
+// root), whether the upper dir is new, and the lower dirs above the
+// image's (shared root only).
+func (c *Component) prepareDirs(od *vault.Dir, dir, changes, work, merged string) (fresh, newUpper bool, lowers string, err error) {
 	if c.lay != nil {
 		fresh, err = prepareProfileDir(od, dir)
-		return fresh, "new", c.layerLowers(dir), err
+		return fresh, true, c.layerLowers(dir), err
 	}
 	if _, err := os.Lstat(od.Join(filepath.Base(changes))); errors.Is(err, os.ErrNotExist) {
 		fresh = true
 	}
 	for _, d := range []string{changes, work, merged} {
 		if err := os.MkdirAll(od.Join(filepath.Base(d)), 0o755); err != nil {
-			return false, "", "", err
+			return false, false, "", err
 		}
 	}
-	upper = "old"
-	if fresh {
-		upper = "new"
-	}
-	return fresh, upper, "", nil
+	return fresh, fresh, "", nil
 }
 
 // driverFor picks the driver for a changes dir: the one it was made with,
@@ -438,8 +436,7 @@ func (c *Component) Close(ctx context.Context) error {
 	}
 	var errs []error
 	if len(c.mounted) > 0 {
-		args := append([]string{"bash", "-c", unmountScript, "stateanchor-unmount"}, c.mounted...)
-		if _, err := c.opt.Podman.Unshare(ctx, args...); err != nil {
+		if err := c.fs().Unmount(ctx, c.mounted...); err != nil {
 			errs = append(errs, fmt.Errorf("unmounting overlays: %w", err))
 		}
 		if err := c.reapDaemons(ctx, c.root); err != nil {
@@ -485,7 +482,7 @@ func (c *Component) Close(ctx context.Context) error {
 // daemons serving them, and an image mount it never released. Nothing
 // outside this domain's overlay root is touched.
 func (c *Component) sweep(ctx context.Context) error {
-	out, err := c.opt.Podman.Mountinfo(ctx)
+	out, err := c.fs().Mountinfo(ctx)
 	if err != nil {
 		return err
 	}
@@ -495,12 +492,8 @@ func (c *Component) sweep(ctx context.Context) error {
 	}
 	stale := statestore.MountsUnder(all, c.root)
 	if len(stale) > 0 {
-		args := []string{"bash", "-c", unmountScript, "stateanchor-unmount"}
-		for _, m := range stale {
-			args = append(args, m.MountPoint)
-		}
 		c.log.Warn("removing stale overlay mounts of this domain", "count", len(stale))
-		if _, err := c.opt.Podman.Unshare(ctx, args...); err != nil {
+		if err := c.fs().Unmount(ctx, mountPoints(stale)...); err != nil {
 			return err
 		}
 	}
@@ -581,4 +574,16 @@ func NewComponent(p *config.Profile, a *domain.Anchor, pc *podman.Client, log *s
 		c.log.Info(n)
 	}
 	return c
+}
+
+// fs works in podman's namespaces: mounts, unmounts, removals.
+func (c *Component) fs() *overlayfs.Client { return overlayfs.New(c.opt.Podman) }
+
+// mountPoints are the mount points of ms.
+func mountPoints(ms []statestore.Mount) []string {
+	ps := make([]string, len(ms))
+	for i, m := range ms {
+		ps[i] = m.MountPoint
+	}
+	return ps
 }

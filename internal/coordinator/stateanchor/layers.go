@@ -200,7 +200,7 @@ func (c *Component) reapLayer(ctx context.Context, r *statestore.Registered) err
 // unmountUnder removes the mounts under dir in podman's namespace and the
 // fuse-overlayfs daemons serving them.
 func (c *Component) unmountUnder(ctx context.Context, dir string) error {
-	out, err := c.opt.Podman.Mountinfo(ctx)
+	out, err := c.fs().Mountinfo(ctx)
 	if err != nil {
 		return err
 	}
@@ -209,11 +209,7 @@ func (c *Component) unmountUnder(ctx context.Context, dir string) error {
 		return err
 	}
 	if stale := statestore.MountsUnder(all, dir); len(stale) > 0 {
-		args := []string{"bash", "-c", unmountScript, "stateanchor-unmount"}
-		for _, m := range stale {
-			args = append(args, m.MountPoint)
-		}
-		if _, err := c.opt.Podman.Unshare(ctx, args...); err != nil {
+		if err := c.fs().Unmount(ctx, mountPoints(stale)...); err != nil {
 			return err
 		}
 	}
@@ -231,7 +227,7 @@ func (c *Component) settle(ctx context.Context, l statestore.Layer) error {
 		}
 	}
 	if empty {
-		if _, err := c.opt.Podman.Unshare(ctx, "rm", "-rf", "--", statestore.LayerDir(c.root, l.ID)); err != nil {
+		if err := c.fs().RemoveAll(ctx, statestore.LayerDir(c.root, l.ID)); err != nil {
 			return fmt.Errorf("removing the empty layer %s: %w", l.ID, err)
 		}
 		return nil
@@ -274,7 +270,7 @@ func (c *Component) foldLayer(ctx context.Context, head statestore.Head, l state
 	if err := statestore.WriteHead(c.root, head); err != nil {
 		return head, err
 	}
-	if _, err := c.opt.Podman.Unshare(ctx, "rm", "-rf", "--", statestore.LayerDir(c.root, l.ID)); err != nil {
+	if err := c.fs().RemoveAll(ctx, statestore.LayerDir(c.root, l.ID)); err != nil {
 		return head, fmt.Errorf("removing the folded layer %s: %w", l.ID, err)
 	}
 	c.log.Info(fmt.Sprintf("fast-forwarded the profile's persistent dirs (%s) with the changes of the sandbox of %s (generation %d)",
