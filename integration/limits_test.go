@@ -323,7 +323,7 @@ func TestLimitsMemoryDefault(t *testing.T) {
 	r := e.Run("exec", "lim", "--", "sh", "-c", fmt.Sprintf("head -c %dM /dev/zero | tail; echo fill-exit=$?", bs))
 	close(stop)
 	<-done
-	t.Logf("MemTotal %d MiB; the lowest MemAvailable during a %d MiB allocation: %d MiB (%.1f%%)", total/mib, bs, minAvail/mib, 100*float64(minAvail)/float64(total))
+	t.Logf("MemTotal %d MiB; the lowest MemAvailable during a %d MiB allocation: %d MiB (%.1f%%); told: %s", total/mib, bs, minAvail/mib, 100*float64(minAvail)/float64(total), strings.TrimSpace(r.Stderr))
 	if !strings.Contains(r.Stderr, "lazaret: memory limit") {
 		t.Fatalf("not told: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 	}

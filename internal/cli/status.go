@@ -240,7 +240,9 @@ func printLimits(tw io.Writer, l *ctl.LimitsStatus) {
 			line += " (not enforced: " + field(m.Unenforced) + ")"
 		case m.Stopped:
 			line += " (exceeded: stopping)"
-		case m.Kills > 0:
+		case m.Kills == 1:
+			line += " (1 process killed at the limit)"
+		case m.Kills > 1:
 			line += fmt.Sprintf(" (%d processes killed at the limit)", m.Kills)
 		}
 		fmt.Fprintf(tw, "memory\t%s\n", line)
