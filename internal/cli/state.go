@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/statecmd"
@@ -125,6 +126,27 @@ type stateJSON struct {
 	PackageState string                `json:"package_state,omitempty"`
 	Dirs         []statecmd.DirState   `json:"dirs"`
 	Layers       []statecmd.LayerState `json:"layers,omitempty"`
+	Disk         *stateDisk            `json:"disk,omitempty"`
+}
+
+// stateDisk is the free space the persistent dirs' changes take from, and
+// the reserve the sandbox keeps there (disk_reserve: it pauses below).
+type stateDisk struct {
+	Path    string `json:"path"`
+	Total   uint64 `json:"total_bytes"`
+	Free    uint64 `json:"free_bytes"`
+	Reserve uint64 `json:"reserve_bytes"`
+}
+
+// diskOf is the filesystem of the domain's data root against p's reserve;
+// nil when it cannot be read.
+func diskOf(p *config.Profile, a *domain.Anchor) *stateDisk {
+	var st unix.Statfs_t
+	if unix.Statfs(a.DataRoot, &st) != nil {
+		return nil
+	}
+	total := st.Blocks * uint64(st.Bsize)
+	return &stateDisk{Path: a.DataRoot, Total: total, Free: st.Bavail * uint64(st.Bsize), Reserve: p.Resources.DiskReserve.Of(total)}
 }
 
 func runState(ctx context.Context, g *globalOptions, o *stateOptions, profile string) error {
@@ -143,11 +165,15 @@ func runState(ctx context.Context, g *globalOptions, o *stateOptions, profile st
 	if o.json {
 		enc := json.NewEncoder(g.io.Out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(stateJSON{Profile: a.Profile, Workspace: a.Workspace, Hash: a.Hash, PackageState: p.PackageStateNote(), Dirs: states, Layers: layers})
+		return enc.Encode(stateJSON{Profile: a.Profile, Workspace: a.Workspace, Hash: a.Hash, PackageState: p.PackageStateNote(), Dirs: states, Layers: layers, Disk: diskOf(p, a)})
 	}
 	fmt.Fprintf(g.io.Out, "profile %s, workspace %s (domain %s)\n", a.Profile, a.Workspace, a.Hash)
 	if n := p.PackageStateNote(); n != "" {
 		fmt.Fprintln(g.io.Out, n)
+	}
+	if d := diskOf(p, a); d != nil {
+		fmt.Fprintf(g.io.Out, "disk: %s free of %s on the data root's filesystem; disk_reserve %s keeps %s (a sandbox pauses below it)\n",
+			config.FormatSize(int64(d.Free)), config.FormatSize(int64(d.Total)), p.Resources.DiskReserve, config.FormatSize(int64(d.Reserve)))
 	}
 	if len(states) == 0 {
 		fmt.Fprintln(g.io.Out, "no persistent dirs (persistent_dirs in the profile)")
