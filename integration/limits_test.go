@@ -289,11 +289,11 @@ func meminfo(t *testing.T) (total, avail int64) {
 	return total, avail
 }
 
-// TestLimitsMemoryDefault: with no memory key (the built-in default, half
-// the host's RAM), an agent that tries to take 60% of the host's RAM is
+// TestLimitsMemoryDefault: with no memory key (the built-in default, 40%
+// of the host's RAM), an agent that tries to take 60% of the host's RAM is
 // stopped before the host falls below 45% available. Escalation is off,
 // so the OOM killer is the limits component's own mount. Not parallel:
-// it takes half the host.
+// it takes 40% of the host.
 func TestLimitsMemoryDefault(t *testing.T) {
 	total, _ := meminfo(t)
 	if total > 64<<30 {

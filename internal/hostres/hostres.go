@@ -118,7 +118,7 @@ func Decide(profile string, r config.Resources, h Host) (Plan, error) {
 	}
 	mem := config.FormatSize(p.Memory)
 	if r.Memory == 0 {
-		mem += " (half the host's RAM)"
+		mem += " (40% of the host's RAM)"
 	}
 	p.Limits = append(p.Limits, Limit{Name: "memory", Value: mem, Mechanism: MemoryWatchdog})
 

@@ -34,10 +34,10 @@ func TestDecide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Memory != 8<<30 || p.Pids != 100 || p.Sched.Nice != SandboxNice || p.Sched.IOLevel != SandboxIOLevel || p.Sched.CPUs != nil {
+	if p.Memory != 16<<30/5*2 || p.Pids != 100 || p.Sched.Nice != SandboxNice || p.Sched.IOLevel != SandboxIOLevel || p.Sched.CPUs != nil {
 		t.Errorf("defaults: %+v", p)
 	}
-	if len(p.Limits) != 4 || !strings.Contains(p.Limits[0].Value, "half the host's RAM") {
+	if len(p.Limits) != 4 || !strings.Contains(p.Limits[0].Value, "40% of the host's RAM") {
 		t.Errorf("limits: %+v", p.Limits)
 	}
 	p, err = Decide("pp", config.Resources{CPUs: 2, Memory: 1 << 30}, h)

@@ -17,7 +17,7 @@ func TestCheckLimits(t *testing.T) {
 	for _, r := range checkLimits(cfg) {
 		byName[r.Name] = r
 	}
-	if r := byName["limits of default"]; !r.OK || !strings.Contains(r.Detail, "half the host's RAM") {
+	if r := byName["limits of default"]; !r.OK || !strings.Contains(r.Detail, "40% of the host's RAM") {
 		t.Errorf("default: %+v", r)
 	}
 	if r := byName["limits of frac"]; r.OK || !strings.Contains(r.Detail, "profiles.frac.cpus") {
