@@ -32,8 +32,8 @@ build:
 	@# Before its own binary, lazaret-runsc was a link to lazaret.
 	@[ ! -L bin/lazaret-runsc ] || rm -f bin/lazaret-runsc
 	$(GOBUILD) -o bin/ ./cmd/lazaret ./cmd/lazaret-runsc ./cmd/lazaret-netd ./cmd/lazaret-fsmonitor ./cmd/lazaret-kube
-	$(GOBUILD) -o bin/lazaret-escalate-go ./cmd/lazaret-escalate
-	gcc -static -O2 -Wall -s -o bin/lazaret-escalate cmd/lazaret-escalate-c/main.c cmd/lazaret-escalate-c/holder.c
+	$(GOBUILD) -o bin/lazaret-escalate-go ./cmd/lazaret-escalate-go
+	gcc -static -O2 -Wall -s -o bin/lazaret-escalate cmd/lazaret-escalate/main.c cmd/lazaret-escalate/holder.c
 
 # install-bin installs only lazaret's own binaries; `install` also makes
 # sure the pinned runsc and the images exist (scripts/setup).

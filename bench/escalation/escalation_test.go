@@ -34,9 +34,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/insandbox/escclient"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/session"
 	"github.com/lazaret-dev/lazaret/internal/store"
@@ -140,7 +140,7 @@ func inner() int {
 func timeInProcess() (int64, error) {
 	var errb bytes.Buffer
 	t0 := time.Now()
-	code := client.MainContext(context.Background(), []string{"lazaret-escalate", "--", "true"}, os.Getenv, io.Discard, &errb)
+	code := escclient.MainContext(context.Background(), []string{"lazaret-escalate", "--", "true"}, os.Getenv, io.Discard, &errb)
 	d := time.Since(t0).Microseconds()
 	if code != 0 {
 		return 0, fmt.Errorf("in-process request: exit %d: %s", code, errb.String())

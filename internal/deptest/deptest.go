@@ -22,7 +22,7 @@ var Processes = map[string][]string{
 	"coordinator": {"internal/coordinator"},
 	"shim":        {"internal/shim"},
 	"sidecar":     {"internal/sidecar"},
-	"in-sandbox":  {"internal/insandbox", "cmd/lazaret-escalate", "cmd/lazaret-fsmonitor"},
+	"in-sandbox":  {"internal/insandbox", "cmd/lazaret-escalate-go", "cmd/lazaret-fsmonitor"},
 	// The Kubernetes backend's CLI, the lazaret-kube binary.
 	"kube-cli": {"internal/kubecli", "cmd/lazaret-kube"},
 }

@@ -15,7 +15,7 @@ func TestProcessOf(t *testing.T) {
 		Module + "/internal/coordinator/gitsentry": "coordinator",
 		Module + "/internal/sidecar/netd":          "sidecar",
 		Module + "/internal/insandbox/fsmonitor":   "in-sandbox",
-		Module + "/cmd/lazaret-escalate/client":    "in-sandbox",
+		Module + "/internal/insandbox/escclient":   "in-sandbox",
 		Module + "/internal/gitrepo":               "",
 		"github.com/spf13/cobra":                   "",
 		Module + "/internal/coordinatorx":          "",

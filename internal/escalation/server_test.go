@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
 	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/escwire"
+	"github.com/lazaret-dev/lazaret/internal/insandbox/escclient"
 	"github.com/lazaret-dev/lazaret/internal/session"
 	"github.com/lazaret-dev/lazaret/internal/shellwords"
 	"github.com/lazaret-dev/lazaret/internal/trust"
@@ -109,7 +109,7 @@ func (r *rig) env() map[string]string {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	m := map[string]string{client.EnvSocket: r.sock, client.EnvTLSDir: r.anchor.Dir(), client.EnvCwd: "/workspace"}
+	m := map[string]string{escclient.EnvSocket: r.sock, escclient.EnvTLSDir: r.anchor.Dir(), escclient.EnvCwd: "/workspace"}
 	for _, kv := range d.Env() {
 		k, v, _ := strings.Cut(kv, "=")
 		m[k] = v
@@ -120,7 +120,7 @@ func (r *rig) env() map[string]string {
 // escalate runs lazaret-escalate's code in-process.
 func (r *rig) escalate(env map[string]string, args ...string) (int, string, string) {
 	var so, se bytes.Buffer
-	code := client.Main(append([]string{"lazaret-escalate"}, args...), func(k string) string { return env[k] }, &so, &se)
+	code := escclient.Main(append([]string{"lazaret-escalate"}, args...), func(k string) string { return env[k] }, &so, &se)
 	return code, so.String(), se.String()
 }
 
@@ -195,7 +195,7 @@ func TestCwdMapsIntoWorkspace(t *testing.T) {
 	req = r.request([]string{"pwd"})
 	req.Cwd = "/workspace/only-in-sandbox"
 	req.Sign(r.delegated.Key)
-	if code, _, _ := r.send(r.anchor.Dir(), req); code != client.ExitDenied || r.prompt.count() != 1 ||
+	if code, _, _ := r.send(r.anchor.Dir(), req); code != escclient.ExitDenied || r.prompt.count() != 1 ||
 		!strings.Contains(r.prompt.asked[0].Reason, "no counterpart") {
 		t.Fatalf("missing cwd: exit %d prompts %d", code, r.prompt.count())
 	}
@@ -215,7 +215,7 @@ func TestPromptDecisions(t *testing.T) {
 	r := newRig(t)
 	// Deny.
 	code, _, errOut := r.escalate(r.env(), "--reason", "why", "--", "echo", "x")
-	if code != client.ExitDenied || !strings.Contains(errOut, "denied by the user") {
+	if code != escclient.ExitDenied || !strings.Contains(errOut, "denied by the user") {
 		t.Fatalf("deny: exit %d err %q", code, errOut)
 	}
 	got := r.prompt.asked[0]
@@ -244,17 +244,17 @@ func TestPromptDecisions(t *testing.T) {
 	r.prompt.answer = func(escprompt.PromptRequest) escprompt.Answer {
 		return escprompt.Answer{Action: escprompt.Approve, Argv: []string{"echo", "x"}, Executable: "/usr/bin/true"}
 	}
-	if code, _, _ := r.escalate(r.env(), "--", "echo", "original"); code != client.ExitDenied {
+	if code, _, _ := r.escalate(r.env(), "--", "echo", "original"); code != escclient.ExitDenied {
 		t.Fatalf("mismatched edit: exit %d", code)
 	}
 	// Abort.
 	r.prompt.answer = func(escprompt.PromptRequest) escprompt.Answer { return escprompt.Answer{Action: escprompt.Abort} }
-	if code, _, errOut := r.escalate(r.env(), "--", "echo", "x"); code != client.ExitDenied || !strings.Contains(errOut, "denied: "+ReasonAbortedByUser) {
+	if code, _, errOut := r.escalate(r.env(), "--", "echo", "x"); code != escclient.ExitDenied || !strings.Contains(errOut, "denied: "+ReasonAbortedByUser) {
 		t.Fatalf("abort: exit %d err %q", code, errOut)
 	}
 	// An unparsable command can never be approved as it is.
 	r.prompt.answer = func(escprompt.PromptRequest) escprompt.Answer { return escprompt.Answer{Action: escprompt.Approve} }
-	if code, _, _ := r.escalate(r.env(), "--shell", "echo a; echo b", "--reason", "x"); code != client.ExitDenied {
+	if code, _, _ := r.escalate(r.env(), "--shell", "echo a; echo b", "--reason", "x"); code != escclient.ExitDenied {
 		t.Fatalf("approve of a compound command: exit %d", code)
 	}
 }
@@ -266,7 +266,7 @@ func TestNoPrompterDenies(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.sess = other
-	if code, _, _ := r.escalate(r.env(), "--", "echo", "x"); code != client.ExitDenied {
+	if code, _, _ := r.escalate(r.env(), "--", "echo", "x"); code != escclient.ExitDenied {
 		t.Fatalf("exit %d", code)
 	}
 }
@@ -284,14 +284,14 @@ func TestNoTerminalSaysSoUpFront(t *testing.T) {
 		return escprompt.Answer{Action: escprompt.Deny, Reason: "no terminal to ask on (run lazaret shell, or lazaret exec -t, at a terminal)"}
 	}
 	code, _, errOut := r.escalate(r.env(), "--", "echo", "x")
-	if code != client.ExitDenied || strings.Contains(errOut, "waiting") || !strings.Contains(errOut, "denied: no terminal to ask on") || r.prompt.count() != 1 {
+	if code != escclient.ExitDenied || strings.Contains(errOut, "waiting") || !strings.Contains(errOut, "denied: no terminal to ask on") || r.prompt.count() != 1 {
 		t.Fatalf("exit %d, prompts %d, stderr %q", code, r.prompt.count(), errOut)
 	}
 	r.prompt.answer = func(escprompt.PromptRequest) escprompt.Answer {
 		time.Sleep(2 * PendingDelay)
 		return escprompt.Answer{Action: escprompt.Deny}
 	}
-	if code, _, errOut = r.escalate(r.env(), "--", "echo", "x"); code != client.ExitDenied || !strings.Contains(errOut, "waiting for approval on the lazaret terminal") {
+	if code, _, errOut = r.escalate(r.env(), "--", "echo", "x"); code != escclient.ExitDenied || !strings.Contains(errOut, "waiting for approval on the lazaret terminal") {
 		t.Fatalf("control: exit %d, stderr %q", code, errOut)
 	}
 	other, _ := session.New()
@@ -300,7 +300,7 @@ func TestNoTerminalSaysSoUpFront(t *testing.T) {
 	}
 	r.sess = other
 	code, _, errOut = r.escalate(r.env(), "--", "echo", "x")
-	if code != client.ExitDenied || strings.Contains(errOut, "waiting") || !strings.Contains(errOut, "no terminal to ask for approval") {
+	if code != escclient.ExitDenied || strings.Contains(errOut, "waiting") || !strings.Contains(errOut, "no terminal to ask for approval") {
 		t.Fatalf("no prompter: exit %d, stderr %q", code, errOut)
 	}
 	r.mu.Lock()
@@ -325,10 +325,10 @@ func TestCompoundAndInjectionGoToPrompt(t *testing.T) {
 	}
 	canary := filepath.Join(r.ws, "canary")
 	os.WriteFile(canary, nil, 0o644)
-	if code, _, _ := r.escalate(r.env(), "--shell", "make lint; rm -f canary", "--reason", "x"); code != client.ExitDenied {
+	if code, _, _ := r.escalate(r.env(), "--shell", "make lint; rm -f canary", "--reason", "x"); code != escclient.ExitDenied {
 		t.Fatalf("compound: exit %d", code)
 	}
-	if code, _, _ := r.escalate(r.env(), "--", "make", "lint", "--eval=$(shell touch pwned)"); code != client.ExitDenied {
+	if code, _, _ := r.escalate(r.env(), "--", "make", "lint", "--eval=$(shell touch pwned)"); code != escclient.ExitDenied {
 		t.Fatalf("injection: exit %d", code)
 	}
 	if r.prompt.count() != 2 {
@@ -345,23 +345,23 @@ func TestCompoundAndInjectionGoToPrompt(t *testing.T) {
 func TestMissingEnvAndSocket(t *testing.T) {
 	r := newRig(t)
 	code, _, errOut := r.escalate(map[string]string{}, "--", "true")
-	if code != client.ExitFailure || !strings.Contains(errOut, "LAZARET_SESSION_ID") {
+	if code != escclient.ExitFailure || !strings.Contains(errOut, "LAZARET_SESSION_ID") {
 		t.Fatalf("no session: %d %q", code, errOut)
 	}
 	env := r.env()
-	env[client.EnvTLSDir] = t.TempDir()
-	if code, _, errOut := r.escalate(env, "--", "true"); code != client.ExitFailure || !strings.Contains(errOut, "TLS material missing") {
+	env[escclient.EnvTLSDir] = t.TempDir()
+	if code, _, errOut := r.escalate(env, "--", "true"); code != escclient.ExitFailure || !strings.Contains(errOut, "TLS material missing") {
 		t.Fatalf("no certs: %d %q", code, errOut)
 	}
 	env = r.env()
-	env[client.EnvSocket] = filepath.Join(t.TempDir(), "none.sock")
-	if code, _, errOut := r.escalate(env, "--", "true"); code != client.ExitFailure || !strings.Contains(errOut, "cannot reach the coordinator") {
+	env[escclient.EnvSocket] = filepath.Join(t.TempDir(), "none.sock")
+	if code, _, errOut := r.escalate(env, "--", "true"); code != escclient.ExitFailure || !strings.Contains(errOut, "cannot reach the coordinator") {
 		t.Fatalf("no socket: %d %q", code, errOut)
 	}
-	if code, _, _ := r.escalate(env); code != client.ExitUsage {
+	if code, _, _ := r.escalate(env); code != escclient.ExitUsage {
 		t.Fatalf("usage: %d", code)
 	}
-	if code, _, _ := r.escalate(env, "--shell", "x"); code != client.ExitUsage {
+	if code, _, _ := r.escalate(env, "--shell", "x"); code != escclient.ExitUsage {
 		t.Fatalf("--shell without reason: %d", code)
 	}
 }
@@ -396,7 +396,7 @@ func (r *rig) sendWith(cfg *tls.Config, req *escwire.Request) (int, string, erro
 
 func (r *rig) sendLine(cfg *tls.Config, line []byte) (int, string, error) {
 	var so, se bytes.Buffer
-	code, err := client.Exchange(context.Background(), r.sock, cfg, line, &so, &se)
+	code, err := escclient.Exchange(context.Background(), r.sock, cfg, line, &so, &se)
 	if err != nil {
 		return -1, so.String(), err
 	}
@@ -553,7 +553,7 @@ func TestUnregisteredSessionRejected(t *testing.T) {
 	r.reg.mu.Lock()
 	delete(r.reg.m, s.ID)
 	r.reg.mu.Unlock()
-	if code, _, _ := r.escalate(env, "--", "echo"); code != client.ExitFailure || r.lastRejection() != StageSession {
+	if code, _, _ := r.escalate(env, "--", "echo"); code != escclient.ExitFailure || r.lastRejection() != StageSession {
 		t.Fatalf("exit %d stage %q", code, r.lastRejection())
 	}
 }
@@ -582,7 +582,7 @@ func TestClientTimeoutWithdrawsPrompt(t *testing.T) {
 	}
 	r.sess = other
 	code, _, errOut := r.escalate(r.env(), "--timeout", "300ms", "--", "echo", "x")
-	if code != client.ExitTimeout || !strings.Contains(errOut, "no answer within") {
+	if code != escclient.ExitTimeout || !strings.Contains(errOut, "no answer within") {
 		t.Fatalf("exit %d err %q", code, errOut)
 	}
 	select {
@@ -627,7 +627,7 @@ func TestPromptQueueIsBounded(t *testing.T) {
 	for i := 0; i < MaxPendingPrompt; i++ {
 		go func() {
 			var so, se bytes.Buffer
-			client.Main([]string{"lazaret-escalate", "--", "echo", "x"}, func(k string) string { return env[k] }, &so, &se)
+			escclient.Main([]string{"lazaret-escalate", "--", "echo", "x"}, func(k string) string { return env[k] }, &so, &se)
 		}()
 	}
 	for i := 0; ; i++ {
@@ -640,7 +640,7 @@ func TestPromptQueueIsBounded(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	code, _, errOut := r.escalate(r.env(), "--", "echo", "x")
-	if code != client.ExitDenied || !strings.Contains(errOut, "too many") {
+	if code != escclient.ExitDenied || !strings.Contains(errOut, "too many") {
 		t.Fatalf("exit %d err %q", code, errOut)
 	}
 }

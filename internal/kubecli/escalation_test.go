@@ -32,9 +32,9 @@ func escBinaries(t *testing.T) string {
 		t.Skip("no gcc")
 	}
 	dir := t.TempDir()
-	gb := exec.Command("go", "build", "-o", filepath.Join(dir, "lazaret-escalate-go"), "../../cmd/lazaret-escalate")
+	gb := exec.Command("go", "build", "-o", filepath.Join(dir, "lazaret-escalate-go"), "../../cmd/lazaret-escalate-go")
 	gb.Env = append(os.Environ(), "CGO_ENABLED=0")
-	cb := exec.Command(gcc, "-static", "-O2", "-Wall", "-o", filepath.Join(dir, "lazaret-escalate"), "../../cmd/lazaret-escalate-c/main.c", "../../cmd/lazaret-escalate-c/holder.c")
+	cb := exec.Command(gcc, "-static", "-O2", "-Wall", "-o", filepath.Join(dir, "lazaret-escalate"), "../../cmd/lazaret-escalate/main.c", "../../cmd/lazaret-escalate/holder.c")
 	for _, c := range []*exec.Cmd{gb, cb} {
 		if out, err := c.CombinedOutput(); err != nil {
 			t.Fatalf("%v: %v\n%s", c.Args, err, out)

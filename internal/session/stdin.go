@@ -9,7 +9,7 @@ import (
 // mode (the Kubernetes backend: an exec through the API server passes no
 // descriptor) once it is non-dumpable and, on a terminal, has turned echo
 // off; only then does the CLI send StdinFrame. An APC string, which a
-// terminal would not show. cmd/lazaret-escalate-c/holder.c holds the same.
+// terminal would not show. cmd/lazaret-escalate/holder.c holds the same.
 const HolderReady = "\x1b_lazaret-holder-ready\x1b\\"
 
 // HolderStdinFlag selects the holder's --stdin mode.

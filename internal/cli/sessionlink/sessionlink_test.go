@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
 	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/insandbox/escclient"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/prompt"
 )
@@ -96,12 +96,12 @@ func execEnv(l *Link, env map[string]string) {
 }
 
 func escalate(a *domain.Anchor, l *Link, args ...string) chan int {
-	env := map[string]string{client.EnvSocket: a.EscalationSocket(), client.EnvTLSDir: a.TLSDir(), client.EnvCwd: "/workspace"}
+	env := map[string]string{escclient.EnvSocket: a.EscalationSocket(), escclient.EnvTLSDir: a.TLSDir(), escclient.EnvCwd: "/workspace"}
 	execEnv(l, env)
 	ch := make(chan int, 1)
 	go func() {
 		var so, se bytes.Buffer
-		ch <- client.Main(append([]string{"lazaret-escalate"}, args...), func(k string) string { return env[k] }, &so, &se)
+		ch <- escclient.Main(append([]string{"lazaret-escalate"}, args...), func(k string) string { return env[k] }, &so, &se)
 	}()
 	return ch
 }
@@ -129,7 +129,7 @@ func TestPromptGoesOnlyToTheRequestingSession(t *testing.T) {
 	readable()
 	tb.Ptmx.Write([]byte("a")) // B's human cannot answer A's request
 	ta.Ptmx.Write([]byte("d"))
-	if code := <-done; code != client.ExitDenied {
+	if code := <-done; code != escclient.ExitDenied {
 		t.Fatalf("exit %d, want A's denial", code)
 	}
 
@@ -179,7 +179,7 @@ func TestUnregisteredAfterDisconnect(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if code := <-escalate(a, l, "--", "echo", "x"); code != client.ExitFailure {
+	if code := <-escalate(a, l, "--", "echo", "x"); code != escclient.ExitFailure {
 		t.Fatalf("delegation of a gone session: exit %d", code)
 	}
 }
@@ -269,10 +269,10 @@ func TestQStopsAsAborted(t *testing.T) {
 		tm.Ptmx.Write([]byte(key))
 		return <-done
 	}
-	if code := answer("d"); code != client.ExitDenied {
+	if code := answer("d"); code != escclient.ExitDenied {
 		t.Fatalf("d: exit %d", code)
 	}
-	if code := answer("q"); code != client.ExitDenied {
+	if code := answer("q"); code != escclient.ExitDenied {
 		t.Fatalf("q: exit %d", code)
 	}
 	select {

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/escprompt"
+	"github.com/lazaret-dev/lazaret/internal/insandbox/escclient"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -125,7 +125,7 @@ func TestComponentDisabled(t *testing.T) {
 
 // The broker's socket and verb are the ones the client and front end use.
 func TestBrokerConstants(t *testing.T) {
-	if SandboxBrokerSocket != client.DefaultBrokerSocket || brokerVerb != client.BrokerVerb || SandboxClient+"-go" != SandboxGoClient {
+	if SandboxBrokerSocket != escclient.DefaultBrokerSocket || brokerVerb != escclient.BrokerVerb || SandboxClient+"-go" != SandboxGoClient {
 		t.Fatal("broker constants differ between the component and the client")
 	}
 }

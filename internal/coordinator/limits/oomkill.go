@@ -21,7 +21,7 @@ import (
 )
 
 // OOMKillVerb is the in-sandbox Go client's OOM killer
-// (cmd/lazaret-escalate/client.OOMKillVerb; the two must agree).
+// (escclient.OOMKillVerb; the two must agree).
 const OOMKillVerb = "__oomkill"
 
 // oomKillServe is the verb's resident mode (client.OOMKillServe).

@@ -6,7 +6,7 @@
 // It is installed as lazaret-escalate-go. In the sandbox it runs as the
 // escalation broker (`lazaret-escalate-go __broker SOCKET`, started by the
 // coordinator), which serves the small C front end that is the sandbox's
-// lazaret-escalate (cmd/lazaret-escalate-c); the front end execs it
+// lazaret-escalate (cmd/lazaret-escalate); the front end execs it
 // directly when the broker cannot be reached. Every `lazaret shell`/`exec`
 // starts under the C session holder, which starts this program as the
 // session's signer (`lazaret-escalate-go __signer PID`) on the session's
@@ -27,36 +27,36 @@ package main
 import (
 	"os"
 
-	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
 	"github.com/lazaret-dev/lazaret/internal/escrelay"
+	"github.com/lazaret-dev/lazaret/internal/insandbox/escclient"
 )
 
 // init makes a session's signer non-dumpable before anything else of the
 // program runs: it is about to read the session's delegated key.
 func init() {
-	if len(os.Args) > 1 && os.Args[1] == client.SignerVerb {
-		_ = client.SetNonDumpable()
+	if len(os.Args) > 1 && os.Args[1] == escclient.SignerVerb {
+		_ = escclient.SetNonDumpable()
 	}
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == client.SignerVerb {
-		os.Exit(client.SignerMain(os.Args[2:], os.Stderr))
+	if len(os.Args) > 1 && os.Args[1] == escclient.SignerVerb {
+		os.Exit(escclient.SignerMain(os.Args[2:], os.Stderr))
 	}
 	if len(os.Args) > 1 && os.Args[1] == escrelay.InstallVerb {
-		os.Exit(client.InstallMain(os.Args[2:], os.Stderr))
+		os.Exit(escclient.InstallMain(os.Args[2:], os.Stderr))
 	}
-	if len(os.Args) > 1 && os.Args[1] == client.RelayVerb {
-		os.Exit(client.RelayMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	if len(os.Args) > 1 && os.Args[1] == escclient.RelayVerb {
+		os.Exit(escclient.RelayMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	if len(os.Args) == 3 && os.Args[1] == client.OOMKillVerb && os.Args[2] == client.OOMKillServe {
-		os.Exit(client.OOMKillServeMain("/proc", os.Stdin, os.Stdout, os.Stderr))
+	if len(os.Args) == 3 && os.Args[1] == escclient.OOMKillVerb && os.Args[2] == escclient.OOMKillServe {
+		os.Exit(escclient.OOMKillServeMain("/proc", os.Stdin, os.Stdout, os.Stderr))
 	}
-	if len(os.Args) == 2 && os.Args[1] == client.OOMKillVerb {
-		os.Exit(client.OOMKillMain("/proc", os.Stdout, os.Stderr))
+	if len(os.Args) == 2 && os.Args[1] == escclient.OOMKillVerb {
+		os.Exit(escclient.OOMKillMain("/proc", os.Stdout, os.Stderr))
 	}
-	if len(os.Args) == 3 && os.Args[1] == client.BrokerVerb {
-		os.Exit(client.BrokerMain(os.Args[2], os.Stderr))
+	if len(os.Args) == 3 && os.Args[1] == escclient.BrokerVerb {
+		os.Exit(escclient.BrokerMain(os.Args[2], os.Stderr))
 	}
-	os.Exit(client.Main(os.Args, os.Getenv, os.Stdout, os.Stderr))
+	os.Exit(escclient.Main(os.Args, os.Getenv, os.Stdout, os.Stderr))
 }

@@ -1,4 +1,4 @@
-package client
+package escclient
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 // The session's signer. The first process of every `lazaret shell`/`exec`
 // in the sandbox is the session holder, the C front end in holder mode
-// (`lazaret-escalate __session -- CMD...`, cmd/lazaret-escalate-c/holder.c):
+// (`lazaret-escalate __session -- CMD...`, cmd/lazaret-escalate/holder.c):
 // non-dumpable from its first instruction, it reads the session's
 // delegation from a descriptor and runs CMD with LAZARET_SESSION_SOCKET
 // naming its socket. On the first request on that socket it starts this

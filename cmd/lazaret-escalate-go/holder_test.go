@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
+	"github.com/lazaret-dev/lazaret/internal/insandbox/escclient"
 	"github.com/lazaret-dev/lazaret/internal/session"
 )
 
@@ -22,7 +22,7 @@ import (
 func signerScript(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "go-client")
-	script := "#!/bin/sh\nif [ \"$1\" = " + client.SignerVerb + " ]; then LZ_SIGNER_CHILD=1 exec " + os.Args[0] + " -test.run='^TestHolderSignerChild$' -- \"$@\"; fi\necho fallback-ran >&2\nexit 99\n"
+	script := "#!/bin/sh\nif [ \"$1\" = " + escclient.SignerVerb + " ]; then LZ_SIGNER_CHILD=1 exec " + os.Args[0] + " -test.run='^TestHolderSignerChild$' -- \"$@\"; fi\necho fallback-ran >&2\nexit 99\n"
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestHolderSignerChild(t *testing.T) {
 	if os.Getenv("LZ_SIGNER_CHILD") != "1" {
 		t.Skip("helper")
 	}
-	os.Exit(client.SignerMain(flag.Args()[1:], os.Stderr))
+	os.Exit(escclient.SignerMain(flag.Args()[1:], os.Stderr))
 }
 
 // keySocket returns one end of a socket pair holding key, as the CLI
@@ -91,7 +91,7 @@ func TestHolder(t *testing.T) {
 	key := []byte(strings.Join(del.Env(), "\n") + "\n")
 
 	out, code := runHolder(t, fe, goClient, key, `env | grep ^LAZARET_; ls /proc/$$/fd; exit 7`)
-	if code != 7 || strings.Contains(out, session.EnvDelegatedKey) || strings.Contains(out, session.EnvDelegation) || !strings.Contains(out, client.EnvSessionSocket+"=") {
+	if code != 7 || strings.Contains(out, session.EnvDelegatedKey) || strings.Contains(out, session.EnvDelegation) || !strings.Contains(out, escclient.EnvSessionSocket+"=") {
 		t.Fatalf("exit %d, environment:\n%s", code, out)
 	}
 	for _, f := range strings.Fields(out[strings.LastIndex(out, "=")+1:]) {

@@ -1,7 +1,7 @@
 // Package client is lazaret-escalate's logic, separate from main so tests
 // can run it in-process. It deliberately imports only the standard library
 // and the small wire, session and trust packages.
-package client
+package escclient
 
 import (
 	"bufio"

@@ -24,7 +24,7 @@
  * request is never made twice: after the acknowledgement a failure is
  * reported (exit 125), not retried.
  *
- * Wire format (cmd/lazaret-escalate/client/broker.go is the other side):
+ * Wire format (internal/insandbox/escclient/broker.go is the other side):
  *   request: "LZB1", u32 big-endian length N (<= MAX_REQ), then N bytes of
  *            strings, each a one-byte tag ('a' argument, 'c' working
  *            directory, 'e' NAME=VALUE) and the text, NUL-terminated;

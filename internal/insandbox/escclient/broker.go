@@ -1,4 +1,4 @@
-package client
+package escclient
 
 import (
 	"bufio"
@@ -27,7 +27,7 @@ import (
 // sandbox (`lazaret-escalate-go __broker SOCKET`, started by the
 // coordinator), so that each escalation does not pay a Go program's
 // start-up under gVisor. The in-sandbox `lazaret-escalate` is a small
-// static C program (cmd/lazaret-escalate-c) that forwards its argv, its
+// static C program (cmd/lazaret-escalate) that forwards its argv, its
 // working directory and its LAZARET_* environment variables to the broker,
 // which runs Main on them and streams the output back; the broker holds
 // nothing of its own (docs/SECURITY.md).
@@ -184,7 +184,7 @@ func truncate(s string) string {
 }
 
 // EncodeBrokerRequest is the front end's encoding: the C front end's
-// (cmd/lazaret-escalate-c) and the Go fallback's (frontend.go). Strings
+// (cmd/lazaret-escalate) and the Go fallback's (frontend.go). Strings
 // containing NUL cannot be encoded.
 func EncodeBrokerRequest(r *BrokerRequest, env []string) ([]byte, error) {
 	b := []byte(BrokerMagic + "\x00\x00\x00\x00")

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/cmd/lazaret-escalate/client"
+	"github.com/lazaret-dev/lazaret/internal/insandbox/escclient"
 	"github.com/lazaret-dev/lazaret/internal/version"
 )
 
@@ -26,7 +26,7 @@ func buildFrontEnd(t *testing.T) string {
 		t.Skip("no gcc")
 	}
 	out := filepath.Join(t.TempDir(), "lazaret-escalate")
-	if b, err := exec.Command(gcc, "-static", "-O2", "-Wall", "-Werror", "-o", out, "../lazaret-escalate-c/main.c", "../lazaret-escalate-c/holder.c").CombinedOutput(); err != nil {
+	if b, err := exec.Command(gcc, "-static", "-O2", "-Wall", "-Werror", "-o", out, "../lazaret-escalate/main.c", "../lazaret-escalate/holder.c").CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, b)
 	}
 	return out
@@ -55,7 +55,7 @@ func serve(t *testing.T, run func(ctx context.Context, args []string, getenv fun
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = (&client.Broker{Run: run}).Serve(ctx, ln)
+		_ = (&escclient.Broker{Run: run}).Serve(ctx, ln)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return sock
@@ -86,7 +86,7 @@ func TestFrontEndThroughBroker(t *testing.T) {
 	sock := serve(t, func(_ context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 		gotArgs = args
 		gotEnv = map[string]string{}
-		for _, k := range []string{"LAZARET_SESSION_ID", client.EnvCwd, "PATH", "HOME"} {
+		for _, k := range []string{"LAZARET_SESSION_ID", escclient.EnvCwd, "PATH", "HOME"} {
 			gotEnv[k] = getenv(k)
 		}
 		_, _ = stdout.Write(bytes.Repeat([]byte("o"), 200000))
@@ -103,7 +103,7 @@ func TestFrontEndThroughBroker(t *testing.T) {
 		t.Fatalf("args %q", gotArgs)
 	}
 	real, _ := filepath.EvalSymlinks(dir)
-	if gotEnv["LAZARET_SESSION_ID"] != "s-1" || gotEnv[client.EnvCwd] != real || gotEnv["PATH"] != "" || gotEnv["HOME"] != "" {
+	if gotEnv["LAZARET_SESSION_ID"] != "s-1" || gotEnv[escclient.EnvCwd] != real || gotEnv["PATH"] != "" || gotEnv["HOME"] != "" {
 		t.Fatalf("env %v (cwd want %s)", gotEnv, real)
 	}
 }
@@ -117,10 +117,10 @@ func TestFrontEndRealClientLogic(t *testing.T) {
 		t.Fatalf("--version: %d %q", code, out)
 	}
 	_, errOut, code := runFE(t, fe, t.TempDir(), env, "--", "true")
-	if code != client.ExitFailure || !strings.Contains(errOut, "LAZARET_") {
+	if code != escclient.ExitFailure || !strings.Contains(errOut, "LAZARET_") {
 		t.Fatalf("no session: %d %q", code, errOut)
 	}
-	if _, _, code := runFE(t, fe, t.TempDir(), env); code != client.ExitUsage {
+	if _, _, code := runFE(t, fe, t.TempDir(), env); code != escclient.ExitUsage {
 		t.Fatalf("no command: %d", code)
 	}
 }
@@ -160,7 +160,7 @@ func TestFrontEndNoRetryAfterAck(t *testing.T) {
 		"huge frame": "k\x00\x00\x00\x00o\xff\xff\xff\xff", "unknown": "k\x00\x00\x00\x00z\x00\x00\x00\x00"} {
 		sock := oneShotBroker(t, answer)
 		out, errOut, code := runFE(t, fe, t.TempDir(), []string{"LAZARET_ESCALATE_BROKER=" + sock, "LAZARET_ESCALATE_FALLBACK=" + fakeGo(t)}, "y")
-		if code != client.ExitFailure || strings.Contains(out, "go client") || !strings.Contains(errOut, "broker") {
+		if code != escclient.ExitFailure || strings.Contains(out, "go client") || !strings.Contains(errOut, "broker") {
 			t.Fatalf("%s: %d %q %q", name, code, out, errOut)
 		}
 	}
