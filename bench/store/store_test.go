@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/store"
 )
@@ -271,12 +272,12 @@ func BenchmarkQuery100k(b *testing.B) {
 		// The same queries over a real control socket (what a
 		// coordinator serves): handler, paging, JSON both ways.
 		sock := filepath.Join(b.TempDir(), "c.sock")
-		ln, err := ctl.Listen(sock)
+		ln, err := ctlserver.Listen(sock)
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv := ctl.NewServer(os.Getuid(), nil)
-		for typ, h := range ctl.AuditHandlers(st) {
+		srv := ctlserver.NewServer(os.Getuid(), nil)
+		for typ, h := range ctlserver.AuditHandlers(st) {
 			srv.Handle(typ, h)
 		}
 		go srv.Serve(ln)
@@ -294,7 +295,7 @@ func BenchmarkQuery100k(b *testing.B) {
 			n := 0
 			d, err := timeIt(3, func() error {
 				n = 0
-				return ctl.QueryAudit(ctx, c.Conn, q.f, func(p []audit.Entry) error { n += len(p); return nil })
+				return c.QueryAudit(ctx, q.f, func(p []audit.Entry) error { n += len(p); return nil })
 			})
 			if err != nil {
 				b.Fatal(err)
@@ -304,13 +305,13 @@ func BenchmarkQuery100k(b *testing.B) {
 		n := 0
 		d, err = timeIt(3, func() error {
 			n = 0
-			return ctl.QueryAuditJSON(ctx, c.Conn, audit.Filter{}, func(p []json.RawMessage) error { n += len(p); return nil })
+			return c.QueryAuditJSON(ctx, audit.Filter{}, func(p []json.RawMessage) error { n += len(p); return nil })
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
 		row("| control socket query, all entries as JSON (what `audit --json` and export use; %d returned) | %s |", n, d.Round(time.Millisecond))
-		d, err = timeIt(3, func() error { _, err := ctl.VerifyAudit(ctx, c.Conn); return err })
+		d, err = timeIt(3, func() error { _, err := c.VerifyAudit(ctx); return err })
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -265,7 +265,7 @@ func (g *globalOptions) auditPolicyChange(ctx context.Context, a *domain.Anchor,
 	c, err := g.domainClient(a).dial(ctx)
 	if err == nil {
 		defer c.Close()
-		_, err = ctl.RecordPolicyChange(ctx, c.Conn, ctl.PolicyChange{Action: action, Fields: fields})
+		_, err = c.RecordPolicyChange(ctx, ctl.PolicyChange{Action: action, Fields: fields})
 	}
 	if err != nil {
 		fmt.Fprintf(g.io.ErrOut, "lazaret: warning: the change is not in the audit trail: %v\n", err)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/store"
 	"github.com/lazaret-dev/lazaret/internal/store/storetest"
 )
@@ -224,12 +224,12 @@ func TestAuditThroughControlSocket(t *testing.T) {
 		t.Fatalf("without the socket: %d %q", code, errOut)
 	}
 
-	ln, err := ctl.Listen(e.socket)
+	ln, err := ctlserver.Listen(e.socket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := ctl.NewServer(os.Getuid(), nil)
-	for typ, h := range ctl.AuditHandlers(st) {
+	srv := ctlserver.NewServer(os.Getuid(), nil)
+	for typ, h := range ctlserver.AuditHandlers(st) {
 		srv.Handle(typ, h)
 	}
 	go srv.Serve(ln)

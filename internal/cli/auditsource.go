@@ -104,7 +104,7 @@ func (s *auditSource) Close() {
 // query calls fn with the matching entries, in order, in pages.
 func (s *auditSource) query(ctx context.Context, f audit.Filter, fn func([]audit.Entry) error) error {
 	if s.client != nil {
-		return ctl.QueryAudit(ctx, s.client.Conn, f, fn)
+		return s.client.QueryAudit(ctx, f, fn)
 	}
 	entries, err := s.st.Audit(ctx, f)
 	if err != nil {
@@ -116,7 +116,7 @@ func (s *auditSource) query(ctx context.Context, f audit.Filter, fn func([]audit
 // queryJSON is query handing over each entry's JSON object undecoded.
 func (s *auditSource) queryJSON(ctx context.Context, f audit.Filter, fn func([]json.RawMessage) error) error {
 	if s.client != nil {
-		return ctl.QueryAuditJSON(ctx, s.client.Conn, f, fn)
+		return s.client.QueryAuditJSON(ctx, f, fn)
 	}
 	entries, err := s.st.AuditJSON(ctx, f)
 	if err != nil {
@@ -127,7 +127,7 @@ func (s *auditSource) queryJSON(ctx context.Context, f audit.Filter, fn func([]j
 
 func (s *auditSource) verify(ctx context.Context) (audit.Report, error) {
 	if s.client != nil {
-		return ctl.VerifyAudit(ctx, s.client.Conn)
+		return s.client.VerifyAudit(ctx)
 	}
 	return s.st.Verify(ctx)
 }

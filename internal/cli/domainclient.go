@@ -111,7 +111,7 @@ func stopCoordinator(ctx context.Context, socket string, log *slog.Logger) error
 		return err
 	}
 	defer c.Close()
-	if err := c.Call(ctx, ctl.TypeStop, nil, nil); err != nil && !errors.Is(err, ctl.ErrClosed) {
+	if err := c.Stop(ctx, ctl.StopRequest{}); err != nil && !errors.Is(err, ctl.ErrClosed) {
 		return fmt.Errorf("stop: %w", err)
 	}
 	select {

@@ -308,8 +308,8 @@ func (s *session) connect(ctx context.Context) (context.Context, context.CancelF
 // the command first records its pid (for signals, see signalInSandbox),
 // and the session holder goes first.
 func (s *session) execSpec(ctx context.Context) (ctl.ExecSpec, podman.ExecOptions, error) {
-	var spec ctl.ExecSpec
-	if err := s.client.Call(ctx, ctl.TypeExecSpec, ctl.ExecSpecRequest{SessionID: s.link.SessionID(), TTY: s.r.tty}, &spec); err != nil {
+	spec, err := s.client.ExecSpec(ctx, ctl.ExecSpecRequest{SessionID: s.link.SessionID(), TTY: s.r.tty})
+	if err != nil {
 		return spec, podman.ExecOptions{}, fmt.Errorf("asking the coordinator how to run the command: %w", err)
 	}
 	if spec.Env == nil {
@@ -481,7 +481,7 @@ const gitSyncWait = 10 * time.Second
 func syncAfterCommand(client *ctl.Client, stderr io.Writer, g *globalOptions) {
 	ctx, cancel := context.WithTimeout(context.Background(), gitSyncWait)
 	defer cancel()
-	err := client.Call(ctx, ctl.TypeGitSync, nil, nil)
+	err := client.GitSync(ctx)
 	switch {
 	case err == nil:
 	case errors.Is(err, ctl.ErrUnknownType), errors.Is(err, ctl.ErrClosed):

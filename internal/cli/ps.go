@@ -65,8 +65,7 @@ func scanDomains(ctx context.Context, g *globalOptions) ([]runningDomain, error)
 				return
 			}
 			defer c.Close()
-			var st ctl.Status
-			if c.Call(ctx, ctl.TypeStatus, nil, &st) == nil {
+			if st, err := c.Status(ctx); err == nil {
 				out[i].Status = &st
 			}
 		}()

@@ -131,8 +131,7 @@ func runStatus(ctx context.Context, g *globalOptions, o *statusOptions, profile 
 		return err
 	default:
 		defer c.Close()
-		var st ctl.Status
-		err := c.Call(ctx, ctl.TypeStatus, nil, &st)
+		st, err := c.Status(ctx)
 		switch {
 		case errors.Is(err, ctl.ErrClosed):
 			// It finished its teardown while we asked: not running.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
 	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/limits"
@@ -27,7 +28,7 @@ type Deps struct {
 	// Server is the control socket: components register their message
 	// handlers on it (Server.Handle) and push to one CLI session with
 	// Server.Session(id).Call / Notify.
-	Server *ctl.Server
+	Server *ctlserver.Server
 	Log    *slog.Logger
 	// Audit appends to the domain's audit trail (the state store).
 	Audit func(context.Context, audit.Entry) (uint64, error)
@@ -60,7 +61,7 @@ func components(d *Deps) []sandbox.Component {
 // to every `podman exec` of a session (for example escalation credentials
 // delegated to that session).
 type ExecEnver interface {
-	ExecEnv(ctx context.Context, session *ctl.Session, req *ctl.ExecSpecRequest) (map[string]string, error)
+	ExecEnv(ctx context.Context, session *ctlserver.Session, req *ctl.ExecSpecRequest) (map[string]string, error)
 }
 
 // Syncer is implemented by a component that syncs on demand (the Git

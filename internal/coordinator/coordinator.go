@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
@@ -77,7 +78,7 @@ type coordinator struct {
 	o       Options
 	log     *slog.Logger
 	pm      *podman.Client
-	srv     *ctl.Server
+	srv     *ctlserver.Server
 	ln      *net.UnixListener
 	started time.Time
 
@@ -157,7 +158,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	c.ln = ln
-	c.srv = ctl.NewServer(os.Getuid(), o.Log)
+	c.srv = ctlserver.NewServer(os.Getuid(), o.Log)
 	c.srv.Hello = c.hello
 	c.srv.Attached = c.attached
 	c.srv.Detached = c.detached
@@ -165,7 +166,7 @@ func Run(ctx context.Context, o Options) error {
 	c.srv.Handle(ctl.TypeStop, c.handleStop)
 	c.srv.Handle(ctl.TypeExecSpec, c.handleExecSpec)
 	c.srv.Handle(ctl.TypeGitSync, c.handleGitSync)
-	for typ, h := range ctl.AuditHandlers(auditStore{c}) {
+	for typ, h := range ctlserver.AuditHandlers(auditStore{c}) {
 		c.srv.Handle(typ, h)
 	}
 	c.spareExpiry, c.spareErr = spareExpiry()
@@ -282,7 +283,7 @@ func (c *coordinator) hello(ctx context.Context, h *ctl.Hello) (*ctl.HelloReply,
 	}, nil
 }
 
-func (c *coordinator) attached(s *ctl.Session) error {
+func (c *coordinator) attached(s *ctlserver.Session) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.shuttingDown {
@@ -293,7 +294,7 @@ func (c *coordinator) attached(s *ctl.Session) error {
 	return nil
 }
 
-func (c *coordinator) detached(s *ctl.Session) {
+func (c *coordinator) detached(s *ctlserver.Session) {
 	c.sessionDetached(s)
 	c.mu.Lock()
 	c.refs--
@@ -457,7 +458,7 @@ func (c *coordinator) teardown(reason string) {
 // listen opens the control socket. A socket file that answers belongs to a
 // live coordinator (an error); one that does not is removed.
 func listen(path string) (*net.UnixListener, error) {
-	ln, err := ctl.Listen(path)
+	ln, err := ctlserver.Listen(path)
 	if err == nil {
 		return ln, nil
 	}
@@ -471,5 +472,5 @@ func listen(path string) (*net.UnixListener, error) {
 	if rerr := os.Remove(path); rerr != nil {
 		return nil, fmt.Errorf("control socket %s: %w", path, rerr)
 	}
-	return ctl.Listen(path)
+	return ctlserver.Listen(path)
 }

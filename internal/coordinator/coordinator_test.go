@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 )
@@ -18,7 +19,7 @@ import (
 // attaches before the check keeps the sandbox.
 func TestRefcount(t *testing.T) {
 	c := &coordinator{wake: make(chan struct{}, 1), o: Options{Anchor: &domain.Anchor{Profile: "default"}}}
-	s := &ctl.Session{}
+	s := &ctlserver.Session{}
 	if err := c.attached(s); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestRefcountRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := &ctl.Session{}
+			s := &ctlserver.Session{}
 			if c.attached(s) == nil {
 				c.detached(s)
 			}
@@ -116,7 +117,7 @@ func TestStopReason(t *testing.T) {
 		{`{"cause":"anything the client likes"}`, ""},
 		{`[1]`, ""},
 	} {
-		got, err := stopReason(&ctl.Request{Type: ctl.TypeStop, Payload: json.RawMessage(tc.payload)})
+		got, err := stopReason(&ctlserver.Request{Request: ctl.Request{Type: ctl.TypeStop, Payload: json.RawMessage(tc.payload)}})
 		if got != tc.want || (err == nil) != (tc.want != "") {
 			t.Errorf("payload %q: %q, %v; want %q", tc.payload, got, err, tc.want)
 		}

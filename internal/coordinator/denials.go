@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/escprompt"
@@ -166,7 +167,7 @@ func (r *denialRouter) notice(ev netdapi.DenialEvent) {
 }
 
 // promptSession is the session asked: the oldest one with a terminal.
-func (r *denialRouter) promptSession() *ctl.Session {
+func (r *denialRouter) promptSession() *ctlserver.Session {
 	for _, s := range r.d.Server.Sessions() {
 		if s.TTY {
 			return s
@@ -220,7 +221,7 @@ func (r *denialRouter) promptLoop(ctx context.Context, cl *netdapi.Client) {
 // audit trail.
 type outcome struct {
 	ans     ctl.NetAnswer
-	shownOn *ctl.Session // the terminal it was sent to; nil: nobody asked
+	shownOn *ctlserver.Session // the terminal it was sent to; nil: nobody asked
 }
 
 // ask prompts for name and applies the answer; with nobody to ask, the
@@ -308,7 +309,7 @@ func (r *denialRouter) prompt(ctx context.Context, h heldName) outcome {
 // SessionName names a session on a notice and in the audit trail as
 // `lazaret status` lists it: its id's first 12 characters, its command
 // and the CLI's pid.
-func SessionName(s *ctl.Session) string {
+func SessionName(s *ctlserver.Session) string {
 	cmd := strings.Join(s.Command, " ")
 	if cmd == "" {
 		cmd = "?"
@@ -318,18 +319,18 @@ func SessionName(s *ctl.Session) string {
 
 // tellOthers tells every session but the asked one's where the prompt
 // about name went; it reports whether there was anyone to tell.
-func (r *denialRouter) tellOthers(asked *ctl.Session, name string) bool {
+func (r *denialRouter) tellOthers(asked *ctlserver.Session, name string) bool {
 	line := fmt.Sprintf("lazaret: %s of %s is awaiting approval on the terminal of %s",
 		sessionlinkAskedBy, sidecar.Shown(name), SessionName(asked))
 	return r.notifyOthers(asked, line)
 }
 
-func (r *denialRouter) tellOthersDone(asked *ctl.Session, name, reason string) {
+func (r *denialRouter) tellOthersDone(asked *ctlserver.Session, name, reason string) {
 	r.notifyOthers(asked, fmt.Sprintf("lazaret: the prompt about %s on the terminal of %s was withdrawn: the request ended (%s)",
 		sidecar.Shown(name), SessionName(asked), reason))
 }
 
-func (r *denialRouter) notifyOthers(asked *ctl.Session, line string) bool {
+func (r *denialRouter) notifyOthers(asked *ctlserver.Session, line string) bool {
 	told := false
 	for _, s := range r.d.Server.Sessions() {
 		if s == asked {
@@ -381,7 +382,7 @@ func decisionOf(ans ctl.NetAnswer, shown bool) string {
 	return decisions[ctl.NetNone]
 }
 
-func (r *denialRouter) audit(ctx context.Context, shownOn *ctl.Session, name string, ans ctl.NetAnswer) {
+func (r *denialRouter) audit(ctx context.Context, shownOn *ctlserver.Session, name string, ans ctl.NetAnswer) {
 	if r.d.Audit == nil {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
 	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/netdapi"
@@ -32,7 +33,7 @@ func decided(f *netdtest.Server) []string {
 // at once (not left waiting) instead of being queued.
 func TestDenialRouterCoalescesAndBounds(t *testing.T) {
 	f, cl := netdtest.Serve(t, "")
-	d := &Deps{Profile: &config.Profile{Name: "default"}, Server: ctl.NewServer(os.Getuid(), nil), Log: slog.New(slog.DiscardHandler)}
+	d := &Deps{Profile: &config.Profile{Name: "default"}, Server: ctlserver.NewServer(os.Getuid(), nil), Log: slog.New(slog.DiscardHandler)}
 	r := &denialRouter{d: d, ignored: map[string]bool{}, queued: map[string]bool{}, queue: make(chan heldName, maxQueued), cl: cl, lim: sidecar.NewLimiter()}
 	ctx := context.Background()
 	for range 3 {
@@ -69,7 +70,7 @@ func TestDenialRouterCoalescesAndBounds(t *testing.T) {
 func TestDenialRouterSkipsExpired(t *testing.T) {
 	f, cl := netdtest.Serve(t, "")
 	var got []audit.Entry
-	d := &Deps{Profile: &config.Profile{Name: "default"}, Server: ctl.NewServer(os.Getuid(), nil), Log: slog.New(slog.DiscardHandler),
+	d := &Deps{Profile: &config.Profile{Name: "default"}, Server: ctlserver.NewServer(os.Getuid(), nil), Log: slog.New(slog.DiscardHandler),
 		Audit: func(_ context.Context, e audit.Entry) (uint64, error) { got = append(got, e); return 1, nil }}
 	r := &denialRouter{d: d, ignored: map[string]bool{}, queued: map[string]bool{}, queue: make(chan heldName, maxQueued), cl: cl, lim: sidecar.NewLimiter()}
 	start := time.Now()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/podman"
@@ -32,15 +33,15 @@ func TestHandleGitSync(t *testing.T) {
 	c := &coordinator{ready: make(chan struct{}), comps: []sandbox.Component{other, ok}}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := c.handleGitSync(ctx, &ctl.Request{Type: ctl.TypeGitSync}); !errors.Is(err, context.Canceled) || ok.calls != 0 {
+	if _, err := c.handleGitSync(ctx, &ctlserver.Request{Request: ctl.Request{Type: ctl.TypeGitSync}}); !errors.Is(err, context.Canceled) || ok.calls != 0 {
 		t.Fatalf("before the start: %v, %d syncs", err, ok.calls)
 	}
 	close(c.ready)
-	if _, err := c.handleGitSync(context.Background(), &ctl.Request{Type: ctl.TypeGitSync}); err != nil || ok.calls != 1 {
+	if _, err := c.handleGitSync(context.Background(), &ctlserver.Request{Request: ctl.Request{Type: ctl.TypeGitSync}}); err != nil || ok.calls != 1 {
 		t.Fatalf("handleGitSync: %v, %d syncs", err, ok.calls)
 	}
 	ok.err = errors.New("podman exec failed")
-	if _, err := c.handleGitSync(context.Background(), &ctl.Request{Type: ctl.TypeGitSync}); !errors.Is(err, ctl.ErrInternal) {
+	if _, err := c.handleGitSync(context.Background(), &ctlserver.Request{Request: ctl.Request{Type: ctl.TypeGitSync}}); !errors.Is(err, ctl.ErrInternal) {
 		t.Fatalf("failing sync answered %v", err)
 	}
 }

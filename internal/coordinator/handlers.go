@@ -6,12 +6,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/version"
 )
 
-func (c *coordinator) handleStatus(ctx context.Context, _ *ctl.Request) (any, error) {
+func (c *coordinator) handleStatus(ctx context.Context, _ *ctlserver.Request) (any, error) {
 	a := c.o.Anchor
 	st := &ctl.Status{
 		Domain: a.Hash, Profile: a.Profile, Workspace: a.Workspace, DataRoot: a.DataRoot,
@@ -61,7 +62,7 @@ func (c *coordinator) handleStatus(ctx context.Context, _ *ctl.Request) (any, er
 
 // stopReason is the teardown reason of a stop request: a `lazaret stop`,
 // or the human's Q at an escalation prompt. An unknown cause is refused.
-func stopReason(r *ctl.Request) (string, error) {
+func stopReason(r *ctlserver.Request) (string, error) {
 	var sr ctl.StopRequest
 	if err := r.Decode(&sr); err != nil {
 		return "", err
@@ -75,7 +76,7 @@ func stopReason(r *ctl.Request) (string, error) {
 	return "", ctl.Errorf(ctl.ErrBadRequest.Code, "stop: unknown cause %q", sr.Cause)
 }
 
-func (c *coordinator) handleStop(ctx context.Context, r *ctl.Request) (any, error) {
+func (c *coordinator) handleStop(ctx context.Context, r *ctlserver.Request) (any, error) {
 	reason, err := stopReason(r)
 	if err != nil {
 		return nil, err
@@ -106,7 +107,7 @@ func (c *coordinator) handleStop(ctx context.Context, r *ctl.Request) (any, erro
 	}
 }
 
-func (c *coordinator) handleExecSpec(ctx context.Context, r *ctl.Request) (any, error) {
+func (c *coordinator) handleExecSpec(ctx context.Context, r *ctlserver.Request) (any, error) {
 	if r.Session == nil {
 		return nil, ctl.Errorf(ctl.ErrNoSession.Code, "exec_spec needs an attached session")
 	}
@@ -138,7 +139,7 @@ func (c *coordinator) handleExecSpec(ctx context.Context, r *ctl.Request) (any, 
 
 // handleGitSync runs one ref sync of every component that has one and
 // answers when it is done (the caller bounds the wait).
-func (c *coordinator) handleGitSync(ctx context.Context, _ *ctl.Request) (any, error) {
+func (c *coordinator) handleGitSync(ctx context.Context, _ *ctlserver.Request) (any, error) {
 	select {
 	case <-c.ready:
 	case <-ctx.Done():

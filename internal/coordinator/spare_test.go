@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
 )
 
 func TestSpareExpiry(t *testing.T) {
@@ -92,7 +92,7 @@ func TestLeaveSpareAndStop(t *testing.T) {
 		c.mu.Lock()
 		c.stopClosed = true // handleStop answers at once
 		c.mu.Unlock()
-		if _, err := c.handleStop(context.Background(), &ctl.Request{}); err != nil {
+		if _, err := c.handleStop(context.Background(), &ctlserver.Request{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/store"
 )
@@ -41,7 +42,7 @@ type state struct {
 	st     *store.Store
 	events chan audit.Entry
 	done   chan struct{}
-	open   map[string]*ctl.Session // attached sessions, for session.end at teardown
+	open   map[string]*ctlserver.Session // attached sessions, for session.end at teardown
 }
 
 func (c *coordinator) store() *store.Store {
@@ -65,7 +66,7 @@ func (c *coordinator) openState(ctx context.Context) error {
 	c.state.st = st
 	c.state.events = make(chan audit.Entry, 1024)
 	c.state.done = make(chan struct{})
-	c.state.open = map[string]*ctl.Session{}
+	c.state.open = map[string]*ctlserver.Session{}
 	c.state.mu.Unlock()
 	go func() {
 		defer close(c.state.done)
@@ -95,7 +96,7 @@ func (c *coordinator) writeAudit(e audit.Entry) {
 
 // queueAudit hands e to the lifecycle writer without waiting for the disk,
 // and keeps the set of open sessions in step.
-func (c *coordinator) queueAudit(e audit.Entry, s *ctl.Session) {
+func (c *coordinator) queueAudit(e audit.Entry, s *ctlserver.Session) {
 	e.Time = time.Now()
 	c.state.mu.Lock()
 	defer c.state.mu.Unlock()
@@ -139,7 +140,7 @@ func (c *coordinator) auditStarted(startErr error) {
 	c.writeAudit(audit.Entry{Time: time.Now(), Kind: audit.KindSandboxStart, Profile: a.Profile, Fields: f})
 }
 
-func (c *coordinator) sessionAttached(s *ctl.Session) {
+func (c *coordinator) sessionAttached(s *ctlserver.Session) {
 	if c.store() == nil {
 		return
 	}
@@ -147,7 +148,7 @@ func (c *coordinator) sessionAttached(s *ctl.Session) {
 		Fields: map[string]string{"pid": strconv.Itoa(s.PeerPID), "tty": strconv.FormatBool(s.TTY), "command": strings.Join(s.Command, " ")}}, s)
 }
 
-func (c *coordinator) sessionDetached(s *ctl.Session) {
+func (c *coordinator) sessionDetached(s *ctlserver.Session) {
 	if c.store() == nil {
 		return
 	}
@@ -167,7 +168,7 @@ func (c *coordinator) sessionDetached(s *ctl.Session) {
 	}
 }
 
-func (c *coordinator) sessionEnd(s *ctl.Session, now time.Time, reason string) audit.Entry {
+func (c *coordinator) sessionEnd(s *ctlserver.Session, now time.Time, reason string) audit.Entry {
 	return audit.Entry{Time: now, Kind: audit.KindSessionEnd, Profile: c.o.Anchor.Profile, Session: s.ID,
 		Fields: map[string]string{"duration": now.Sub(s.Attached).Round(time.Millisecond).String(), "reason": reason}}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
@@ -48,9 +49,9 @@ func TestDeadComponentStopsTheSandbox(t *testing.T) {
 	defer cancel()
 	c.watchComponents(ctx)
 
-	s := &ctl.Session{SessionInfo: ctl.SessionInfo{ID: "s1"}}
+	s := &ctlserver.Session{SessionInfo: ctl.SessionInfo{ID: "s1"}}
 	execSpec := func() error {
-		_, err := c.handleExecSpec(ctx, &ctl.Request{Session: s, Payload: []byte(`{}`)})
+		_, err := c.handleExecSpec(ctx, &ctlserver.Request{Session: s, Request: ctl.Request{Payload: []byte(`{}`)}})
 		return err
 	}
 	if err := c.attached(s); err != nil {
@@ -75,7 +76,7 @@ func TestDeadComponentStopsTheSandbox(t *testing.T) {
 	if err := execSpec(); !errors.Is(err, ctl.ErrShuttingDown) || !strings.Contains(err.Error(), "netd failed") {
 		t.Errorf("exec spec after the death: %v", err)
 	}
-	if err := c.attached(&ctl.Session{}); !errors.Is(err, ctl.ErrShuttingDown) || !strings.Contains(err.Error(), "netd failed") {
+	if err := c.attached(&ctlserver.Session{}); !errors.Is(err, ctl.ErrShuttingDown) || !strings.Contains(err.Error(), "netd failed") {
 		t.Errorf("attach after the death: %v", err)
 	}
 }
@@ -87,8 +88,8 @@ func TestExecSpecCarriesTheContainerID(t *testing.T) {
 	c := &coordinator{wake: make(chan struct{}, 1), torndown: make(chan struct{}), ready: make(chan struct{}), log: slog.New(slog.DiscardHandler),
 		o: Options{Anchor: &domain.Anchor{Profile: "default"}}, containerID: id, spec: &podman.ContainerSpec{Name: "lazaret-default-x"}}
 	close(c.ready)
-	s := &ctl.Session{SessionInfo: ctl.SessionInfo{ID: "s1"}}
-	got, err := c.handleExecSpec(context.Background(), &ctl.Request{Session: s, Payload: []byte(`{}`)})
+	s := &ctlserver.Session{SessionInfo: ctl.SessionInfo{ID: "s1"}}
+	got, err := c.handleExecSpec(context.Background(), &ctlserver.Request{Session: s, Request: ctl.Request{Payload: []byte(`{}`)}})
 	if err != nil {
 		t.Fatal(err)
 	}

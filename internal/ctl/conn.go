@@ -20,11 +20,8 @@ const writeTimeout = 10 * time.Second
 type Request struct {
 	Type    string
 	Payload json.RawMessage
-	// Conn is the connection it arrived on; Session is its registered
-	// session on the server side (nil for a connection that did not
-	// attach, and always nil on the client side).
-	Conn    *Conn
-	Session *Session
+	// Conn is the connection it arrived on.
+	Conn *Conn
 }
 
 // Decode unmarshals the payload into v; a bad payload is ErrBadRequest.
@@ -71,7 +68,10 @@ type Conn struct {
 	log *slog.Logger
 
 	// dispatch handles an incoming request; set before the read loop.
-	dispatch func(ctx context.Context, m *Message) (any, error)
+	dispatch func(ctx context.Context, req *Request) (any, error)
+	// r reads the connection; the server's hello is read from it before
+	// the read loop takes over (ReadHello, Serve).
+	r *reader
 
 	wmu sync.Mutex
 
@@ -85,9 +85,27 @@ type Conn struct {
 	done   chan struct{}
 }
 
-func newConn(nc net.Conn, log *slog.Logger) *Conn {
+// NewConn wraps one end of a control connection. The client's end is
+// made by Client.Connect; the server (the coordinator's ctlserver) wraps
+// each accepted connection, reads its hello (ReadHello), answers it
+// (ReplyHello) and then serves it (Serve).
+func NewConn(nc net.Conn, log *slog.Logger) *Conn {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Conn{nc: nc, log: log, pending: map[uint64]chan *Message{}, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	return &Conn{nc: nc, log: log, r: newReader(nc), pending: map[uint64]chan *Message{}, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+// Context ends when the connection ends.
+func (c *Conn) Context() context.Context { return c.ctx }
+
+// Serve dispatches the connection's requests and notifications to
+// dispatch (each in its own goroutine) and routes replies to their
+// callers, until the connection ends.
+func (c *Conn) Serve(dispatch func(ctx context.Context, req *Request) (any, error)) {
+	c.dispatch = dispatch
+	c.readLoop()
 }
 
 // Done is closed when the connection has ended.
@@ -102,11 +120,13 @@ func (c *Conn) Err() error {
 
 // Close ends the connection; pending calls fail with ErrClosed.
 func (c *Conn) Close() error {
-	c.fail(ErrClosed)
+	c.Fail(ErrClosed)
 	return nil
 }
 
-func (c *Conn) fail(err error) {
+// Fail ends the connection with err as its Err; pending calls fail with
+// ErrClosed.
+func (c *Conn) Fail(err error) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -133,7 +153,7 @@ func (c *Conn) write(m *Message) error {
 	defer c.wmu.Unlock()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := c.nc.Write(b); err != nil {
-		c.fail(err)
+		c.Fail(err)
 		return fmt.Errorf("%w: %v", ErrClosed, err)
 	}
 	return nil
@@ -203,14 +223,14 @@ func marshal(v any) (json.RawMessage, error) {
 // readLoop reads until the connection ends, routing replies to their
 // callers and requests to dispatch (each in its own goroutine, so a slow
 // handler such as a prompt never blocks the connection).
-func (c *Conn) readLoop(r *reader) {
+func (c *Conn) readLoop() {
 	for {
-		m, err := r.next()
+		m, err := c.r.next()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				err = io.EOF
 			}
-			c.fail(err)
+			c.Fail(err)
 			return
 		}
 		if m.Reply {
@@ -227,7 +247,7 @@ func (c *Conn) readLoop(r *reader) {
 }
 
 func (c *Conn) serve(m *Message) {
-	res, err := c.dispatch(c.ctx, m)
+	res, err := c.dispatch(c.ctx, &Request{Type: m.Type, Payload: m.Payload, Conn: c})
 	if m.ID == 0 {
 		if err != nil {
 			c.log.Debug("control notification failed", "type", m.Type, "err", err)
@@ -256,12 +276,17 @@ func toWire(err error) *Error {
 	return &Error{Code: ErrInternal.Code, Message: err.Error()}
 }
 
-func dispatchTo(h *handlers, req func(m *Message) *Request) func(context.Context, *Message) (any, error) {
-	return func(ctx context.Context, m *Message) (any, error) {
-		f := h.get(m.Type)
+// UnknownType is the reply to a request of a type that has no handler.
+func UnknownType(typ string) *Error {
+	return Errorf(ErrUnknownType.Code, "unknown control message type %q", typ)
+}
+
+func dispatchTo(h *handlers) func(context.Context, *Request) (any, error) {
+	return func(ctx context.Context, req *Request) (any, error) {
+		f := h.get(req.Type)
 		if f == nil {
-			return nil, Errorf(ErrUnknownType.Code, "unknown control message type %q", m.Type)
+			return nil, UnknownType(req.Type)
 		}
-		return f(ctx, req(m))
+		return f(ctx, req)
 	}
 }

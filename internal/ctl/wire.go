@@ -8,6 +8,12 @@
 // Every connection starts with a hello request from the client that
 // carries the API version (version.APIVersion); a mismatch is an
 // *APIMismatchError on both sides.
+//
+// This package is the wire both processes share: message types and
+// payloads, framing (Conn), both halves of the hello (Client.Connect;
+// ReadHello, DecodeHello, ReplyHello) and the CLI's typed Client, one
+// method per request. The coordinator's server (peer check, sessions,
+// handler registry) is internal/coordinator/ctlserver.
 package ctl
 
 import (

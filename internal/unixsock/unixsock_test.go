@@ -11,11 +11,11 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/unixsock"
 )
 
-// oldListen is how ctl.Listen, sidecar.listenControl and netd made their
+// oldListen is how ctlserver.Listen, sidecar.listenControl and netd made their
 // sockets private before: through the process-wide umask.
 func oldListen(path string) (*net.UnixListener, error) {
 	old := syscall.Umask(0o177)
@@ -85,7 +85,7 @@ func raceMkdir(t *testing.T, listen func(string) (*net.UnixListener, error), lim
 	return bad, n
 }
 
-// TestListenLeavesUmaskAlone: directories made while ctl.Listen binds
+// TestListenLeavesUmaskAlone: directories made while ctlserver.Listen binds
 // sockets keep their 0700. Positive control: the umask pattern it replaces makes
 // some of them 0600 (no search permission: unusable by their owner).
 func TestListenLeavesUmaskAlone(t *testing.T) {
@@ -94,7 +94,7 @@ func TestListenLeavesUmaskAlone(t *testing.T) {
 		t.Fatalf("positive control: %d binds through the umask damaged no directory", n)
 	}
 	t.Logf("positive control: %d binds through the umask damaged %s", n, bad[0])
-	if bad, n := raceMkdir(t, ctl.Listen, 300, false); len(bad) != 0 {
+	if bad, n := raceMkdir(t, ctlserver.Listen, 300, false); len(bad) != 0 {
 		t.Fatalf("%d binds damaged %d directories, e.g. %s", n, len(bad), bad[0])
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe/fdprobe"
@@ -39,17 +40,17 @@ func fakeCoordinator(rec string, args []string) int {
 	sock := args[0]
 	// Slow start, so followers really queue on the lock.
 	time.Sleep(200 * time.Millisecond)
-	ln, err := ctl.Listen(sock)
+	ln, err := ctlserver.Listen(sock)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "listen:", err)
 		return 1
 	}
-	srv := ctl.NewServer(os.Getuid(), nil)
+	srv := ctlserver.NewServer(os.Getuid(), nil)
 	var mu sync.Mutex
 	refs := 0
 	zero := make(chan struct{}, 1)
-	srv.Attached = func(*ctl.Session) error { mu.Lock(); refs++; mu.Unlock(); return nil }
-	srv.Detached = func(*ctl.Session) {
+	srv.Attached = func(*ctlserver.Session) error { mu.Lock(); refs++; mu.Unlock(); return nil }
+	srv.Detached = func(*ctlserver.Session) {
 		mu.Lock()
 		refs--
 		if refs == 0 {
@@ -167,7 +168,7 @@ func TestConnectStaleSocket(t *testing.T) {
 	a := testAnchor(t)
 	spawn, rec := testSpawn(t, a)
 	// A dead socket: bound, then its listener closed without unlinking.
-	ln, err := ctl.Listen(a.ControlSocket())
+	ln, err := ctlserver.Listen(a.ControlSocket())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,7 @@ func (l *Link) stopAborted() {
 	l.aborting.Add(1)
 	go func() {
 		defer l.aborting.Done()
-		_ = c.Call(context.Background(), ctl.TypeStop, ctl.StopRequest{Cause: ctl.StopCauseEscalationAbort}, nil)
+		_ = c.Stop(context.Background(), ctl.StopRequest{Cause: ctl.StopCauseEscalationAbort})
 	}()
 }
 
@@ -169,8 +169,7 @@ var ErrDisabled = errors.New("host escalation is disabled")
 
 // Register sends the session public key on the attached connection c.
 func (l *Link) Register(ctx context.Context, c *ctl.Client) error {
-	var reply escprompt.RegisterReply
-	err := c.Call(ctx, escprompt.TypeRegister, escprompt.RegisterRequest{PublicKey: l.anchor.Public}, &reply)
+	reply, err := c.RegisterEscalation(ctx, escprompt.RegisterRequest{PublicKey: l.anchor.Public})
 	if errors.Is(err, ctl.ErrUnknownType) {
 		return ErrDisabled
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
@@ -27,7 +28,7 @@ func coordinator(t *testing.T) (*escalation.Component, *domain.Anchor, string) {
 
 // coordinatorWith is coordinator with an auditor and extra handlers
 // registered on the control socket.
-func coordinatorWith(t *testing.T, aud escalation.Auditor, handlers map[string]ctl.HandlerFunc) (*escalation.Component, *domain.Anchor, string) {
+func coordinatorWith(t *testing.T, aud escalation.Auditor, handlers map[string]ctlserver.HandlerFunc) (*escalation.Component, *domain.Anchor, string) {
 	t.Helper()
 	base := t.TempDir()
 	ws := filepath.Join(base, "ws")
@@ -38,7 +39,7 @@ func coordinatorWith(t *testing.T, aud escalation.Auditor, handlers map[string]c
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := ctl.NewServer(os.Getuid(), nil)
+	srv := ctlserver.NewServer(os.Getuid(), nil)
 	for typ, h := range handlers {
 		srv.Handle(typ, h)
 	}
@@ -48,7 +49,7 @@ func coordinatorWith(t *testing.T, aud escalation.Auditor, handlers map[string]c
 	}
 	t.Cleanup(func() { comp.Close(context.Background()) })
 	sock := filepath.Join(base, "ctl.sock")
-	ln, err := ctl.Listen(sock)
+	ln, err := ctlserver.Listen(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,8 +200,8 @@ func TestRegisterRequiresAttachedSession(t *testing.T) {
 
 func TestDisabledCoordinator(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "ctl.sock")
-	srv := ctl.NewServer(os.Getuid(), nil)
-	ln, err := ctl.Listen(sock)
+	srv := ctlserver.NewServer(os.Getuid(), nil)
+	ln, err := ctlserver.Listen(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,8 +244,8 @@ func (r *recorder) Audit(_ context.Context, e escalation.Event) error {
 func TestQStopsAsAborted(t *testing.T) {
 	aud := &recorder{}
 	stops := make(chan ctl.StopRequest, 4)
-	_, a, sock := coordinatorWith(t, aud, map[string]ctl.HandlerFunc{
-		ctl.TypeStop: func(_ context.Context, r *ctl.Request) (any, error) {
+	_, a, sock := coordinatorWith(t, aud, map[string]ctlserver.HandlerFunc{
+		ctl.TypeStop: func(_ context.Context, r *ctlserver.Request) (any, error) {
 			var sr ctl.StopRequest
 			if err := r.Decode(&sr); err != nil {
 				return nil, err

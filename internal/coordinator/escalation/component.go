@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/escalation"
@@ -41,7 +42,7 @@ const (
 	SandboxClient   = escprompt.SandboxClient
 	SandboxGoClient = escprompt.SandboxGoClient
 	// SandboxBrokerDir is a tmpfs, empty at every start, for the broker's
-	// socket SandboxBrokerSocket (cmd/lazaret-escalate/client's
+	// socket SandboxBrokerSocket (internal/insandbox/escclient's
 	// DefaultBrokerSocket).
 	SandboxBrokerDir    = "/run/lazaret/escalate-broker"
 	SandboxBrokerSocket = SandboxBrokerDir + "/sock"
@@ -62,7 +63,7 @@ type ComponentOptions struct {
 	// AutoApprove are the config's parsed auto_approve entries.
 	AutoApprove [][]string
 	// Server is the control socket (session registration, prompts).
-	Server  *ctl.Server
+	Server  *ctlserver.Server
 	Auditor Auditor
 	Log     *slog.Logger
 	// Podman starts the broker in the running container; a default
@@ -89,7 +90,7 @@ type Component struct {
 }
 
 // FromConfig returns the component for a coordinator's configuration.
-func FromConfig(cfg *config.Config, a *domain.Anchor, srv *ctl.Server, auditor Auditor, log *slog.Logger) *Component {
+func FromConfig(cfg *config.Config, a *domain.Anchor, srv *ctlserver.Server, auditor Auditor, log *slog.Logger) *Component {
 	return NewComponent(ComponentOptions{Disabled: !cfg.Escalation.Enabled, Anchor: a,
 		AutoApprove: cfg.Escalation.AutoApprove, Server: srv, Auditor: auditor, Log: log})
 }
@@ -296,7 +297,7 @@ func listenPrivate(path string) (net.Listener, error) {
 
 // handleRegister registers the calling session's public key; the
 // registration ends with the session's control connection.
-func (c *Component) handleRegister(ctx context.Context, r *ctl.Request) (any, error) {
+func (c *Component) handleRegister(ctx context.Context, r *ctlserver.Request) (any, error) {
 	if r.Session == nil {
 		return nil, ctl.Errorf(ctl.ErrNoSession.Code, "%s needs an attached session", escprompt.TypeRegister)
 	}
@@ -323,7 +324,7 @@ func (c *Component) handleRegister(ctx context.Context, r *ctl.Request) (any, er
 
 // ctlPrompter asks the human of one session over its control connection,
 // and no one else.
-type ctlPrompter struct{ s *ctl.Session }
+type ctlPrompter struct{ s *ctlserver.Session }
 
 func (p ctlPrompter) Prompt(ctx context.Context, r escprompt.PromptRequest) (escprompt.Answer, error) {
 	var a escprompt.Answer

@@ -1,4 +1,9 @@
-package ctl
+// Package ctlserver is the coordinator's end of the control socket
+// (internal/ctl is the wire): it accepts only the coordinator's own user
+// (SO_PEERCRED), runs the hello handshake, keeps the attached Client
+// Sessions (the coordinator's references) and dispatches the CLI's
+// requests to the handlers the coordinator and its components register.
+package ctlserver
 
 import (
 	"context"
@@ -11,24 +16,36 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/unixsock"
 	"github.com/lazaret-dev/lazaret/internal/version"
 )
 
-// helloTimeout bounds how long a new connection may take to send its hello.
-const helloTimeout = 10 * time.Second
+// Request is a request or notification from a CLI, given to a handler.
+// Session is the connection's attached session (nil for a connection that
+// did not attach).
+type Request struct {
+	ctl.Request
+	Session *Session
+}
+
+// HandlerFunc answers one request. Its result is encoded as the reply's
+// payload; an error becomes the reply's Error (a *ctl.Error keeps its
+// code, anything else is ctl.ErrInternal). ctx ends when the connection
+// closes.
+type HandlerFunc func(ctx context.Context, req *Request) (any, error)
 
 var sessionIDRe = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
 // Session is an attached Client Session as the server sees it. Use Call
 // and Notify to push messages to that one CLI.
 type Session struct {
-	SessionInfo
+	ctl.SessionInfo
 	// PeerPID is the CLI's pid as the kernel reports it (SO_PEERCRED),
 	// which unlike SessionInfo.PID cannot be forged.
 	PeerPID  int
 	Attached time.Time
-	conn     *Conn
+	conn     *ctl.Conn
 }
 
 // Call sends a request to the session's CLI and waits for its reply.
@@ -52,18 +69,19 @@ type Server struct {
 	// Hello, if set, runs for every hello after the API check and before
 	// the reply; an error rejects the connection (the coordinator uses it
 	// to wait until the sandbox is running, or to report why it is not).
-	Hello func(ctx context.Context, h *Hello) (*HelloReply, error)
+	Hello func(ctx context.Context, h *ctl.Hello) (*ctl.HelloReply, error)
 	// Attached runs when a session registers, before the hello reply; an
 	// error rejects the hello. Detached runs when an attached session's
 	// connection ends. They are how the coordinator counts references.
 	Attached func(*Session) error
 	Detached func(*Session)
 
-	h handlers
+	hmu      sync.RWMutex
+	handlers map[string]HandlerFunc
 
 	mu       sync.Mutex
 	sessions map[string]*Session
-	conns    map[*Conn]struct{}
+	conns    map[*ctl.Conn]struct{}
 	closed   bool
 	ln       net.Listener
 	wg       sync.WaitGroup
@@ -78,11 +96,26 @@ func NewServer(uid int, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{Log: log, UID: uid, sessions: map[string]*Session{}, conns: map[*Conn]struct{}{}}
+	return &Server{Log: log, UID: uid, handlers: map[string]HandlerFunc{}, sessions: map[string]*Session{}, conns: map[*ctl.Conn]struct{}{}}
 }
 
 // Handle registers f for requests and notifications of type typ.
-func (s *Server) Handle(typ string, f HandlerFunc) { s.h.set(typ, f) }
+func (s *Server) Handle(typ string, f HandlerFunc) {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	s.handlers[typ] = f
+}
+
+// dispatch answers req from the handler of its type.
+func (s *Server) dispatch(ctx context.Context, req *Request) (any, error) {
+	s.hmu.RLock()
+	f := s.handlers[req.Type]
+	s.hmu.RUnlock()
+	if f == nil {
+		return nil, ctl.UnknownType(req.Type)
+	}
+	return f(ctx, req)
+}
 
 // Listen creates the control socket at path with mode 0600 (by chmod after
 // bind, never through the process-wide umask: internal/unixsock); path is
@@ -142,83 +175,64 @@ func (s *Server) serveConn(nc net.Conn) {
 		_ = nc.Close()
 		return
 	}
-	c := newConn(nc, s.Log)
+	c := ctl.NewConn(nc, s.Log)
 	if !s.track(c) {
 		return
 	}
 	defer s.untrack(c)
-	r := newReader(nc)
-	_ = nc.SetReadDeadline(time.Now().Add(helloTimeout))
-	m, err := r.next()
+	m, err := c.ReadHello()
 	if err != nil {
-		c.fail(err)
-		return
-	}
-	_ = nc.SetReadDeadline(time.Time{})
-	if m.Type != TypeHello || m.Reply || m.ID == 0 {
-		_ = c.write(&Message{Type: m.Type, ID: max(m.ID, 1), Reply: true, Error: Errorf(ErrHelloRequired.Code, "the first control message must be a hello request")})
-		c.fail(ErrHelloRequired)
 		return
 	}
 	if !s.beginHandshake() {
-		c.fail(ErrShuttingDown)
+		c.Fail(ctl.ErrShuttingDown)
 		return
 	}
 	sess, reply, herr := s.handshake(c, m, int(cred.Pid))
-	out := &Message{Type: TypeHello, ID: m.ID, Reply: true}
-	if herr != nil {
-		out.Error = toWire(herr)
-	} else if out.Payload, err = marshal(reply); err != nil {
-		out.Error = toWire(err)
-	}
-	if sess != nil && out.Error == nil {
-		if err := s.register(sess); err != nil {
-			out.Error = toWire(err)
+	if herr == nil && sess != nil {
+		if herr = s.register(sess); herr != nil {
 			sess = nil
 		}
 	}
-	werr := c.write(out)
+	err = c.ReplyHello(m, reply, herr)
 	s.hs.Done()
-	if werr != nil || out.Error != nil {
+	if err != nil {
 		if sess != nil {
 			s.unregister(sess)
 		}
-		c.fail(errors.New("handshake failed"))
+		c.Fail(errors.New("handshake failed"))
 		return
 	}
-	c.dispatch = dispatchTo(&s.h, func(m *Message) *Request {
-		return &Request{Type: m.Type, Payload: m.Payload, Conn: c, Session: sess}
+	c.Serve(func(ctx context.Context, req *ctl.Request) (any, error) {
+		return s.dispatch(ctx, &Request{Request: *req, Session: sess})
 	})
-	c.readLoop(r)
 	if sess != nil {
 		s.unregister(sess)
 	}
 }
 
-func (s *Server) handshake(c *Conn, m *Message, peerPID int) (*Session, *HelloReply, error) {
-	var h Hello
-	if err := (&Request{Type: m.Type, Payload: m.Payload}).Decode(&h); err != nil {
+// handshake checks the hello m (API version, session id) and runs the
+// Hello hook; the reply's API is set by ctl.Conn.ReplyHello.
+func (s *Server) handshake(c *ctl.Conn, m *ctl.Message, peerPID int) (*Session, *ctl.HelloReply, error) {
+	h, err := ctl.DecodeHello(m)
+	if err != nil {
 		return nil, nil, err
-	}
-	if h.API != version.APIVersion {
-		return nil, nil, &APIMismatchError{Coordinator: version.APIVersion, Client: h.API}
 	}
 	var sess *Session
 	if h.Session != nil {
 		if !sessionIDRe.MatchString(h.Session.ID) {
-			return nil, nil, Errorf(ErrBadRequest.Code, "hello: session id must be 32 lowercase hex characters")
+			return nil, nil, ctl.Errorf(ctl.ErrBadRequest.Code, "hello: session id must be 32 lowercase hex characters")
 		}
 		sess = &Session{SessionInfo: *h.Session, PeerPID: peerPID, Attached: time.Now(), conn: c}
 	}
-	reply := &HelloReply{API: version.APIVersion, Version: version.Version, PID: os.Getpid()}
+	reply := &ctl.HelloReply{Version: version.Version, PID: os.Getpid()}
 	if s.Hello != nil {
-		r, err := s.Hello(c.ctx, &h)
+		r, err := s.Hello(c.Context(), h)
 		if err != nil {
 			return nil, nil, err
 		}
 		if r != nil {
 			reply = r
-			reply.API = version.APIVersion
 		}
 	}
 	return sess, reply, nil
@@ -234,18 +248,18 @@ func (s *Server) beginHandshake() bool {
 	return true
 }
 
-func (s *Server) track(c *Conn) bool {
+func (s *Server) track(c *ctl.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		c.fail(ErrShuttingDown)
+		c.Fail(ctl.ErrShuttingDown)
 		return false
 	}
 	s.conns[c] = struct{}{}
 	return true
 }
 
-func (s *Server) untrack(c *Conn) {
+func (s *Server) untrack(c *ctl.Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
@@ -255,7 +269,7 @@ func (s *Server) register(sess *Session) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, dup := s.sessions[sess.ID]; dup {
-		return Errorf(ErrBadRequest.Code, "session %s is already attached", sess.ID)
+		return ctl.Errorf(ctl.ErrBadRequest.Code, "session %s is already attached", sess.ID)
 	}
 	// Attached runs under the lock so that registrations and the
 	// coordinator's reference count change together.
@@ -334,13 +348,13 @@ func (s *Server) Close() error {
 	case <-time.After(handshakeGrace):
 	}
 	s.mu.Lock()
-	conns := make([]*Conn, 0, len(s.conns))
+	conns := make([]*ctl.Conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
-		c.fail(ErrShuttingDown)
+		c.Fail(ctl.ErrShuttingDown)
 	}
 	s.wg.Wait()
 	return err

@@ -1,4 +1,4 @@
-package ctl
+package ctlserver
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
+	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/store"
 )
 
@@ -47,8 +48,8 @@ func TestAuditOverSocket(t *testing.T) {
 	for typ, h := range AuditHandlers(st) {
 		s.Handle(typ, h)
 	}
-	c := NewClient(nil)
-	if err := c.Connect(ctx(t), path, Hello{}); err != nil {
+	c := ctl.NewClient(nil)
+	if err := c.Connect(ctx(t), path, ctl.Hello{}); err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
@@ -65,7 +66,7 @@ func TestAuditOverSocket(t *testing.T) {
 	} {
 		var got []audit.Entry
 		pages := 0
-		err := QueryAudit(ctx(t), c.Conn, tc.f, func(p []audit.Entry) error { pages++; got = append(got, p...); return nil })
+		err := c.QueryAudit(ctx(t), tc.f, func(p []audit.Entry) error { pages++; got = append(got, p...); return nil })
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -81,7 +82,7 @@ func TestAuditOverSocket(t *testing.T) {
 			t.Fatalf("%s: one page: the paging was not exercised", tc.name)
 		}
 	}
-	r, err := VerifyAudit(ctx(t), c.Conn)
+	r, err := c.VerifyAudit(ctx(t))
 	if err != nil || !r.OK() || r.Entries != n {
 		t.Fatalf("verify: %+v %v", r, err)
 	}
@@ -97,16 +98,16 @@ func TestAuditPolicyChange(t *testing.T) {
 	for typ, h := range AuditHandlers(st) {
 		s.Handle(typ, h)
 	}
-	c := NewClient(nil)
-	if err := c.Connect(ctx(t), path, Hello{}); err != nil {
+	c := ctl.NewClient(nil)
+	if err := c.Connect(ctx(t), path, ctl.Hello{}); err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	seq, err := RecordPolicyChange(ctx(t), c.Conn, PolicyChange{Action: "net allow", Fields: map[string]string{"target": "192.0.2.0/24", "action": "forged"}})
+	seq, err := c.RecordPolicyChange(ctx(t), ctl.PolicyChange{Action: "net allow", Fields: map[string]string{"target": "192.0.2.0/24", "action": "forged"}})
 	if err != nil || seq != 1 {
 		t.Fatalf("record: %d %v", seq, err)
 	}
-	if _, err := RecordPolicyChange(ctx(t), c.Conn, PolicyChange{}); !errors.Is(err, ErrBadRequest) {
+	if _, err := c.RecordPolicyChange(ctx(t), ctl.PolicyChange{}); !errors.Is(err, ctl.ErrBadRequest) {
 		t.Fatalf("empty action: %v", err)
 	}
 	es, err := st.Audit(ctx(t), audit.Filter{})
