@@ -15,10 +15,10 @@ import (
 )
 
 // The memory of a cluster sandbox when neither its profile, [cluster]
-// nor [resources] sets one (docs/CONFIG.md, "On Kubernetes"): the half
-// of the host's RAM a local sandbox gets is unknown here (the template
-// is the same on every node), so a bound that fits a build of a large
-// project; its request is lower, so that a sandbox that is idle (a warm
+// nor [resources] sets one (docs/CONFIG.md, "On Kubernetes"): the share
+// of the host's RAM a local sandbox gets (config.DefaultMemory) is unknown
+// here (the template is the same on every node), so a bound that fits a
+// build of a large project; its request is lower, so that a sandbox that is idle (a warm
 // one) does not hold 8 GiB of a node.
 const (
 	clusterMemory        = "8Gi"
