@@ -21,6 +21,9 @@ type procSched struct {
 	nice  int
 	ioprg uintptr
 	cpus  int
+	// autogroup is /proc/PID/autogroup ("/autogroup-N nice M"), "" on a
+	// kernel without autogroups.
+	autogroup string
 }
 
 func schedOf(t *testing.T, pid int) procSched {
@@ -40,7 +43,8 @@ func schedOf(t *testing.T, pid int) procSched {
 	if err := unix.SchedGetaffinity(pid, &set); err != nil {
 		t.Fatal(err)
 	}
-	return procSched{nice: nice, ioprg: io, cpus: set.Count()}
+	ag, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/autogroup")
+	return procSched{nice: nice, ioprg: io, cpus: set.Count(), autogroup: strings.TrimSpace(string(ag))}
 }
 
 // agentAndSidecarPids are the host pids of e's agent container (its
@@ -108,6 +112,11 @@ func TestLimitsCPUAndPriority(t *testing.T) {
 			}
 			if sidecar.nice != 0 {
 				t.Errorf("control: the sidecar runs at nice %d, not 0", sidecar.nice)
+			}
+			// The session's group, which the scheduler shares CPU between
+			// first: the sandbox's is lowered too, the sidecar's is not.
+			if sandbox.autogroup != "" && (!strings.HasSuffix(sandbox.autogroup, " nice 10") || !strings.HasSuffix(sidecar.autogroup, " nice 0")) {
+				t.Errorf("autogroups: sandbox %q, sidecar %q; want nice 10 and nice 0", sandbox.autogroup, sidecar.autogroup)
 			}
 			if sandbox.cpus != tc.wantCPUs {
 				t.Errorf("sandbox on %d CPUs, want %d", sandbox.cpus, tc.wantCPUs)

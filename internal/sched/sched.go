@@ -5,7 +5,9 @@
 package sched
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -85,6 +87,33 @@ func ParseSched(a string) (Sched, error) {
 	return s, nil
 }
 
+// autogroupFile is the calling process's scheduling autogroup.
+const autogroupFile = "/proc/self/autogroup"
+
+// setAutogroupNice gives the caller's autogroup the nice value n. With
+// autogroups on (sched_autogroup_enabled, the default of most desktop
+// kernels) the scheduler first shares CPU between sessions and only then
+// by nice within one: conmon starts the sandbox in a session of its own,
+// so a process nice alone would not put it below the user's terminal
+// session (measured in bench/limits). The session is the container's own
+// (conmon's setsid), so its whole group is the sandbox. Raising an
+// autogroup's nice needs no privilege; a kernel without autogroups has no
+// such file, and then the process nice is what counts.
+func setAutogroupNice(file string, n int) error {
+	f, err := os.OpenFile(file, os.O_WRONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("autogroup nice %d: %w", n, err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(strconv.Itoa(n)); err != nil {
+		return fmt.Errorf("autogroup nice %d: %w", n, err)
+	}
+	return nil
+}
+
 // ioprio_set's constants (linux/ioprio.h).
 const (
 	ioprioWhoProcess = 1
@@ -95,9 +124,14 @@ const (
 // Apply sets s on the calling process (all its threads: call it before
 // the process starts others, as the shim does before exec). Lowering
 // priority needs no privilege.
-func (s Sched) Apply() error {
+func (s Sched) Apply() error { return s.apply(autogroupFile) }
+
+func (s Sched) apply(autogroup string) error {
 	if err := unix.Setpriority(unix.PRIO_PROCESS, 0, s.Nice); err != nil {
 		return fmt.Errorf("nice %d: %w", s.Nice, err)
+	}
+	if err := setAutogroupNice(autogroup, s.Nice); err != nil {
+		return err
 	}
 	if s.IOLevel >= 0 {
 		prio := ioprioClassBE<<ioprioClassShift | s.IOLevel

@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"testing"
@@ -62,11 +64,17 @@ func TestApply(t *testing.T) {
 		isSet bool
 		err   error
 	}
+	// The test's own autogroup is its terminal session's: a file of its
+	// own stands for it.
+	autogroup := filepath.Join(t.TempDir(), "autogroup")
+	if err := os.WriteFile(autogroup, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan result)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
 		var r result
-		r.err = Sched{Nice: 12, IOLevel: 6, CPUs: []int{last}}.Apply()
+		r.err = Sched{Nice: 12, IOLevel: 6, CPUs: []int{last}}.apply(autogroup)
 		// getpriority's raw value is 20 - nice.
 		p, _ := unix.Getpriority(unix.PRIO_PROCESS, 0)
 		r.prio = 20 - p
@@ -88,5 +96,11 @@ func TestApply(t *testing.T) {
 	}
 	if r.cpus != 1 || !r.isSet {
 		t.Errorf("affinity: %d cpus, cpu %d set %v", r.cpus, last, r.isSet)
+	}
+	if b, _ := os.ReadFile(autogroup); string(b) != "12" {
+		t.Errorf("autogroup nice written %q, want 12", b)
+	}
+	if err := setAutogroupNice(filepath.Join(t.TempDir(), "absent"), 10); err != nil {
+		t.Errorf("a kernel without autogroups: %v", err)
 	}
 }
