@@ -19,6 +19,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/cli/attach"
 	"github.com/lazaret-dev/lazaret/internal/cli/connect"
 	"github.com/lazaret-dev/lazaret/internal/cli/sessionlink"
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/coordargs"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
@@ -56,13 +57,7 @@ are passed through and lazaret exits with the command's exit code.
 With one word before "--" (or before the command, when it is a profile
 name) that word is the profile. -t may come before PROFILE or right after
 it: "lazaret exec -t dev -- vim", "lazaret exec dev -t -- vim".`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				// As when the command after "--" is missing.
-				return usageError{errors.New("exec: no command")}
-			}
-			return nil
-		},
+		Args: execargs.Args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			profile, command, err := splitProfile(g, cmd, args)
 			if err != nil {
@@ -96,13 +91,6 @@ type sessionRequest struct {
 	shell   bool
 	choices startChoices
 }
-
-// interactiveShell runs bash when the image has it, else sh, as an
-// interactive but not a login shell, like `podman exec -it ctr bash`: a
-// login shell's /etc/profile resets PATH on Debian-based images, which
-// would hide lazaret-escalate (/run/lazaret/bin) and the image's own ENV
-// PATH from the agent.
-var interactiveShell = []string{"/bin/sh", "-c", `if command -v bash >/dev/null 2>&1; then exec bash -i; else exec sh -i; fi`}
 
 // runSession attaches a Client Session to the sandbox (starting it if
 // needed) and runs the command with podman exec in this process, so the
@@ -322,7 +310,7 @@ func (s *session) execSpec(ctx context.Context) (ctl.ExecSpec, podman.ExecOption
 	s.delegation = delegation // the holder's descriptor 3, nil without one
 	command := s.r.command
 	if s.r.shell {
-		command = interactiveShell
+		command = clicore.InteractiveShell
 	}
 	var pidFile string
 	if !s.r.tty {

@@ -1,14 +1,10 @@
 package cli
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"io"
-	"strings"
 
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/exitcode"
-	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
 // Exit codes of lazaret's own failures. A command run in the sandbox
@@ -24,69 +20,31 @@ const (
 	exitCanceled = exitcode.Canceled
 )
 
-// usageError is a bad flag or argument.
+// The error types of clicore, the core both CLIs share, under the names
+// this package's verbs use: a usage error (exit 2, a hint naming the
+// command's help), the sandbox command's own exit code, an error with its
+// exit code and hint.
+
+// usageError is a bad flag or argument (clicore.UsageError).
 type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
+func (e usageError) Unwrap() error { return clicore.UsageError{Err: e.err} }
 
 // exitError carries an exit code that must be returned as is, such as the
-// exit code of the command run in the sandbox. It prints nothing.
+// exit code of the command run in the sandbox (clicore.ExitError).
 type exitError struct{ code int }
 
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+func (e exitError) Error() string { return clicore.ExitError{Code: e.code}.Error() }
+func (e exitError) Unwrap() error { return clicore.ExitError{Code: e.code} }
 
 // hintError attaches an exit code and a hint to an error.
-type hintError struct {
-	err  error
-	code int
-	hint string
-}
-
-func (e *hintError) Error() string { return e.err.Error() }
-func (e *hintError) Unwrap() error { return e.err }
+type hintError = clicore.HintError
 
 // withHint wraps err so that the user sees hint on a second line and the
 // process exits with code.
-func withHint(err error, code int, hint string) error {
-	if err == nil {
-		return nil
-	}
-	return &hintError{err: err, code: code, hint: hint}
-}
+func withHint(err error, code int, hint string) error { return clicore.WithHint(err, code, hint) }
 
 // exitCode is the single place where an error becomes a message on stderr
-// and a process exit code.
-func exitCode(err error, stderr io.Writer) int {
-	if err == nil {
-		return exitOK
-	}
-	var ee exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	if errors.Is(err, context.Canceled) {
-		return exitCanceled
-	}
-	code, hint := exitFailure, ""
-	var he *hintError
-	var ue usageError
-	switch {
-	case errors.As(err, &he):
-		code, hint = he.code, he.hint
-	case errors.As(err, &ue):
-		code, hint = exitUsage, "run `lazaret --help` for usage"
-	default:
-		code, hint = classify(err)
-	}
-	// Error messages quote what failed, and that is often the agent's
-	// text (a file name in a merge conflict, git's or podman's stderr, a
-	// ref name): shown escaped, on one line, like every other piece of
-	// sandbox text.
-	msg := visible.Line(strings.ReplaceAll(err.Error(), "\n", " "))
-	fmt.Fprintf(stderr, "lazaret: %s\n", msg)
-	if hint != "" {
-		fmt.Fprintf(stderr, "hint: %s\n", hint)
-	}
-	return code
-}
+// and a process exit code: clicore.ExitCode, with lazaret's classify.
+func exitCode(err error, stderr io.Writer) int { return clicore.ExitCode(err, stderr, classify) }

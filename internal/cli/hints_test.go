@@ -88,7 +88,7 @@ func printedHints(t *testing.T) []string {
 		if !errors.As(err, &he) {
 			t.Fatalf("no hint for a broad CIDR: %v", err)
 		}
-		m := regexp.MustCompile("`(lazaret [^`]*)`").FindStringSubmatch(he.hint)
+		m := regexp.MustCompile("`(lazaret [^`]*)`").FindStringSubmatch(he.Hint)
 		hints = append(hints, m[1]+" #run")
 	}
 	return hints

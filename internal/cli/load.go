@@ -1,11 +1,11 @@
 package cli
 
 import (
-	"fmt"
 	"sync"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 )
@@ -22,12 +22,9 @@ func (g *globalOptions) loadConfig() (*config.Config, error) {
 	if c, ok := loadedConfigs.Load(g); ok {
 		return c.(*config.Config), nil
 	}
-	cfg, err := config.Load(g.configPath)
+	cfg, err := clicore.LoadConfig(g.configPath, g.io.ErrOut)
 	if err != nil {
 		return nil, err
-	}
-	for _, w := range cfg.Warnings {
-		fmt.Fprintf(g.io.ErrOut, "lazaret: warning: %s\n", w)
 	}
 	loadedConfigs.Store(g, cfg)
 	return cfg, nil
@@ -41,9 +38,7 @@ func (g *globalOptions) loadDataRootConfig() (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range cfg.Warnings {
-		fmt.Fprintf(g.io.ErrOut, "lazaret: warning: %s\n", w)
-	}
+	clicore.Warn(g.io.ErrOut, cfg.Warnings)
 	return cfg, nil
 }
 
@@ -56,26 +51,15 @@ func (g *globalOptions) loadDataRootConfig() (*config.Config, error) {
 // runtime directory is (0700, owner-checked); the socket dir comes from
 // the configuration.
 func (g *globalOptions) resolveDomain(cfg *config.Config, profile, workspace string) (*config.Profile, *domain.Anchor, error) {
-	if profile == "" {
-		profile = config.DefaultProfileName
-	}
-	if err := config.ValidProfileName(profile); err != nil {
-		return nil, nil, usageError{fmt.Errorf("profile: %w", err)}
-	}
-	p, err := cfg.Profile(profile)
+	p, err := clicore.Profile(cfg, profile)
 	if err != nil {
-		return nil, nil, withHint(err, exitUsage, "pick a profile listed above, or add [profiles.<name>] to the configuration (`lazaret init` writes an example)")
+		return nil, nil, err
 	}
 	ws, err := g.chooseWorkspace(cfg, p, workspace)
 	if err != nil {
 		return nil, nil, err
 	}
-	runtimeDir, err := domain.RuntimeDir()
-	if err != nil {
-		return nil, nil, withHint(fmt.Errorf("runtime directory: %w", err), exitSetup,
-			"set XDG_RUNTIME_DIR to a directory you own (mode 0700), e.g. /run/user/$(id -u)")
-	}
-	a, err := domain.New(p.Name, ws, cfg.DataRoot, runtimeDir, cfg.Escalation.SocketDir)
+	a, err := clicore.Anchor(cfg, p, ws)
 	if err != nil {
 		return nil, nil, err
 	}

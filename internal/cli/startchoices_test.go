@@ -119,7 +119,7 @@ func TestWithChangesChecks(t *testing.T) {
 	p = &config.Profile{Name: "p1"}
 	err := g.checkStartChoices(ctx, p, a, startChoices{withChanges: true})
 	var he *hintError
-	if !errors.As(err, &he) || he.code != exitUsage || !strings.Contains(he.hint, "reset-branch") || p.WithChanges {
+	if !errors.As(err, &he) || he.Code != exitUsage || !strings.Contains(he.Hint, "reset-branch") || p.WithChanges {
 		t.Errorf("existing clone: %v", err)
 	}
 	// The profile key alone never refuses: it applies to new clones.

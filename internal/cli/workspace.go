@@ -2,65 +2,29 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/review"
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
-	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
 // workspaceHint is the way out of a refused workspace.
-func workspaceHint() string {
-	return "cd into a project directory, or name one with --workspace DIR (see " + locate.Doc("CONFIG.md") + ", \"Workspace\")"
-}
+func workspaceHint() string { return clicore.WorkspaceHint() }
 
-// chooseWorkspace returns the canonical Agent Workspace. An explicit
-// directory (the argument, set by the CLI for its coordinator, or
-// --workspace) is taken as is. Otherwise it is the current directory, or,
-// when that is inside a git repository and the profile is not in direct
-// mode, the repository's top level: branch mode needs the top level, and
-// mounting a subdirectory read-write instead would hand the agent the
-// user's files without the user having asked for direct mode. Either way
-// config.CheckWorkspace must accept the result (exit code 5 and a hint
-// otherwise), before anything is created.
+// chooseWorkspace returns the canonical Agent Workspace
+// (clicore.Workspace, lazaret-kube's too). An explicit directory (the
+// argument, set by the CLI for its coordinator, or --workspace) is taken
+// as is.
 func (g *globalOptions) chooseWorkspace(cfg *config.Config, p *config.Profile, explicit string) (string, error) {
 	if explicit == "" {
 		explicit = g.workspace
 	}
-	dir := explicit
-	if dir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", fmt.Errorf("current directory: %w", err)
-		}
-		dir = wd
-	}
-	// One resolution for both backends (lazaret-kube calls it too): the
-	// Domain Anchor of a directory must not depend on the backend.
-	ws, err := gitrepo.ChooseWorkspace(dir, explicit != "", p.GitMode, func(d string) bool { return cfg.CheckWorkspace(d) == nil })
-	if err != nil {
-		var de *gitrepo.WorkspaceDirError
-		if errors.As(err, &de) {
-			return "", usageError{err}
-		}
-		return "", err
-	}
-	if g.log != nil && ws != dir {
-		g.log.Debug("workspace resolved", "workspace", ws, "cwd", dir)
-	}
-	if err := cfg.CheckWorkspace(ws); err != nil {
-		var we *config.WorkspaceError
-		if errors.As(err, &we) {
-			return "", withHint(err, exitSecurity, workspaceHint())
-		}
-		return "", err
-	}
-	return ws, nil
+	return clicore.Workspace(cfg, p, explicit, g.log)
 }
 
 // startAnnouncer is called by a session before it connects; the function

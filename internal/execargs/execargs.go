@@ -72,3 +72,13 @@ func KnownProfile(load func() (*config.Config, error)) func(name string) bool {
 		return known
 	}
 }
+
+// Args is exec's argument check on both backends: no word at all is the
+// command missing, as when nothing follows "--" (a usage error: the
+// CLIs' clicore.GroupCommands makes every Args error one).
+func Args(_ *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return errors.New("exec: no command")
+	}
+	return nil
+}

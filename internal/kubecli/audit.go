@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/audit"
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/domain"
 	"github.com/lazaret-dev/lazaret/internal/refsync"
 	"github.com/lazaret-dev/lazaret/internal/store"
 )
@@ -23,11 +23,7 @@ const storeTimeout = 10 * time.Second
 // a cluster sandbox.
 func (g *globals) auditTo(cfg *config.Config, t *target) refsync.AuditFunc {
 	return func(ctx context.Context, e audit.Entry) (uint64, error) {
-		rd, err := domain.RuntimeDir()
-		if err != nil {
-			return 0, err
-		}
-		a, err := domain.New(t.profile.Name, t.workspace, cfg.DataRoot, rd, cfg.Escalation.SocketDir)
+		a, err := clicore.Anchor(cfg, t.profile, t.workspace)
 		if err != nil {
 			return 0, err
 		}

@@ -6,109 +6,40 @@ import (
 	"os"
 	"sync"
 
+	"github.com/lazaret-dev/lazaret/internal/clicore/termgate"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/kube"
 	"github.com/lazaret-dev/lazaret/internal/prompt"
 )
 
-// termGate lets the escalation prompt take the user's terminal over
-// during a TTY session: while paused, the keys read from the terminal go
-// to the prompt instead of the pod, and the pod's output waits, so it
-// cannot draw over the prompt (as the local attach gate does).
-type termGate struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	paused bool
-	sink   *io.PipeWriter
-}
+// The escalation prompt takes the user's terminal over during a TTY
+// session through the terminal gate both CLIs share (termgate.Gate, the
+// local attach's): while paused, the keys read from the terminal go to
+// the prompt instead of the pod, and the pod's output waits, so it cannot
+// draw over the prompt; a prompt withdrawn drops the keys typed for it
+// (Discard); the terminal's end ends the prompt's input (HangUp) and
+// denies what was on it.
 
-func newTermGate() *termGate {
-	k := &termGate{}
-	k.cond = sync.NewCond(&k.mu)
-	return k
-}
-
-// pause implements prompt.Runner.Pause: keys typed before flush (which
-// discards what the terminal still queues) were meant for the shell and
-// are dropped.
-func (k *termGate) pause(flush func() error) io.Reader {
-	k.mu.Lock()
-	k.paused = true
-	k.sink = nil
-	k.mu.Unlock()
-	if flush != nil {
-		_ = flush()
+// input copies the terminal (src) to the pod (dst) through gate, and
+// closes dst at the terminal's end, which hangs the gate up.
+func input(gate *termgate.Gate, dst *io.PipeWriter, src io.Reader) {
+	if err := gate.CopyIn(dst, src); err != nil {
+		gate.HangUp()
+		_ = dst.CloseWithError(err)
 	}
-	pr, pw := io.Pipe()
-	k.mu.Lock()
-	k.sink = pw
-	k.mu.Unlock()
-	return pr
-}
-
-// resume implements prompt.Runner.Resume.
-func (k *termGate) resume() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.sink != nil {
-		_ = k.sink.Close()
-	}
-	k.paused, k.sink = false, nil
-	k.cond.Broadcast()
-}
-
-// input copies the terminal (src) to the pod (dst), or to the prompt while
-// paused, and closes dst at the terminal's end.
-func (k *termGate) input(dst *io.PipeWriter, src io.Reader) {
-	buf := make([]byte, 4096)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			k.mu.Lock()
-			paused, sink := k.paused, k.sink
-			k.mu.Unlock()
-			var werr error
-			switch {
-			case !paused:
-				_, werr = dst.Write(buf[:n])
-			case sink != nil:
-				_, _ = sink.Write(buf[:n])
-			}
-			if werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			_ = dst.CloseWithError(err)
-			return
-		}
-	}
-}
-
-// heldWriter is the pod's output, held while the gate is paused.
-type heldWriter struct {
-	k *termGate
-	w io.Writer
-}
-
-func (h heldWriter) Write(p []byte) (int, error) {
-	h.k.mu.Lock()
-	for h.k.paused {
-		h.k.cond.Wait()
-	}
-	h.k.mu.Unlock()
-	return h.w.Write(p)
 }
 
 // sessionPrompter is the prompt on the user's terminal for a TTY
 // session, nil without one (every request that is not auto-approved is
 // then denied, as locally). abort ends the session (Q).
-func sessionPrompter(tty *os.File, k *termGate, abort func()) *prompt.Runner {
+func sessionPrompter(tty *os.File, k *termgate.Gate, abort func()) *prompt.Runner {
 	if tty == nil || k == nil || !isTerminal(tty) {
 		return nil
 	}
-	return &prompt.Runner{TTY: tty, Pause: k.pause, Resume: k.resume, OnAbort: abort, Resolve: prompt.ResolveAsServer}
+	r := &prompt.Runner{TTY: tty, Pause: k.Pause, Resume: k.Resume, Discard: k.Discard, OnAbort: abort, Resolve: prompt.ResolveAsServer}
+	k.OnHangUp(func() { r.DenyAll(escprompt.WithdrawHungUp) })
+	return r
 }
 
 // sessionIO is a session's streams with Host Escalation around them.
@@ -125,10 +56,10 @@ type sessionIO struct {
 // holder's handshake, and with a terminal the prompt's gate.
 func (g *globals) startSessionIO(ctx context.Context, cfg *config.Config, c *kube.Client, t *target, pod string, command []string, tty bool, abort func()) *sessionIO {
 	s := &sessionIO{stdin: g.io.In, stdout: g.io.Out}
-	var gate *termGate
+	var gate *termgate.Gate
 	var ask escprompt.Prompter
-	if in, _, _ := g.files(); tty && cfg.Escalation.Enabled {
-		gate = newTermGate()
+	if in, _, _ := g.io.Files(); tty && cfg.Escalation.Enabled {
+		gate = termgate.NewGate()
 		if s.runner = sessionPrompter(in, gate, abort); s.runner != nil {
 			ask = s.runner
 		} else {
@@ -144,8 +75,8 @@ func (g *globals) startSessionIO(ctx context.Context, cfg *config.Config, c *kub
 	in, out := s.stdin, s.stdout
 	if gate != nil {
 		pr, pw := io.Pipe()
-		go gate.input(pw, in)
-		in, out = pr, heldWriter{gate, out}
+		go input(gate, pw, in)
+		in, out = pr, gate.Held(out)
 	}
 	s.stdin, s.stdout = esc.streams(in, out)
 	return s

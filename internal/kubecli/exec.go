@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/execargs"
 	"github.com/spf13/cobra"
 )
@@ -27,14 +28,14 @@ func newExecCmd(g *globals) *cobra.Command {
 directory on the cluster, claiming one if needed. Standard input, output and
 error are passed through the API server and lazaret exits with the
 command's exit code.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: execargs.Args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			profile, command, err := g.splitProfile(cmd, args)
 			if err != nil {
 				return err
 			}
 			if o.timeout <= 0 {
-				return usageError{errors.New("--timeout: must be positive")}
+				return clicore.UsageError{Err: errors.New("--timeout: must be positive")}
 			}
 			return g.runSession(cmd.Context(), sessionRequest{profile: profile, tty: tty, command: command, start: o})
 		},
@@ -51,7 +52,7 @@ command's exit code.`,
 func (g *globals) splitProfile(cmd *cobra.Command, args []string) (string, []string, error) {
 	profile, command, err := execargs.Split(cmd, args, execargs.KnownProfile(g.loadConfig))
 	if err != nil {
-		return "", nil, usageError{err}
+		return "", nil, clicore.UsageError{Err: err}
 	}
 	return profile, command, nil
 }
@@ -68,9 +69,9 @@ func newShellCmd(g *globals) *cobra.Command {
 				profile = args[0]
 			}
 			if o.timeout <= 0 {
-				return usageError{errors.New("--timeout: must be positive")}
+				return clicore.UsageError{Err: errors.New("--timeout: must be positive")}
 			}
-			in, out, _ := g.files()
+			in, out, _ := g.io.Files()
 			tty := in != nil && out != nil && isTerminal(in) && isTerminal(out)
 			return g.runSession(cmd.Context(), sessionRequest{profile: profile, tty: tty, shell: true, start: o})
 		},

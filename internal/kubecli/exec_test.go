@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 )
 
 // The cluster's exec reads its command line as the local one does
@@ -31,7 +33,7 @@ func TestExecProfileWithoutDash(t *testing.T) {
 	if err != nil || profile != "" || !slices.Equal(command, []string{"prod", "ls"}) {
 		t.Errorf("exec prod ls (no such profile) = %q %q %v", profile, command, err)
 	}
-	var ue usageError
+	var ue clicore.UsageError
 	if _, _, err := g.splitProfile(newExecCmd(g), []string{"dev", "-q", "ls"}); !errors.As(err, &ue) {
 		t.Errorf("exec dev -q ls: %v, want a usage error", err)
 	}

@@ -1,24 +1,15 @@
 package kubecli
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"io"
-	"strings"
 
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/exitcode"
 	"github.com/lazaret-dev/lazaret/internal/kube"
 	"github.com/lazaret-dev/lazaret/internal/locate"
-	"github.com/lazaret-dev/lazaret/internal/visible"
 )
-
-// usageError is a bad flag or argument.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
 
 // setupError is the cluster not ready for lazaret, with the fix.
 type setupError struct {
@@ -37,45 +28,19 @@ type refusal struct {
 
 func (e refusal) Error() string { return e.msg }
 
-// exitError is the exit code of the command run in the sandbox: returned
-// as is, printing nothing.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
-
-func flagErr(flag string, err error) error { return fmt.Errorf("%s: %w", flag, err) }
-
 // exitCode is the single place where an error becomes a message on stderr
-// and an exit code. Messages quote the cluster's answers (object names,
-// condition messages, API errors): shown escaped, on one line.
-func exitCode(err error, stderr io.Writer) int {
-	if err == nil {
-		return exitcode.OK
-	}
-	var ee exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	if errors.Is(err, context.Canceled) {
-		return exitcode.Canceled
-	}
-	code, hint := classify(err)
-	fmt.Fprintf(stderr, "lazaret: %s\n", visible.Line(strings.ReplaceAll(err.Error(), "\n", " ")))
-	if hint != "" {
-		fmt.Fprintf(stderr, "hint: %s\n", hint)
-	}
-	return code
-}
+// and an exit code: clicore.ExitCode, the local CLI's too, with
+// lazaret-kube's classify. Messages quote the cluster's answers (object
+// names, condition messages, API errors): shown escaped, on one line.
+func exitCode(err error, stderr io.Writer) int { return clicore.ExitCode(err, stderr, classify) }
 
+// classify maps lazaret-kube's own errors to an exit code and a hint.
 func classify(err error) (int, string) {
-	var ue usageError
 	var se setupError
 	var rf refusal
 	var start *kube.StartError
 	var xf execFailed
 	switch {
-	case errors.As(err, &ue):
-		return exitcode.Usage, "run `lazaret --backend kubernetes --help` for usage"
 	case errors.As(err, &rf):
 		return exitcode.Security, rf.hint
 	case errors.As(err, &start):

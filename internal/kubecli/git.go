@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/execx"
 	"github.com/lazaret-dev/lazaret/internal/gitrepo"
@@ -78,7 +79,7 @@ type gitTarget struct {
 func (g *globals) gitTarget(ctx context.Context, cfg *config.Config, t *target) (*gitTarget, error) {
 	mode, err := gitrepo.ResolveMode(t.profile.GitMode, t.workspace)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, clicore.UsageError{Err: err}
 	}
 	if mode != gitrepo.ModeBranch {
 		return nil, nil

@@ -2,32 +2,28 @@
 // of `lazaret --backend kubernetes VERB`, one file per verb, an options
 // struct and a run function each, like internal/cli (whose packages it
 // does not import: it runs in its own binary so that client-go never
-// links into lazaret). exit.go is the one place errors become messages
-// and exit codes, with internal/exitcode's values.
+// links into lazaret). What the two CLIs share (root, global flags,
+// streams, usage errors, the error → exit code body, target resolution,
+// terminal gate) is internal/clicore's; exit.go classifies the cluster's
+// own errors for it.
 package kubecli
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/kube"
 )
 
-// IO is the set of streams a command uses, injectable for tests.
-type IO struct {
-	In     io.Reader
-	Out    io.Writer
-	ErrOut io.Writer
-}
+// IO is the set of streams a command uses, injectable for tests
+// (clicore's, shared with the local CLI).
+type IO = clicore.IO
 
 // globals are the flags every command shares, and what tests replace.
 type globals struct {
@@ -61,51 +57,39 @@ func newGlobals(streams IO) *globals {
 	}}
 }
 
+// Run is Main on streams (the tests of both CLIs).
+func Run(args []string, streams IO) int { return run(newGlobals(streams), args) }
+
 func run(g *globals, args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	root := newRootCmd(g)
-	root.SetArgs(args[1:])
-	root.SetIn(g.io.In)
-	root.SetOut(g.io.Out)
-	root.SetErr(g.io.ErrOut)
-	_, err := root.ExecuteContextC(ctx)
-	return exitCode(err, g.io.ErrOut)
+	return clicore.Execute(newRootCmd(g), args[1:], g.io, classify)
 }
 
+// invocation is how the user runs lazaret-kube, for messages and hints.
+const invocation = "lazaret --backend kubernetes"
+
 func newRootCmd(g *globals) *cobra.Command {
-	root := &cobra.Command{
+	root := clicore.NewRoot(clicore.RootSpec{
 		Use:   "lazaret-kube",
 		Short: "Lazaret's Kubernetes backend (run as `lazaret --backend kubernetes`)",
 		Long: `lazaret-kube runs lazaret's profiles on a Kubernetes cluster with agent-sandbox
 (SandboxTemplate, SandboxWarmPool, SandboxClaim; gVisor as the RuntimeClass).
 It is what ` + "`lazaret --backend kubernetes VERB`" + ` (or LAZARET_BACKEND=kubernetes) runs.`,
-		SilenceErrors: true,
-		SilenceUsage:  true,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
-			level := slog.LevelWarn
-			if g.verbose {
-				level = slog.LevelDebug
-			}
-			g.log = slog.New(slog.NewTextHandler(g.io.ErrOut, &slog.HandlerOptions{Level: level}))
-			return nil
-		},
-	}
+		Invocation: invocation,
+		Flags:      clicore.GlobalFlags{Config: &g.configPath, Workspace: &g.workspace, Verbose: &g.verbose},
+		SetLog:     func(l *slog.Logger) { g.log = l },
+	})
 	root.CompletionOptions.DisableDefaultCmd = true
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.configPath, "config", "", "configuration file (default $XDG_CONFIG_HOME/lazaret/config.toml)")
-	pf.StringVar(&g.workspace, "workspace", "", "the Agent Workspace, taken as is (default: the current directory, or the top level of the git repository it is in)")
-	pf.BoolVarP(&g.verbose, "verbose", "v", false, "debug logs on stderr")
 	pf.StringVar(&g.kubeconfig, "kubeconfig", "", "kubeconfig file (default [cluster].kubeconfig, $KUBECONFIG, ~/.kube/config)")
 	pf.StringVar(&g.context, "context", "", "kubeconfig context (default [cluster].context, else the current one)")
 	pf.StringVarP(&g.namespace, "namespace", "n", "", "namespace (default [cluster].namespace, else the context's)")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newExecCmd(g), newShellCmd(g), newStatusCmd(g), newPsCmd(g), newStopCmd(g), newDoctorCmd(g), newSyncCmd(g), newStateCmd(g),
 		newReviewCmd(g, "diff", "Show what the agent changed on its branch"),
 		newReviewCmd(g, "log", "List the agent's commits"),
 		newReviewCmd(g, "merge", "Merge the agent's branch into your current branch"),
 		newReviewCmd(g, "reset-branch", "Set the agent's branch aside and start it again"),
 		newLocalCmd(g, "audit", "Show the audit trail of this directory's sandboxes, local and on the cluster"))
+	clicore.GroupCommands(root)
 	return root
 }
 
@@ -114,12 +98,9 @@ func (g *globals) loadConfig() (*config.Config, error) {
 	if g.cfg != nil {
 		return g.cfg, nil
 	}
-	cfg, err := config.Load(g.configPath)
+	cfg, err := clicore.LoadConfig(g.configPath, g.io.ErrOut)
 	if err != nil {
 		return nil, err
-	}
-	for _, w := range cfg.Warnings {
-		g.log.Warn(w)
 	}
 	if g.kubeconfig != "" {
 		cfg.Cluster.Kubeconfig = g.kubeconfig
@@ -129,7 +110,7 @@ func (g *globals) loadConfig() (*config.Config, error) {
 	}
 	if g.namespace != "" {
 		if err := config.ValidNamespace(g.namespace); err != nil {
-			return nil, usageError{flagErr("--namespace", err)}
+			return nil, clicore.UsageError{Err: clicore.FlagErr("--namespace", err)}
 		}
 		cfg.Cluster.Namespace = g.namespace
 	}
@@ -160,7 +141,7 @@ func (g *globals) client() (*config.Config, *kube.Client, error) {
 	if err != nil {
 		switch {
 		case g.kubeconfig != "":
-			err = flagErr("--kubeconfig", err)
+			err = clicore.FlagErr("--kubeconfig", err)
 		case cfg.Cluster.Kubeconfig != "":
 			err = fmt.Errorf("%s: cluster.kubeconfig: %w", cfg.File, err)
 		}

@@ -12,14 +12,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/kube"
 	"github.com/lazaret-dev/lazaret/internal/kubespec"
 	"github.com/lazaret-dev/lazaret/internal/secretfetch"
 )
-
-// interactiveShell is the local backend's: bash when the image has it,
-// else sh, interactive but not a login shell.
-var interactiveShell = []string{"/bin/sh", "-c", `if command -v bash >/dev/null 2>&1; then exec bash -i; else exec sh -i; fi`}
 
 // sessionRequest is one `shell` or `exec`.
 type sessionRequest struct {
@@ -62,10 +59,10 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 			return err
 		}
 	}
-	in, out, _ := g.files()
+	in, out, _ := g.io.Files()
 	command := r.command
 	if r.shell {
-		command = interactiveShell
+		command = clicore.InteractiveShell
 	}
 	pidFile := "/tmp/.lazaret-kube-" + randomID() + ".pid"
 	// Not ctx: SIGINT is the command's, not lazaret's.
@@ -97,7 +94,7 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 	case err != nil:
 		return execFailed{fmt.Errorf("exec in pod %s: %w", run.pod, err)}
 	case code != 0:
-		return exitError{code}
+		return clicore.ExitError{Code: code}
 	}
 	return nil
 }
@@ -149,13 +146,4 @@ func (g *globals) signalInPod(c *kube.Client, pod, pidFile string, sig os.Signal
 	if err != nil {
 		g.log.Debug("signal in pod", "signal", name, "err", err)
 	}
-}
-
-// files are the process's streams that are files (the terminal's modes
-// and size are read from them); nil for streams tests replaced.
-func (g *globals) files() (in, out, errOut *os.File) {
-	in, _ = g.io.In.(*os.File)
-	out, _ = g.io.Out.(*os.File)
-	errOut, _ = g.io.ErrOut.(*os.File)
-	return in, out, errOut
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/kube"
 	"github.com/lazaret-dev/lazaret/internal/kubespec"
 	"github.com/lazaret-dev/lazaret/internal/prompt"
@@ -40,7 +41,7 @@ required. DIR is refused: on the cluster a scope's dirs share one volume.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			profile := firstOf(args)
 			if strings.HasPrefix(profile, "/") || len(args) == 2 {
-				return usageError{errors.New("DIR: on the cluster a profile's persistent dirs share one volume claim; reset them all (omit DIR)")}
+				return clicore.UsageError{Err: errors.New("DIR: on the cluster a profile's persistent dirs share one volume claim; reset them all (omit DIR)")}
 			}
 			return g.runStateReset(cmd.Context(), profile, yes)
 		},
@@ -120,7 +121,7 @@ func (g *globals) runStateReset(ctx context.Context, profile string, yes bool) e
 	if !yes {
 		f, ok := g.io.In.(*os.File)
 		if !ok || !isTerminal(f) {
-			return usageError{errors.New("--yes is required without a terminal: this deletes what the agent installed")}
+			return clicore.UsageError{Err: errors.New("--yes is required without a terminal: this deletes what the agent installed")}
 		}
 		// prompt.Confirm: keys typed before the question was readable
 		// do not answer it.

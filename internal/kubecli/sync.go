@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/kube"
 	"github.com/lazaret-dev/lazaret/internal/kubespec"
 	"github.com/lazaret-dev/lazaret/internal/locate"
@@ -43,7 +44,7 @@ func (g *globals) runSync(ctx context.Context, profile string, report bool) (boo
 		return false, err
 	}
 	if gt == nil {
-		return false, usageError{fmt.Errorf("workspace %s is not in branch mode: nothing to sync", visible.Line(t.workspace))}
+		return false, clicore.UsageError{Err: fmt.Errorf("workspace %s is not in branch mode: nothing to sync", visible.Line(t.workspace))}
 	}
 	claim, err := c.Claim(ctx, kubespec.ClaimName(t.hash))
 	if errors.Is(err, kube.ErrNotFound) || (err == nil && claim.Status.Sandbox.Name == "") {

@@ -230,7 +230,7 @@ func copyTTY(o Options, ptmx *os.File, isTerm bool, h *hangup, guard func()) <-c
 	if o.Stdin != nil {
 		go func() {
 			defer guard()
-			err := o.Gate.copyIn(ptmx, o.Stdin)
+			err := o.Gate.CopyIn(ptmx, o.Stdin)
 			switch {
 			case err == nil: // the command's side ended
 			case isTerm:
@@ -247,7 +247,7 @@ func copyTTY(o Options, ptmx *os.File, isTerm bool, h *hangup, guard func()) <-c
 		defer guard()
 		defer close(out)
 		// Ends with EIO once the command exits.
-		if o.Gate.copyOut(o.Stdout, ptmx) != nil {
+		if o.Gate.CopyOut(o.Stdout, ptmx) != nil {
 			h.notice()
 		}
 	}()
@@ -276,7 +276,7 @@ func (h *hangup) notice() { h.once.Do(func() { close(h.c) }) }
 // HangupWait later is killed, in the sandbox and its exec. done delivers
 // the command's end.
 func (h *hangup) end(done <-chan error) (int, error) {
-	h.gate.hangUp()
+	h.gate.HangUp()
 	var sent sync.WaitGroup
 	deliver := func(sig syscall.Signal) {
 		if h.signal == nil {

@@ -1,4 +1,4 @@
-package attach
+package termgate
 
 import (
 	"io"
@@ -21,7 +21,7 @@ func TestGateDiscardDropsKeysAfterWithdrawal(t *testing.T) {
 		src, feed := io.Pipe()
 		var cmd syncBuf
 		done := make(chan struct{})
-		go func() { g.copyIn(&cmd, src); close(done) }()
+		go func() { g.CopyIn(&cmd, src); close(done) }()
 		g.Pause(nil)
 		if discard {
 			g.Discard(time.Second)
@@ -52,8 +52,8 @@ func TestGateOnHangUp(t *testing.T) {
 	g := NewGate()
 	ran := make(chan string, 2)
 	g.OnHangUp(func() { ran <- "before" })
-	g.hangUp()
-	g.hangUp()
+	g.HangUp()
+	g.HangUp()
 	if got := <-ran; got != "before" {
 		t.Fatal(got)
 	}

@@ -1,4 +1,8 @@
-package attach
+// Package termgate is the terminal gate both CLIs put between the user's
+// terminal and a session's command (the local PTY attach, lazaret-kube's
+// exec stream): while the escalation prompt has the terminal, keys go to
+// the prompt and the command's output waits.
+package termgate
 
 import (
 	"io"
@@ -124,12 +128,12 @@ func (g *Gate) clock() time.Time {
 	return time.Now()
 }
 
-// hangUp ends the gate's pauses for good (the terminal went away): the
+// HangUp ends the gate's pauses for good (the terminal went away): the
 // taker's reader ends (EOF, not an error: the escalation prompt then
 // waits for its request to be withdrawn, rather than answering it as if
 // the human had denied it), held output is let go (its write fails), and
 // a later Pause returns a reader that has ended. Safe on a nil gate.
-func (g *Gate) hangUp() {
+func (g *Gate) HangUp() {
 	if g == nil {
 		return
 	}
@@ -148,11 +152,11 @@ func (g *Gate) hangUp() {
 	g.cond.Broadcast()
 }
 
-// copyIn forwards terminal input to the command, or to the taker while
+// CopyIn forwards terminal input to the command, or to the taker while
 // paused, until either side fails. It returns the error that ended the
 // reading of src (io.EOF at its end), nil when writing to dst failed
 // (the command's side ended).
-func (g *Gate) copyIn(dst io.Writer, src io.Reader) error {
+func (g *Gate) CopyIn(dst io.Writer, src io.Reader) error {
 	buf := make([]byte, 4096)
 	for {
 		n, err := src.Read(buf)
@@ -184,10 +188,10 @@ func (g *Gate) copyIn(dst io.Writer, src io.Reader) error {
 	}
 }
 
-// copyOut forwards the command's output, holding it while paused. It
+// CopyOut forwards the command's output, holding it while paused. It
 // returns the error of writing to dst (the user's terminal), nil when the
 // command's side ended.
-func (g *Gate) copyOut(dst io.Writer, src io.Reader) error {
+func (g *Gate) CopyOut(dst io.Writer, src io.Reader) error {
 	buf := make([]byte, 32*1024)
 	for {
 		n, err := src.Read(buf)
@@ -204,6 +208,30 @@ func (g *Gate) copyOut(dst io.Writer, src io.Reader) error {
 			return nil
 		}
 	}
+}
+
+// Held is dst as the command's output goes to it: each write waits while
+// a pause holds the output (CopyOut, for a writer the command writes to).
+func (g *Gate) Held(dst io.Writer) io.Writer {
+	if g == nil {
+		return dst
+	}
+	return held{g, dst}
+}
+
+type held struct {
+	g   *Gate
+	dst io.Writer
+}
+
+func (h held) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if err := h.g.write(h.dst, p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // write writes the command's output p to dst once no pause holds it.

@@ -1,4 +1,4 @@
-package attach
+package termgate
 
 import (
 	"bytes"
@@ -31,10 +31,10 @@ func TestGateRoutesInputWhilePaused(t *testing.T) {
 	src, feed := io.Pipe()
 	var cmd syncBuf
 	done := make(chan struct{})
-	go func() { g.copyIn(&cmd, src); close(done) }()
+	go func() { g.CopyIn(&cmd, src); close(done) }()
 
 	feed.Write([]byte("ls\r"))
-	for cmd.String() != "ls\r" { // copyIn has read it; wait until it forwarded it
+	for cmd.String() != "ls\r" { // CopyIn has read it; wait until it forwarded it
 		runtime.Gosched()
 	}
 	taker := g.Pause(nil)
@@ -62,11 +62,11 @@ func TestGateHoldsOutputWhilePaused(t *testing.T) {
 	src, feed := io.Pipe()
 	var term syncBuf
 	done := make(chan struct{})
-	go func() { g.copyOut(&term, src); close(done) }()
+	go func() { g.CopyOut(&term, src); close(done) }()
 	g.Pause(nil)
 	wrote := make(chan struct{})
 	go func() { feed.Write([]byte("drawn over the prompt")); close(wrote) }()
-	<-wrote // copyOut has read it and is holding it
+	<-wrote // CopyOut has read it and is holding it
 	if term.String() != "" {
 		t.Fatal("output reached the terminal while paused")
 	}
@@ -81,8 +81,8 @@ func TestGateHoldsOutputWhilePaused(t *testing.T) {
 func TestNilGateForwards(t *testing.T) {
 	var g *Gate
 	var out bytes.Buffer
-	g.copyIn(&out, bytes.NewReader([]byte("x")))
-	g.copyOut(&out, bytes.NewReader([]byte("y")))
+	g.CopyIn(&out, bytes.NewReader([]byte("x")))
+	g.CopyOut(&out, bytes.NewReader([]byte("y")))
 	if out.String() != "xy" {
 		t.Fatal(out.String())
 	}
@@ -96,7 +96,7 @@ func TestGateDropsInputBeforeFlush(t *testing.T) {
 	src, feed := io.Pipe()
 	var cmd syncBuf
 	done := make(chan struct{})
-	go func() { g.copyIn(&cmd, src); close(done) }()
+	go func() { g.CopyIn(&cmd, src); close(done) }()
 	taker := g.Pause(func() error {
 		feed.Write([]byte("y")) // typed for the shell just as the prompt came up
 		<-g.routed

@@ -1,4 +1,4 @@
-package attach
+package termgate
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ func TestNoticeStartsOnAFreshLine(t *testing.T) {
 	var out bytes.Buffer
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
-	go func() { g.copyOut(&out, pr); close(done) }()
+	go func() { g.CopyOut(&out, pr); close(done) }()
 	pw.Write([]byte("$ partial"))
 	pw.Close()
 	<-done

@@ -1,4 +1,4 @@
-package cli
+package clicore
 
 import (
 	"strings"
@@ -22,8 +22,8 @@ func TestUnknownCommandAliasesAndHidden(t *testing.T) {
 		"delte":  "did you mean remove?",
 		"secrte": "",
 	} {
-		err := unknownCommand(root, typed)
-		if _, ok := err.(usageError); !ok {
+		err := UnknownCommand(root, typed)
+		if _, ok := err.(UsageError); !ok {
 			t.Fatalf("%s: %T is not a usage error", typed, err)
 		}
 		if got := err.Error(); (want == "") != !strings.Contains(got, "did you mean") || (want != "" && !strings.HasSuffix(got, want)) {
@@ -33,7 +33,7 @@ func TestUnknownCommandAliasesAndHidden(t *testing.T) {
 	for _, c := range root.Commands() {
 		c.Hidden = false
 	}
-	if err := unknownCommand(root, "secrte"); !strings.HasSuffix(err.Error(), "did you mean secret?") {
+	if err := UnknownCommand(root, "secrte"); !strings.HasSuffix(err.Error(), "did you mean secret?") {
 		t.Errorf("control: visible command not suggested: %v", err)
 	}
 }

@@ -1,0 +1,89 @@
+package clicore_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/cli"
+	"github.com/lazaret-dev/lazaret/internal/clicore"
+	"github.com/lazaret-dev/lazaret/internal/kubecli"
+)
+
+// backends are both CLIs, each with how the user runs it.
+var backends = []struct {
+	name, prefix string
+	run          func([]string, clicore.IO) int
+}{
+	{"lazaret", "lazaret", cli.Run},
+	{"lazaret-kube", "lazaret --backend kubernetes", kubecli.Run},
+}
+
+// TestSharedVerbFlagParsing runs every verb both backends implement
+// themselves (the review verbs and audit lazaret-kube hands to the local
+// CLI are the local CLI's) through both CLIs' flag and argument parsing:
+// a bad flag, a flag's nearest name, too many arguments, a missing
+// command, an unknown verb. Each must fail the same way on both: exit 2,
+// the same message, and a hint naming that verb's help as the user runs
+// it. (lazaret-kube answered the argument and verb errors with exit 1 and
+// no hint before the shared core.)
+func TestSharedVerbFlagParsing(t *testing.T) {
+	t.Setenv("LAZARET_BACKEND", "")
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfg, []byte("[profiles.dev]\nimage = \"localhost/x\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		msg  string
+		help string // the verb whose help the hint names ("" the root)
+	}{
+		{[]string{"frob"}, `unknown command "frob" for "PREFIX"`, ""},
+		{[]string{"sotp"}, `unknown command "sotp" for "PREFIX"; did you mean stop?`, ""},
+		{[]string{"exec"}, "exec: no command", "exec"},
+		{[]string{"exec", "--"}, "exec: no command", "exec"},
+		{[]string{"shell", "a", "b"}, "accepts at most 1 arg(s), received 2", "shell"},
+		{[]string{"status", "a", "b"}, "accepts at most 1 arg(s), received 2", "status"},
+		{[]string{"stop", "a", "b"}, "accepts at most 1 arg(s), received 2", "stop"},
+		{[]string{"ps", "a"}, `unknown command "a" for "PREFIX ps"`, "ps"},
+		{[]string{"state", "a", "b"}, "accepts at most 1 arg(s), received 2", "state"},
+		{[]string{"stop", "--al"}, "unknown flag: --al; did you mean --all?", "stop"},
+		{[]string{"--workspac", "x", "status"}, "unknown flag: --workspac; did you mean --workspace?", "status"},
+	}
+	for _, verb := range []string{"exec", "shell", "status", "ps", "stop", "doctor", "state"} {
+		cases = append(cases, struct {
+			args      []string
+			msg, help string
+		}{[]string{verb, "--no-such-flag"}, "unknown flag: --no-such-flag", verb})
+	}
+	for _, c := range cases {
+		for _, b := range backends {
+			t.Run(b.name+"/"+strings.Join(c.args, "_"), func(t *testing.T) {
+				var out, errOut bytes.Buffer
+				args := append([]string{b.name, "--config", cfg}, c.args...)
+				code := b.run(args, clicore.IO{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+				help := strings.TrimSpace(b.prefix + " " + c.help)
+				want := "lazaret: " + strings.ReplaceAll(c.msg, "PREFIX", b.prefix) + "\nhint: run `" + help + " --help` for usage\n"
+				if code != 2 || errOut.String() != want {
+					t.Fatalf("exit %d, stderr\n%s\nwant exit 2, stderr\n%s", code, errOut.String(), want)
+				}
+			})
+		}
+	}
+}
+
+// TestSharedVerbHelp: every shared verb's --help parses on both CLIs.
+func TestSharedVerbHelp(t *testing.T) {
+	t.Setenv("LAZARET_BACKEND", "")
+	for _, verb := range []string{"exec", "shell", "status", "ps", "stop", "doctor", "state"} {
+		for _, b := range backends {
+			var out, errOut bytes.Buffer
+			if code := b.run([]string{b.name, verb, "--help"}, clicore.IO{Out: &out, ErrOut: &errOut}); code != 0 || !strings.Contains(out.String(), "--workspace") {
+				t.Errorf("%s %s --help: exit %d, %q %q", b.name, verb, code, out.String(), errOut.String())
+			}
+		}
+	}
+}
