@@ -13,9 +13,6 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
-// workspaceHint is the way out of a refused workspace.
-func workspaceHint() string { return clicore.WorkspaceHint() }
-
 // chooseWorkspace returns the canonical Agent Workspace
 // (clicore.Workspace, lazaret-kube's too). An explicit directory (the
 // argument, set by the CLI for its coordinator, or --workspace) is taken
