@@ -22,6 +22,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/eschost"
 	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/session"
@@ -40,7 +41,7 @@ type escRig struct {
 	prompt    *scriptedPrompter
 
 	mu     sync.Mutex
-	events []escalation.Event
+	events []eschost.Event
 }
 
 type scriptedPrompter struct {
@@ -70,7 +71,7 @@ func newEscRig(t *testing.T, auto ...[]string) *escRig {
 	}
 	r := &escRig{t: t, anchor: a, prompt: &scriptedPrompter{}}
 	r.comp = escalation.NewComponent(escalation.ComponentOptions{Anchor: a, AutoApprove: auto,
-		Auditor: escalation.AuditFunc(func(_ context.Context, e escalation.Event) error {
+		Auditor: eschost.AuditFunc(func(_ context.Context, e eschost.Event) error {
 			r.mu.Lock()
 			r.events = append(r.events, e)
 			r.mu.Unlock()
@@ -116,7 +117,7 @@ func newEscRig(t *testing.T, auto ...[]string) *escRig {
 	}
 	r.waitBroker()
 	r.sess, _ = session.New()
-	if _, err := r.comp.Registry().Register(&escalation.Session{ID: r.sess.ID, Public: r.sess.Public, Prompt: r.prompt}); err != nil {
+	if _, err := r.comp.Registry().Register(&eschost.Session{ID: r.sess.ID, Public: r.sess.Public, Prompt: r.prompt}); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -174,7 +175,7 @@ func (r *escRig) lastRejection() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := len(r.events) - 1; i >= 0; i-- {
-		if r.events[i].Kind == escalation.EventRejected {
+		if r.events[i].Kind == eschost.EventRejected {
 			return r.events[i].Stage
 		}
 	}
@@ -315,7 +316,7 @@ func TestEscalationFromSandbox(t *testing.T) {
 		// Control: the genuine delegation works (above); these do not.
 		other, _ := session.New()
 		_, errOut, code := r.exec(r.delegationEnv(other), "lazaret-escalate", "--", "echo", "x")
-		if code != 125 || r.lastRejection() != escalation.StageSession {
+		if code != 125 || r.lastRejection() != eschost.StageSession {
 			t.Fatalf("unregistered session: exit %d stage %q err %q", code, r.lastRejection(), errOut)
 		}
 		// A delegation claiming the registered session, signed by another key.
@@ -326,7 +327,7 @@ func TestEscalationFromSandbox(t *testing.T) {
 		d.Signature = od.Delegation.Signature
 		forged := (&session.Delegated{SessionID: r.sess.ID, Key: priv, Delegation: d}).Env()
 		_, _, code = r.exec(forged, "lazaret-escalate", "--", "echo", "x")
-		if code != 125 || r.lastRejection() != escalation.StageDelegation {
+		if code != 125 || r.lastRejection() != eschost.StageDelegation {
 			t.Fatalf("forged delegation: exit %d stage %q", code, r.lastRejection())
 		}
 		// No session environment at all.

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
+	"github.com/lazaret-dev/lazaret/internal/eschost"
 	"github.com/lazaret-dev/lazaret/internal/escwire"
 	"github.com/lazaret-dev/lazaret/internal/session"
 	"github.com/lazaret-dev/lazaret/internal/trust"
@@ -186,7 +187,7 @@ func (r *escRig) rejectionsAt(stage string) int {
 	defer r.mu.Unlock()
 	n := 0
 	for _, e := range r.events {
-		if e.Kind == escalation.EventRejected && e.Stage == stage {
+		if e.Kind == eschost.EventRejected && e.Stage == stage {
 			n++
 		}
 	}
@@ -220,7 +221,7 @@ func TestEscalationProtocolAbuse(t *testing.T) {
 		if len(got) != 2 || got[0] != "exit 0" || got[1] != escwire.FrameError {
 			t.Fatalf("original then replay: %q", got)
 		}
-		if r.rejectionsAt(escalation.StageReplay) == 0 {
+		if r.rejectionsAt(eschost.StageReplay) == 0 {
 			t.Fatal("the replay was not recorded at the replay stage")
 		}
 		stillAnswers(t)
@@ -245,13 +246,13 @@ func TestEscalationProtocolAbuse(t *testing.T) {
 	})
 
 	t.Run("stale and future timestamps", func(t *testing.T) {
-		before := r.rejectionsAt(escalation.StageReplay)
+		before := r.rejectionsAt(eschost.StageReplay)
 		stale := r.signedRequest(r.sess, pwd, func(q *escwire.Request) { q.Timestamp = time.Now().Add(-5 * time.Minute).UnixMilli() })
 		future := r.signedRequest(r.sess, pwd, func(q *escwire.Request) { q.Timestamp = time.Now().Add(5 * time.Minute).UnixMilli() })
 		if got := r.send(1, stale, future); len(got) != 2 || got[0] != escwire.FrameError || got[1] != escwire.FrameError {
 			t.Fatalf("stale, future: %q", got)
 		}
-		if r.rejectionsAt(escalation.StageReplay) != before+2 {
+		if r.rejectionsAt(eschost.StageReplay) != before+2 {
 			t.Fatal("timestamp rejections not recorded at the replay stage")
 		}
 		stillAnswers(t)
@@ -263,7 +264,7 @@ func TestEscalationProtocolAbuse(t *testing.T) {
 		// one with its delegation but the first session's id, are both
 		// refused; each session's own genuine request runs.
 		other, _ := session.New()
-		if _, err := r.comp.Registry().Register(&escalation.Session{ID: other.ID, Public: other.Public, Prompt: r.prompt}); err != nil {
+		if _, err := r.comp.Registry().Register(&eschost.Session{ID: other.ID, Public: other.Public, Prompt: r.prompt}); err != nil {
 			t.Fatal(err)
 		}
 		wrongID := r.signedRequest(r.sess, pwd, func(q *escwire.Request) { q.SessionID = other.ID })
@@ -276,7 +277,7 @@ func TestEscalationProtocolAbuse(t *testing.T) {
 	})
 
 	t.Run("oversized, malformed and strict-JSON violations", func(t *testing.T) {
-		before := r.rejectionsAt(escalation.StageDecode)
+		before := r.rejectionsAt(eschost.StageDecode)
 		huge := append(bytes.Repeat([]byte("A"), 16<<20), '\n')
 		genuineJSON := genuine()
 		unknown := bytes.Replace(genuineJSON, []byte(`{"request_id"`), []byte(`{"x":1,"request_id"`), 1)
@@ -291,8 +292,8 @@ func TestEscalationProtocolAbuse(t *testing.T) {
 				t.Errorf("payload %d: %q", i, g)
 			}
 		}
-		if r.rejectionsAt(escalation.StageDecode) < before+len(bad)-1 {
-			t.Errorf("decode rejections: %d new, want at least %d", r.rejectionsAt(escalation.StageDecode)-before, len(bad)-1)
+		if r.rejectionsAt(eschost.StageDecode) < before+len(bad)-1 {
+			t.Errorf("decode rejections: %d new, want at least %d", r.rejectionsAt(eschost.StageDecode)-before, len(bad)-1)
 		}
 		// Control: the request the unknown-field and trailing-data cases
 		// were made from is itself genuine, and the coordinator answers.
@@ -309,8 +310,8 @@ func TestEscalationProtocolAbuse(t *testing.T) {
 		if bytes.Equal(req, tampered) {
 			t.Fatal("test: argv not found in the encoding")
 		}
-		before := r.rejectionsAt(escalation.StageSignature)
-		if got := r.send(1, tampered); got[0] != escwire.FrameError || r.rejectionsAt(escalation.StageSignature) != before+1 {
+		before := r.rejectionsAt(eschost.StageSignature)
+		if got := r.send(1, tampered); got[0] != escwire.FrameError || r.rejectionsAt(eschost.StageSignature) != before+1 {
 			t.Fatalf("tampered argv: %q", got)
 		}
 		stillAnswers(t)

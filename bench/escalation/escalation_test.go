@@ -36,6 +36,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/eschost"
 	"github.com/lazaret-dev/lazaret/internal/insandbox/escclient"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/session"
@@ -250,7 +251,7 @@ func BenchmarkEscalationRoundTrip(b *testing.B) {
 	// figure is the protocol's. ESCBENCH_AUDIT=store writes the three
 	// records of each round trip (request and decision before the command,
 	// result after it) to a real state store, as the coordinator does.
-	auditor := escalation.Auditor(escalation.AuditFunc(func(context.Context, escalation.Event) error { return nil }))
+	auditor := eschost.Auditor(eschost.AuditFunc(func(context.Context, eschost.Event) error { return nil }))
 	auditMode := "none (no-op auditor)"
 	if os.Getenv("ESCBENCH_AUDIT") == "store" {
 		st, err := store.Open(ctx, filepath.Join(root, "state.db"), store.Options{Role: "coordinator", Timeout: 10 * time.Second})
@@ -258,7 +259,7 @@ func BenchmarkEscalationRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer st.Close()
-		auditor, auditMode = escalation.EntryAuditor(st.AppendAudit), "state store (bbolt, fsync)"
+		auditor, auditMode = eschost.EntryAuditor(st.AppendAudit), "state store (bbolt, fsync)"
 	}
 	comp := escalation.NewComponent(escalation.ComponentOptions{Anchor: a, AutoApprove: [][]string{{"true"}}, Auditor: auditor})
 	name := "lazaret-bench-esc-" + a.Hash
@@ -295,7 +296,7 @@ func BenchmarkEscalationRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	sess, _ := session.New()
-	if _, err := comp.Registry().Register(&escalation.Session{ID: sess.ID, Public: sess.Public}); err != nil {
+	if _, err := comp.Registry().Register(&eschost.Session{ID: sess.ID, Public: sess.Public}); err != nil {
 		b.Fatal(err)
 	}
 	d, _ := sess.Delegate(a.Hash, time.Hour, time.Now())

@@ -22,7 +22,7 @@ func TestDependencies(t *testing.T) {
 		"github.com/spf13/cobra", "go.etcd.io/bbolt", "charm.land/", "github.com/charmbracelet/",
 		"mvdan.cc/sh/", "github.com/lazaret-dev/lazaret/internal/cli", "github.com/lazaret-dev/lazaret/internal/store",
 		"github.com/lazaret-dev/lazaret/internal/podman", "github.com/lazaret-dev/lazaret/internal/coordinator/escalation",
-		"github.com/lazaret-dev/lazaret/internal/escalation",
+		"github.com/lazaret-dev/lazaret/internal/eschost",
 	}
 	if f := deptest.Foreign(strings.Fields(string(out)), "in-sandbox"); len(f) > 0 {
 		t.Errorf("lazaret-escalate links packages of another process: %v", f)

@@ -16,6 +16,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/coordinator/stateanchor"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/eschost"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
@@ -49,7 +50,7 @@ func components(d *Deps) []sandbox.Component {
 		withDenials(d, sidecar.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log).WithSecrets(d.Secrets).WithSpares(d.SpareExpiry)),
 		stateanchor.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 		gitsentry.New(d.Anchor, d.Profile.GitMode, d.Podman, d.Log).WithAudit(d.Audit).WithIsolation(d.Config.Escalation.Enabled).WithHostChanges(d.Profile.WithChanges),
-		escalation.FromConfig(d.Config, d.Anchor, d.Server, escalation.EntryAuditor(d.Audit), d.Log),
+		escalation.FromConfig(d.Config, d.Anchor, d.Server, eschost.EntryAuditor(d.Audit), d.Log),
 		// Last, so that its BeforeStop (reverse order) resumes a paused
 		// sandbox before the others need it.
 		limits.New(limits.Options{Profile: d.Profile, Anchor: d.Anchor, EscalationEnabled: d.Config.Escalation.Enabled,

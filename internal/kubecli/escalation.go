@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/escalation"
+	"github.com/lazaret-dev/lazaret/internal/eschost"
 	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/escrelay"
 	"github.com/lazaret-dev/lazaret/internal/kube"
@@ -62,10 +62,10 @@ func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *ku
 	if err != nil {
 		return nil, err
 	}
-	reg := escalation.NewRegistry()
+	reg := eschost.NewRegistry()
 	// Without a terminal (ask nil) a request that is not auto-approved is
 	// denied and audited, as locally.
-	if _, err := reg.Register(&escalation.Session{ID: sess.ID, Public: sess.Public, Prompt: ask,
+	if _, err := reg.Register(&eschost.Session{ID: sess.ID, Public: sess.Public, Prompt: ask,
 		Command: command, PID: os.Getpid(), Started: time.Now()}); err != nil {
 		return nil, err
 	}
@@ -78,11 +78,11 @@ func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *ku
 		return nil, err
 	}
 	home, _ := os.UserHomeDir()
-	srv := escalation.NewServer(escalation.Config{
+	srv := eschost.NewServer(eschost.Config{
 		Profile: t.profile.Name, SandboxID: t.hash, Workspace: t.workspace, Registry: reg,
-		Policy:   &escalation.Policy{AutoApprove: cfg.Escalation.AutoApprove, Path: escprompt.SafePath(os.Getenv("PATH")), Workspace: t.workspace},
-		Executor: &escalation.Executor{Env: escalation.MinimalEnv(os.Getenv("PATH"), home, os.Getenv("LANG"))},
-		Auditor:  escalation.EntryAuditor(g.auditTo(cfg, t)), Log: g.log,
+		Policy:   &eschost.Policy{AutoApprove: cfg.Escalation.AutoApprove, Path: escprompt.SafePath(os.Getenv("PATH")), Workspace: t.workspace},
+		Executor: &eschost.Executor{Env: eschost.MinimalEnv(os.Getenv("PATH"), home, os.Getenv("LANG"))},
+		Auditor:  eschost.EntryAuditor(g.auditTo(cfg, t)), Log: g.log,
 	}, anchor.ServerConfig())
 	e := &escSession{dir: path.Join(escRunDir, sess.ID), frame: frame, ready: make(chan struct{}), done: make(chan struct{})}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

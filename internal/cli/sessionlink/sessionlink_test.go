@@ -15,6 +15,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/eschost"
 	"github.com/lazaret-dev/lazaret/internal/insandbox/escclient"
 	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/prompt"
@@ -28,7 +29,7 @@ func coordinator(t *testing.T) (*escalation.Component, *domain.Anchor, string) {
 
 // coordinatorWith is coordinator with an auditor and extra handlers
 // registered on the control socket.
-func coordinatorWith(t *testing.T, aud escalation.Auditor, handlers map[string]ctlserver.HandlerFunc) (*escalation.Component, *domain.Anchor, string) {
+func coordinatorWith(t *testing.T, aud eschost.Auditor, handlers map[string]ctlserver.HandlerFunc) (*escalation.Component, *domain.Anchor, string) {
 	t.Helper()
 	base := t.TempDir()
 	ws := filepath.Join(base, "ws")
@@ -222,16 +223,16 @@ func TestDisabledCoordinator(t *testing.T) {
 	}
 }
 
-// recorder is an escalation.Auditor keeping the decisions.
+// recorder is an eschost.Auditor keeping the decisions.
 type recorder struct {
 	mu        sync.Mutex
-	decisions []escalation.Event
+	decisions []eschost.Event
 }
 
-func (r *recorder) Audit(_ context.Context, e escalation.Event) error {
+func (r *recorder) Audit(_ context.Context, e eschost.Event) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e.Kind == escalation.EventDecision {
+	if e.Kind == eschost.EventDecision {
 		r.decisions = append(r.decisions, e)
 	}
 	return nil
@@ -292,10 +293,10 @@ func TestQStopsAsAborted(t *testing.T) {
 	if len(aud.decisions) != 2 {
 		t.Fatalf("decisions %+v", aud.decisions)
 	}
-	if d := aud.decisions[0]; d.Decision != escalation.DecisionDenied || d.Reason == escalation.ReasonAbortedByUser {
+	if d := aud.decisions[0]; d.Decision != eschost.DecisionDenied || d.Reason == eschost.ReasonAbortedByUser {
 		t.Fatalf("control D decision %+v", d)
 	}
-	if d := aud.decisions[1]; d.Decision != escalation.DecisionDenied || d.Reason != escalation.ReasonAbortedByUser {
-		t.Fatalf("Q decision %+v, want denied: %s", d, escalation.ReasonAbortedByUser)
+	if d := aud.decisions[1]; d.Decision != eschost.DecisionDenied || d.Reason != eschost.ReasonAbortedByUser {
+		t.Fatalf("Q decision %+v, want denied: %s", d, eschost.ReasonAbortedByUser)
 	}
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/escalation"
+	"github.com/lazaret-dev/lazaret/internal/eschost"
 	"github.com/lazaret-dev/lazaret/internal/escprompt"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/podman"
@@ -64,7 +64,7 @@ type ComponentOptions struct {
 	AutoApprove [][]string
 	// Server is the control socket (session registration, prompts).
 	Server  *ctlserver.Server
-	Auditor Auditor
+	Auditor eschost.Auditor
 	Log     *slog.Logger
 	// Podman starts the broker in the running container; a default
 	// client when nil.
@@ -77,20 +77,20 @@ type ComponentOptions struct {
 // socket. It implements sandbox.Component.
 type Component struct {
 	o        ComponentOptions
-	registry *escalation.Registry
+	registry *eschost.Registry
 
 	mu     sync.Mutex
 	anchor *trust.Anchor
 	ln     net.Listener
 	cancel context.CancelFunc
 	done   chan struct{}
-	server *escalation.Server
+	server *eschost.Server
 	// brokerCancel stops a broker start still waiting or under way.
 	brokerCancel context.CancelFunc
 }
 
 // FromConfig returns the component for a coordinator's configuration.
-func FromConfig(cfg *config.Config, a *domain.Anchor, srv *ctlserver.Server, auditor Auditor, log *slog.Logger) *Component {
+func FromConfig(cfg *config.Config, a *domain.Anchor, srv *ctlserver.Server, auditor eschost.Auditor, log *slog.Logger) *Component {
 	return NewComponent(ComponentOptions{Disabled: !cfg.Escalation.Enabled, Anchor: a,
 		AutoApprove: cfg.Escalation.AutoApprove, Server: srv, Auditor: auditor, Log: log})
 }
@@ -106,14 +106,14 @@ func NewComponent(o ComponentOptions) *Component {
 	if o.Podman == nil {
 		o.Podman = &podman.Client{Log: o.Log}
 	}
-	return &Component{o: o, registry: escalation.NewRegistry()}
+	return &Component{o: o, registry: eschost.NewRegistry()}
 }
 
 // Name implements sandbox.Component.
 func (c *Component) Name() string { return "escalation" }
 
 // Registry is where sessions are registered (tests register directly).
-func (c *Component) Registry() *escalation.Registry { return c.registry }
+func (c *Component) Registry() *eschost.Registry { return c.registry }
 
 // SandboxID is the id in the sandbox's certificate SAN and in every
 // delegation: the Domain Anchor hash (one sandbox per domain).
@@ -155,10 +155,10 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 		return err
 	}
 	home, _ := os.UserHomeDir()
-	srv := escalation.NewServer(escalation.Config{
+	srv := eschost.NewServer(eschost.Config{
 		Profile: a.Profile, SandboxID: a.Hash, Workspace: a.Workspace, Registry: c.registry,
-		Policy:   &escalation.Policy{AutoApprove: c.o.AutoApprove, Path: escprompt.SafePath(os.Getenv("PATH")), Workspace: a.Workspace},
-		Executor: &escalation.Executor{Env: escalation.MinimalEnv(os.Getenv("PATH"), home, os.Getenv("LANG"))},
+		Policy:   &eschost.Policy{AutoApprove: c.o.AutoApprove, Path: escprompt.SafePath(os.Getenv("PATH")), Workspace: a.Workspace},
+		Executor: &eschost.Executor{Env: eschost.MinimalEnv(os.Getenv("PATH"), home, os.Getenv("LANG"))},
 		Auditor:  c.o.Auditor, Log: c.o.Log,
 	}, ta.ServerConfig())
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -309,7 +309,7 @@ func (c *Component) handleRegister(ctx context.Context, r *ctlserver.Request) (a
 		return nil, ctl.Errorf(ctl.ErrBadRequest.Code, "%s: public_key must be an Ed25519 key", escprompt.TypeRegister)
 	}
 	sess := r.Session
-	unregister, err := c.registry.Register(&escalation.Session{ID: sess.ID, Public: ed25519.PublicKey(req.PublicKey), Prompt: ctlPrompter{sess},
+	unregister, err := c.registry.Register(&eschost.Session{ID: sess.ID, Public: ed25519.PublicKey(req.PublicKey), Prompt: ctlPrompter{sess},
 		Command: sess.Command, PID: sess.PeerPID, Started: sess.Attached})
 	if err != nil {
 		return nil, ctl.Errorf(ctl.ErrBadRequest.Code, "%s: %v", escprompt.TypeRegister, err)
@@ -352,4 +352,14 @@ func (c *Component) RotateNow() error {
 		return errors.New("escalation component not prepared")
 	}
 	return ta.Rotate()
+}
+
+// LogAuditor writes audit events to the coordinator log (used when no
+// state store is wired).
+func LogAuditor(log *slog.Logger) eschost.Auditor {
+	return eschost.AuditFunc(func(_ context.Context, e eschost.Event) error {
+		log.Info("audit", "kind", e.Kind, "stage", e.Stage, "reason", e.Reason, "request", e.RequestID,
+			"session", e.SessionID, "argv", e.Argv, "command", e.Command, "decision", e.Decision, "exit", e.ExitCode)
+		return nil
+	})
 }

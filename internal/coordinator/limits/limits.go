@@ -49,7 +49,7 @@ import (
 // Mechanism names how this component holds the memory limit (status).
 const Mechanism = "lazaret watchdog: runsc memory file + Sentry heap; OOM kill inside at the limit, stop at the limit + margin"
 
-// Broadcaster prints one line on every attached terminal (ctl.Server).
+// Broadcaster prints one line on every attached terminal (ctlserver.Server).
 type Broadcaster interface {
 	Broadcast(typ string, payload any)
 }

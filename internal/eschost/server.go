@@ -1,4 +1,4 @@
-package escalation
+package eschost
 
 import (
 	"bufio"

@@ -5,7 +5,7 @@
 // mutual TLS, the replay check, the auto-approve engine, routing to the
 // requesting session's prompt, the audit events, and the executor that
 // runs an approved command on the host without a shell.
-package escalation
+package eschost
 
 import (
 	"context"
