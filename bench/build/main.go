@@ -64,6 +64,50 @@ type place struct {
 	run       func(target string) (time.Duration, error)
 }
 
+// lazaretIn runs the lazaret under test with the bench's configuration.
+type lazaretIn struct {
+	bin, config string
+	env         []string
+}
+
+func (l lazaretIn) cmd(dir string, args ...string) *exec.Cmd {
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil && len(args) > 0 && args[0] == "exec" {
+		// The direct place is no repository: lazaret asks for consent.
+		args = append([]string{"exec", "--direct"}, args[1:]...)
+	}
+	cmd := exec.Command(filepath.Join(l.bin, "lazaret"), append([]string{"--config", l.config}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = l.env
+	return cmd
+}
+
+// startPlaces sets each place's build: the host's (places[0]) directly,
+// the others in a sandbox held up by one session each (appended to
+// holds), and runs each once untimed (the warm-up, and the sandbox's
+// start).
+func startPlaces(places []*place, lz func(string, ...string) *exec.Cmd, target string, holds *[]*exec.Cmd) error {
+	places[0].run = func(target string) (time.Duration, error) {
+		return timedBuild(exec.Command("sh", "-c", buildScript, "build", target), places[0].dir)
+	}
+	for _, p := range places[1:] {
+		hold := lz(p.dir, "exec", "--", "sleep", "36000")
+		if err := hold.Start(); err != nil {
+			return err
+		}
+		*holds = append(*holds, hold)
+		p.run = func(target string) (time.Duration, error) {
+			return timedBuild(lz(p.dir, "exec", "--", "sh", "-c", buildScript, "build", target), p.dir)
+		}
+		if _, err := p.run(target); err != nil {
+			return fmt.Errorf("%s, warm-up: %w", p.name, err)
+		}
+	}
+	if _, err := places[0].run(target); err != nil {
+		return fmt.Errorf("%s, warm-up: %w", places[0].name, err)
+	}
+	return nil
+}
+
 func run() error {
 	bin := os.Getenv("LAZARET_BIN")
 	if bin == "" {
@@ -89,16 +133,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	lz := func(dir string, args ...string) *exec.Cmd {
-		if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil && len(args) > 0 && args[0] == "exec" {
-			// The direct place is no repository: lazaret asks for consent.
-			args = append([]string{"exec", "--direct"}, args[1:]...)
-		}
-		cmd := exec.Command(filepath.Join(bin, "lazaret"), append([]string{"--config", config}, args...)...)
-		cmd.Dir = dir
-		cmd.Env = env
-		return cmd
-	}
+	lz := lazaretIn{bin: bin, config: config, env: env}.cmd
 	var holds []*exec.Cmd
 	defer func() {
 		// Stop while the holding sessions are attached: stop then waits
@@ -129,26 +164,8 @@ func run() error {
 		return err
 	}
 	load0 := loadAvg()
-	places[0].run = func(target string) (time.Duration, error) {
-		return timedBuild(exec.Command("sh", "-c", buildScript, "build", target), places[0].dir)
-	}
-	for _, p := range places[1:] {
-		// One holding session keeps the sandbox up between rounds.
-		hold := lz(p.dir, "exec", "--", "sleep", "36000")
-		if err := hold.Start(); err != nil {
-			return err
-		}
-		holds = append(holds, hold)
-		p.run = func(target string) (time.Duration, error) {
-			return timedBuild(lz(p.dir, "exec", "--", "sh", "-c", buildScript, "build", target), p.dir)
-		}
-		// Warm-up (and the sandbox's start): not timed.
-		if _, err := p.run(target); err != nil {
-			return fmt.Errorf("%s, warm-up: %w", p.name, err)
-		}
-	}
-	if _, err := places[0].run(target); err != nil {
-		return fmt.Errorf("%s, warm-up: %w", places[0].name, err)
+	if err := startPlaces(places, lz, target, &holds); err != nil {
+		return err
 	}
 	times, err := rounds(places, target, n)
 	if err != nil {

@@ -48,6 +48,8 @@ func main() {
 
 type bench struct {
 	bin, config, ws string
+	// sock is the domain's control socket, ctr its container, shim the runsc shim.
+	sock, ctr, shim string
 }
 
 func (b *bench) lazaret(args ...string) *exec.Cmd {
@@ -130,75 +132,106 @@ func run() error {
 	if err := json.Unmarshal(out, &dom); err != nil {
 		return err
 	}
-	sock, ctr := dom.Resources["control_socket"], dom.Resources["container"]
-	shim := filepath.Join(bin, "lazaret-runsc")
+	b.sock, b.ctr, b.shim = dom.Resources["control_socket"], dom.Resources["container"], filepath.Join(bin, "lazaret-runsc")
+	var r results
+	if err := b.coldRounds(n, &r); err != nil {
+		return err
+	}
+	if err := b.warmRounds(n, &r); err != nil {
+		return err
+	}
+	_ = b.lazaret("stop").Run()
+	report(n, &r, startBreakdown(dom.Resources["coordinator_log"]))
+	return nil
+}
 
+// results are the rounds' timings.
+type results struct {
+	bare, bareWorkdir, cold, coldFirst, coldPodman, coldNoGate, teardown []time.Duration
+	pexec, warm, warmPodman                                              []time.Duration
+	rss                                                                  int
+}
+
+// bareRun is `podman run` of the image through the shim, extra flags first.
+func (b *bench) bareRun(extra ...string) *exec.Cmd {
+	args := append([]string{"run", "--rm", "--pull=never", "--runtime", b.shim, "--network", "none"}, extra...)
+	return exec.Command("podman", append(args, image, "true")...)
+}
+
+// coldExec times one cold `lazaret exec … true` (through wrap) and waits
+// for its coordinator to exit.
+func (b *bench) coldExec(wrap func(*exec.Cmd) *exec.Cmd) (time.Duration, error) {
+	d, err := timed(wrap(b.lazaret("exec", "default", "--", "true")))
+	if err != nil {
+		return 0, err
+	}
+	if !waitGone(b.sock, 30*time.Second) {
+		return 0, fmt.Errorf("the coordinator did not exit within 30s")
+	}
+	return d, nil
+}
+
+func same(c *exec.Cmd) *exec.Cmd { return c }
+
+// coldRounds times n rounds of cold starts, each against bare podman runs.
+func (b *bench) coldRounds(n int, r *results) error {
 	// Warm-up: first runs pay for page cache and podman's storage.
-	if _, err := timed(exec.Command("podman", "run", "--rm", "--pull=never", "--runtime", shim, "--network", "none", image, "true")); err != nil {
+	if _, err := timed(b.bareRun()); err != nil {
 		return err
 	}
 	if _, err := timed(b.lazaret("exec", "default", "--", "true")); err != nil {
 		return err
 	}
-	waitGone(sock, 30*time.Second)
-
-	var bare, bareWorkdir, cold, coldFirst, coldPodman, coldNoGate, teardown []time.Duration
+	waitGone(b.sock, 30*time.Second)
 	for range n {
 		// A first start: no spare sidecar (stop removes it); its
 		// teardown leaves one for the cold start below.
 		if err := b.lazaret("stop").Run(); err != nil {
 			return fmt.Errorf("lazaret stop: %w", err)
 		}
-		d, err := timed(b.lazaret("exec", "default", "--", "true"))
+		d, err := b.coldExec(same)
 		if err != nil {
 			return err
 		}
-		coldFirst = append(coldFirst, d)
-		if !waitGone(sock, 30*time.Second) {
-			return fmt.Errorf("the coordinator did not exit within 30s")
-		}
-		d, err = timed(exec.Command("podman", "run", "--rm", "--pull=never", "--runtime", shim, "--network", "none", image, "true"))
-		if err != nil {
+		r.coldFirst = append(r.coldFirst, d)
+		if d, err = timed(b.bareRun()); err != nil {
 			return err
 		}
-		bare = append(bare, d)
+		r.bare = append(r.bare, d)
 		// The same with a working directory, as lazaret's own runs have:
 		// podman 4 then skips its two look-ups of the image's
 		// /etc/passwd (each a re-exec of podman).
-		if d, err = timed(exec.Command("podman", "run", "--rm", "--pull=never", "--runtime", shim, "--network", "none", "--workdir", "/", image, "true")); err != nil {
+		if d, err = timed(b.bareRun("--workdir", "/")); err != nil {
 			return err
 		}
-		bareWorkdir = append(bareWorkdir, d)
-		d, err = timed(b.lazaret("exec", "default", "--", "true"))
-		if err != nil {
+		r.bareWorkdir = append(r.bareWorkdir, d)
+		if d, err = timed(b.lazaret("exec", "default", "--", "true")); err != nil {
 			return err
 		}
-		cold = append(cold, d)
+		r.cold = append(r.cold, d)
 		exited := time.Now()
-		if !waitGone(sock, 30*time.Second) {
+		if !waitGone(b.sock, 30*time.Second) {
 			return fmt.Errorf("the coordinator did not exit within 30s")
 		}
-		teardown = append(teardown, time.Since(exited))
+		r.teardown = append(r.teardown, time.Since(exited))
 		// The same with the command through podman exec (the path before
-		// runsc exec became the default).
-		if d, err = timed(viaPodman(b.lazaret("exec", "default", "--", "true"))); err != nil {
+		// runsc exec became the default), and with the start gate off
+		// (the sequential start before it).
+		if d, err = b.coldExec(viaPodman); err != nil {
 			return err
 		}
-		coldPodman = append(coldPodman, d)
-		if !waitGone(sock, 30*time.Second) {
-			return fmt.Errorf("the coordinator did not exit within 30s")
-		}
-		// The same with the start gate off (the sequential start before it).
-		if d, err = timed(withoutGate(b.lazaret("exec", "default", "--", "true"))); err != nil {
+		r.coldPodman = append(r.coldPodman, d)
+		if d, err = b.coldExec(withoutGate); err != nil {
 			return err
 		}
-		coldNoGate = append(coldNoGate, d)
-		if !waitGone(sock, 30*time.Second) {
-			return fmt.Errorf("the coordinator did not exit within 30s")
-		}
+		r.coldNoGate = append(r.coldNoGate, d)
 	}
+	return nil
+}
 
-	// Warm: one session holds the sandbox.
+// warmRounds times n rounds of commands while one session holds the
+// sandbox, and the idle coordinator's RSS.
+func (b *bench) warmRounds(n int, r *results) error {
 	holder := b.lazaret("exec", "--", "sleep", "3600")
 	if err := holder.Start(); err != nil {
 		return err
@@ -221,43 +254,44 @@ func run() error {
 			_ = json.Unmarshal(out, &st)
 		}
 	}
-	var pexec, warm, warmPodman []time.Duration
 	for range n {
-		d, err := timed(exec.Command("podman", "exec", ctr, "true"))
+		d, err := timed(exec.Command("podman", "exec", b.ctr, "true"))
 		if err != nil {
 			return err
 		}
-		pexec = append(pexec, d)
-		d, err = timed(b.lazaret("exec", "--", "true"))
-		if err != nil {
+		r.pexec = append(r.pexec, d)
+		if d, err = timed(b.lazaret("exec", "--", "true")); err != nil {
 			return err
 		}
-		warm = append(warm, d)
+		r.warm = append(r.warm, d)
 		if d, err = timed(viaPodman(b.lazaret("exec", "--", "true"))); err != nil {
 			return err
 		}
-		warmPodman = append(warmPodman, d)
+		r.warmPodman = append(r.warmPodman, d)
 	}
 	time.Sleep(time.Second) // idle
-	rss := rssKB(st.Status.PID)
-	_ = b.lazaret("stop").Run()
+	r.rss = rssKB(st.Status.PID)
+	return nil
+}
 
-	breakdown := startBreakdown(dom.Resources["coordinator_log"])
-
+// report prints the medians as PERFORMANCE.md's tables.
+func report(n int, r *results, breakdown map[string][]time.Duration) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
-	ratio := func(a, b time.Duration) string { return fmt.Sprintf("%.2f", float64(a)/float64(b)) }
+	row := func(what string, a, base []time.Duration, goal string) {
+		fmt.Printf("| %s | %s | %s | %.2f | %s |\n", what, ms(median(a)), ms(median(base)), float64(median(a))/float64(median(base)), goal)
+	}
 	fmt.Printf("\n### Lifecycle (median of %d, interleaved, %s)\n\n", n, time.Now().UTC().Format("2006-01-02"))
 	fmt.Println("| measurement | lazaret | bare podman + runsc | ratio | goal |")
 	fmt.Println("|---|---|---|---|---|")
-	fmt.Printf("| cold `exec default -- true` (the spare sidecar the last sandbox left, claimed) vs `podman run --rm … true` | %s | %s | %s | ≤ 1.0 |\n", ms(median(cold)), ms(median(bare)), ratio(median(cold), median(bare)))
-	fmt.Printf("| cold, a first start (no spare: after `lazaret stop`) | %s | %s | %s | |\n", ms(median(coldFirst)), ms(median(bare)), ratio(median(coldFirst), median(bare)))
-	fmt.Printf("| the same cold start vs `podman run --rm --workdir / … true` (podman then skips its /etc/passwd look-ups, as lazaret's runs do) | %s | %s | %s | |\n", ms(median(cold)), ms(median(bareWorkdir)), ratio(median(cold), median(bareWorkdir)))
-	fmt.Printf("| cold, the command through podman exec (`LAZARET_EXEC_PATH=podman`) | %s | %s | %s | |\n", ms(median(coldPodman)), ms(median(bare)), ratio(median(coldPodman), median(bare)))
-	fmt.Printf("| cold, the start gate off (`LAZARET_START_GATE=off`: mounts and pin before podman run) | %s | %s | %s | |\n", ms(median(coldNoGate)), ms(median(bare)), ratio(median(coldNoGate), median(bare)))
-	fmt.Printf("| warm `exec -- true` vs `podman exec <ctr> true` | %s | %s | %s | ≤ 1.05 |\n", ms(median(warm)), ms(median(pexec)), ratio(median(warm), median(pexec)))
-	fmt.Printf("| warm, through podman exec (`LAZARET_EXEC_PATH=podman`) | %s | %s | %s | |\n", ms(median(warmPodman)), ms(median(pexec)), ratio(median(warmPodman), median(pexec)))
-	fmt.Printf("| teardown after the last CLI exits (leaving the spare sidecar included) | %s | | | ≤ 3 s |\n", ms(median(teardown)))
-	fmt.Printf("| idle coordinator RSS | %.1f MB | | | ≤ 30 MB |\n", float64(rss)/1024)
+	row("cold `exec default -- true` (the spare sidecar the last sandbox left, claimed) vs `podman run --rm … true`", r.cold, r.bare, "≤ 1.0")
+	row("cold, a first start (no spare: after `lazaret stop`)", r.coldFirst, r.bare, "")
+	row("the same cold start vs `podman run --rm --workdir / … true` (podman then skips its /etc/passwd look-ups, as lazaret's runs do)", r.cold, r.bareWorkdir, "")
+	row("cold, the command through podman exec (`LAZARET_EXEC_PATH=podman`)", r.coldPodman, r.bare, "")
+	row("cold, the start gate off (`LAZARET_START_GATE=off`: mounts and pin before podman run)", r.coldNoGate, r.bare, "")
+	row("warm `exec -- true` vs `podman exec <ctr> true`", r.warm, r.pexec, "≤ 1.05")
+	row("warm, through podman exec (`LAZARET_EXEC_PATH=podman`)", r.warmPodman, r.pexec, "")
+	fmt.Printf("| teardown after the last CLI exits (leaving the spare sidecar included) | %s | | | ≤ 3 s |\n", ms(median(r.teardown)))
+	fmt.Printf("| idle coordinator RSS | %.1f MB | | | ≤ 30 MB |\n", float64(r.rss)/1024)
 	fmt.Printf("\nCold start inside the coordinator (median of the cold rounds; components are prepared concurrently):\n\n")
 	fmt.Println("| step | median |")
 	fmt.Println("|---|---|")
@@ -269,7 +303,6 @@ func run() error {
 	for _, k := range keys {
 		fmt.Printf("| %s | %s |\n", k, ms(median(breakdown[k])))
 	}
-	return nil
 }
 
 var (
