@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 )
 
 // sideRefs lists the host refs under refs/lazaret/<profile>/heads/.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/image"
-	"github.com/lazaret-dev/lazaret/internal/trust/trusttest"
+	"github.com/lazaret-dev/lazaret/internal/engine/trust/trusttest"
 )
 
 // The CA test runs this test binary inside the sandbox as a TLS server on

@@ -22,16 +22,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/insandbox/fsmonitor"
 	"github.com/lazaret-dev/lazaret/internal/insandbox/fsmonitor/fsmtest"
-	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
 // The Git Sentry tests start the sandbox container themselves through
-// internal/podman, with exactly the spec changes the gitsentry Component
+// internal/adapter/podman, with exactly the spec changes the gitsentry Component
 // makes (its Prepare/Started/Close), under the pinned runsc.
 
 const gsImage = "localhost/lazaret-default:latest"

@@ -22,7 +22,7 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
 )
 
 // lcDomain is what the lifecycle tests need to know about their domain.

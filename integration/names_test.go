@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 )
 
 // TestNames: profiles whose names look like another resource's (net was

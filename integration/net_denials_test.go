@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 // Network denials reach the user (docs/NETWORK.md, "Denial notices and

@@ -23,12 +23,12 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/netdimage"
-	"github.com/lazaret-dev/lazaret/internal/netdpod"
-	"github.com/lazaret-dev/lazaret/internal/netpolicy"
-	"github.com/lazaret-dev/lazaret/internal/secret"
-	"github.com/lazaret-dev/lazaret/internal/trust/trusttest"
+	"github.com/lazaret-dev/lazaret/internal/engine/netdimage"
+	"github.com/lazaret-dev/lazaret/internal/engine/netdpod"
+	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/engine/secret"
+	"github.com/lazaret-dev/lazaret/internal/engine/trust/trusttest"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 // lazaret-netd in pod mode (Kubernetes' shape, as close as rootless

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 	"golang.org/x/sys/unix"
 
-	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
 )
 
 // The network tests mount this test binary into their containers and run

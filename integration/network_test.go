@@ -17,13 +17,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
-	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/netdimage"
+	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/locate"
-	"github.com/lazaret-dev/lazaret/internal/netdimage"
-	"github.com/lazaret-dev/lazaret/internal/netpolicy"
-	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
 // Network tests: a real lazaret-netd sidecar (runc, rootless podman,

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/escprompt"
-	"github.com/lazaret-dev/lazaret/internal/prompt"
+	"github.com/lazaret-dev/lazaret/internal/engine/prompt"
+	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
 )
 
 // shellReady waits until the shell of s answers a command.

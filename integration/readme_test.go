@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/image"
-	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
 )
 
 // The README's configuration and quick start, run as they are written:

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
-	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 )
 
 // openVault runs fn with the agent vault of a opened (mode 700): the layout

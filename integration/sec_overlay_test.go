@@ -8,9 +8,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/stateanchor"
-	"github.com/lazaret-dev/lazaret/internal/statestore"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/statestore"
 )
 
 // secOverlayPlants plants in the persistent /usr, from inside the

@@ -19,10 +19,10 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
-	"github.com/lazaret-dev/lazaret/internal/eschost"
-	"github.com/lazaret-dev/lazaret/internal/escwire"
-	"github.com/lazaret-dev/lazaret/internal/session"
-	"github.com/lazaret-dev/lazaret/internal/trust"
+	"github.com/lazaret-dev/lazaret/internal/engine/eschost"
+	"github.com/lazaret-dev/lazaret/internal/engine/session"
+	"github.com/lazaret-dev/lazaret/internal/engine/trust"
+	"github.com/lazaret-dev/lazaret/internal/wire/escwire"
 )
 
 // rawSenderRole makes this test binary, copied into a sandbox, act as a

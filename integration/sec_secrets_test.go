@@ -93,7 +93,7 @@ func lazaretProcs(t *testing.T) map[string]int {
 func must(h []argvHit, _ int) []argvHit { return h }
 
 // runscExecArgv is in the argv of the runsc exec that runs a session's
-// command without podman (internal/runscexec): its process spec, with
+// command without podman (internal/adapter/runscexec): its process spec, with
 // the environment, is on a pipe.
 const runscExecArgv = " exec --process /dev/fd/"
 

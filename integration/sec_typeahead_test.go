@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/prompt"
+	"github.com/lazaret-dev/lazaret/internal/engine/prompt"
 )
 
 // waitReadable waits until a prompt the terminal just showed is readable:

@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/trust/trusttest"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/trust/trusttest"
 )
 
 // Secrets never enter the sandbox (docs/SECRETS.md): netd injects them on

@@ -34,13 +34,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/eschost"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/eschost"
+	"github.com/lazaret-dev/lazaret/internal/engine/session"
+	"github.com/lazaret-dev/lazaret/internal/engine/store"
 	"github.com/lazaret-dev/lazaret/internal/insandbox/escclient"
-	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/session"
-	"github.com/lazaret-dev/lazaret/internal/store"
 )
 
 const (

@@ -27,7 +27,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/secret"
+	"github.com/lazaret-dev/lazaret/internal/engine/secret"
 	"github.com/lazaret-dev/lazaret/internal/sidecar/secretproxy"
 )
 

@@ -20,9 +20,9 @@ func TestDependencies(t *testing.T) {
 	}
 	forbidden := []string{
 		"github.com/spf13/cobra", "go.etcd.io/bbolt", "charm.land/", "github.com/charmbracelet/",
-		"mvdan.cc/sh/", "github.com/lazaret-dev/lazaret/internal/cli", "github.com/lazaret-dev/lazaret/internal/store",
-		"github.com/lazaret-dev/lazaret/internal/podman", "github.com/lazaret-dev/lazaret/internal/coordinator/escalation",
-		"github.com/lazaret-dev/lazaret/internal/eschost",
+		"mvdan.cc/sh/", "github.com/lazaret-dev/lazaret/internal/cli", "github.com/lazaret-dev/lazaret/internal/engine/store",
+		"github.com/lazaret-dev/lazaret/internal/adapter/podman", "github.com/lazaret-dev/lazaret/internal/coordinator/escalation",
+		"github.com/lazaret-dev/lazaret/internal/engine/eschost",
 	}
 	if f := deptest.Foreign(strings.Fields(string(out)), "in-sandbox"); len(f) > 0 {
 		t.Errorf("lazaret-escalate links packages of another process: %v", f)
@@ -30,7 +30,7 @@ func TestDependencies(t *testing.T) {
 	for _, dep := range strings.Fields(string(out)) {
 		for _, f := range forbidden {
 			if dep == f || strings.HasPrefix(dep, strings.TrimSuffix(f, "/")+"/") {
-				if dep != "github.com/lazaret-dev/lazaret/internal/escwire" {
+				if dep != "github.com/lazaret-dev/lazaret/internal/wire/escwire" {
 					t.Errorf("lazaret-escalate imports %s", dep)
 				}
 			}

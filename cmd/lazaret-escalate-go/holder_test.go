@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/engine/session"
 	"github.com/lazaret-dev/lazaret/internal/insandbox/escclient"
-	"github.com/lazaret-dev/lazaret/internal/session"
 )
 
 // signerScript stands in for lazaret-escalate-go: as the signer it runs

@@ -27,8 +27,8 @@ package main
 import (
 	"os"
 
-	"github.com/lazaret-dev/lazaret/internal/escrelay"
 	"github.com/lazaret-dev/lazaret/internal/insandbox/escclient"
+	"github.com/lazaret-dev/lazaret/internal/wire/escrelay"
 )
 
 // init makes a session's signer non-dumpable before anything else of the

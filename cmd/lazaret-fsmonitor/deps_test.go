@@ -12,10 +12,10 @@ import (
 func TestDependencies(t *testing.T) {
 	deptest.OnlyProcesses(t, "lazaret-fsmonitor", []string{"."}, "in-sandbox")
 	deptest.Forbid(t, "lazaret-fsmonitor", []string{"."}, map[string]string{
-		"github.com/spf13/cobra":                          "no CLI in the sandbox",
-		"go.etcd.io/bbolt":                                "the state store is the coordinator's",
-		"github.com/lazaret-dev/lazaret/internal/podman":  "podman runs on the host",
-		"github.com/lazaret-dev/lazaret/internal/hostgit": "host git runs on the host",
-		"github.com/lazaret-dev/lazaret/internal/store":   "the state store is the coordinator's",
+		"github.com/spf13/cobra": "no CLI in the sandbox",
+		"go.etcd.io/bbolt":       "the state store is the coordinator's",
+		"github.com/lazaret-dev/lazaret/internal/adapter/podman":  "podman runs on the host",
+		"github.com/lazaret-dev/lazaret/internal/adapter/hostgit": "host git runs on the host",
+		"github.com/lazaret-dev/lazaret/internal/engine/store":    "the state store is the coordinator's",
 	})
 }

@@ -26,14 +26,14 @@ func TestDependencies(t *testing.T) {
 		"charm.land/lipgloss",
 		"github.com/charmbracelet/",
 		"github.com/lazaret-dev/lazaret/internal/cli",
-		"github.com/lazaret-dev/lazaret/internal/config",
-		"github.com/lazaret-dev/lazaret/internal/podman",
-		"github.com/lazaret-dev/lazaret/internal/store",
-		// The Kubernetes types are the backend's (internal/netdpod):
+		"github.com/lazaret-dev/lazaret/internal/engine/config",
+		"github.com/lazaret-dev/lazaret/internal/adapter/podman",
+		"github.com/lazaret-dev/lazaret/internal/engine/store",
+		// The Kubernetes types are the backend's (internal/engine/netdpod):
 		// netd in a pod reads files, it never speaks to the API.
 		"k8s.io/",
 		"sigs.k8s.io/",
-		"github.com/lazaret-dev/lazaret/internal/netdpod",
+		"github.com/lazaret-dev/lazaret/internal/engine/netdpod",
 	}
 	if f := deptest.Foreign(strings.Fields(string(out)), "sidecar"); len(f) > 0 {
 		t.Errorf("lazaret-netd links packages of another process: %v", f)

@@ -18,10 +18,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/sidecar/netd"
 	"github.com/lazaret-dev/lazaret/internal/version"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 type addrList []netip.AddrPort
@@ -99,7 +99,7 @@ func probe(args []string) int {
 	return 1
 }
 
-// The readiness probe's patience: below its timeoutSeconds (internal/netdpod).
+// The readiness probe's patience: below its timeoutSeconds (internal/engine/netdpod).
 const (
 	probeWait  = 5 * time.Second
 	probeRetry = 20 * time.Millisecond

@@ -17,14 +17,14 @@ func TestDependencies(t *testing.T) {
 // lazaret-kube; lazaret links none of them, nor the packages that wrap them.
 func TestNoKubernetes(t *testing.T) {
 	deptest.Forbid(t, "lazaret", []string{"."}, map[string]string{
-		"k8s.io/":                             "the Kubernetes backend is the lazaret-kube binary",
-		deptest.Module + "/internal/kube":     "the Kubernetes adapter belongs to lazaret-kube",
-		deptest.Module + "/internal/kubespec": "the Kubernetes objects belong to lazaret-kube",
+		"k8s.io/": "the Kubernetes backend is the lazaret-kube binary",
+		deptest.Module + "/internal/adapter/kube":    "the Kubernetes adapter belongs to lazaret-kube",
+		deptest.Module + "/internal/engine/kubespec": "the Kubernetes objects belong to lazaret-kube",
 	})
 }
 
 // TestNoNftables: only the network sidecar installs firewall rules; the
-// CLI and the coordinator handle the policy as data (internal/netpolicy).
+// CLI and the coordinator handle the policy as data (internal/engine/netpolicy).
 func TestNoNftables(t *testing.T) {
 	deptest.Forbid(t, "lazaret", []string{"."}, map[string]string{
 		"github.com/google/nftables":                  "only lazaret-netd installs rules (internal/sidecar/firewall)",

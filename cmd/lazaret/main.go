@@ -9,9 +9,9 @@ import (
 	"os"
 
 	"github.com/lazaret-dev/lazaret/internal/cli"
-	"github.com/lazaret-dev/lazaret/internal/coordargs"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/entry"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe"
+	"github.com/lazaret-dev/lazaret/internal/wire/coordargs"
 )
 
 func main() {

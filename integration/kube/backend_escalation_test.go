@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/prompt"
-	"github.com/lazaret-dev/lazaret/internal/session"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/prompt"
+	"github.com/lazaret-dev/lazaret/internal/engine/session"
 )
 
 // escToken is a random word only the host workspace holds.

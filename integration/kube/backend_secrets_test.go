@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/trust/trusttest"
+	"github.com/lazaret-dev/lazaret/internal/engine/trust/trusttest"
 )
 
 // secretHost is the secret's host: the upstream resolves it to

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/audit"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
-	"github.com/lazaret-dev/lazaret/internal/store"
-	"github.com/lazaret-dev/lazaret/internal/store/storetest"
+	"github.com/lazaret-dev/lazaret/internal/engine/audit"
+	"github.com/lazaret-dev/lazaret/internal/engine/store"
+	"github.com/lazaret-dev/lazaret/internal/engine/store/storetest"
 )
 
 // auditEnv is a config with its own data_root, a runtime dir and a

@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/audit"
+	"github.com/lazaret-dev/lazaret/internal/engine/audit"
 )
 
 // exportFormat names the layout of `lazaret audit export --json`.

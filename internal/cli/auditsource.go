@@ -12,11 +12,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/audit"
 	"github.com/lazaret-dev/lazaret/internal/cli/connect"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/store"
+	"github.com/lazaret-dev/lazaret/internal/engine/audit"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/store"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
 // auditSource reads the audit trail through the running coordinator, or

@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/lazaret-dev/lazaret/internal/audit"
+	"github.com/lazaret-dev/lazaret/internal/engine/audit"
 )
 
 // chainBroken is a verification failure (exit code 5, like every

@@ -3,12 +3,12 @@ package cli
 import (
 	"errors"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/cli/review"
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/gitrepo"
-	"github.com/lazaret-dev/lazaret/internal/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/locate"
-	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
 // classify maps errors of the internal packages to an exit code and a hint.

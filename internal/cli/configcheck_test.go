@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
 )
 
 // TestReserveErrors: a disk_reserve at least as large as the data root's

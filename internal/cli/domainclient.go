@@ -7,12 +7,12 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/netns"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/cli/connect"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/domainlock"
-	"github.com/lazaret-dev/lazaret/internal/netns"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/domainlock"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
 // domainClient is the CLI's one way to a domain's coordinator: whether one

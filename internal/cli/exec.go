@@ -16,19 +16,19 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/cli/attach"
 	"github.com/lazaret-dev/lazaret/internal/cli/connect"
 	"github.com/lazaret-dev/lazaret/internal/cli/sessionlink"
 	"github.com/lazaret-dev/lazaret/internal/clicore"
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/coordargs"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/escprompt"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/hostres"
+	"github.com/lazaret-dev/lazaret/internal/engine/secretfetch"
 	"github.com/lazaret-dev/lazaret/internal/execargs"
-	"github.com/lazaret-dev/lazaret/internal/hostres"
-	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/secretfetch"
+	"github.com/lazaret-dev/lazaret/internal/wire/coordargs"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
+	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
 )
 
 // connectTimeout bounds starting (or reaching) the sandbox, including a

@@ -4,12 +4,12 @@ import (
 	"context"
 	"os"
 
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/escprompt"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/adapter/runscexec"
 	"github.com/lazaret-dev/lazaret/internal/locate"
-	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/runscexec"
 	"github.com/lazaret-dev/lazaret/internal/runscflags"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
+	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
 )
 
 // execPathEnv set to "podman" makes exec and shell run the command with
@@ -27,7 +27,7 @@ func isolationCaps(o podman.ExecOptions) []string {
 }
 
 // directExec prepares the session's command as a runsc exec of the agent
-// container (internal/runscexec: the process podman exec would start,
+// container (internal/adapter/runscexec: the process podman exec would start,
 // without podman's and conmon's start, about 120 ms here). nil means
 // podman exec: an older coordinator (no container ID), a user other than
 // the container's, a runsc or a container state this process cannot read

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
 // TestDirectExecChoosesThePath: runsc exec when the coordinator names the

@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/netdapi/netdtest"
 	"github.com/lazaret-dev/lazaret/internal/shim"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi/netdtest"
 	"github.com/spf13/pflag"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/image"
-	"github.com/lazaret-dev/lazaret/internal/netdimage"
+	"github.com/lazaret-dev/lazaret/internal/engine/netdimage"
 )
 
 // buildNetdImage builds the network sidecar image (FROM scratch with the

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/lazaret-dev/lazaret/internal/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo"
 	"github.com/spf13/cobra"
 )
 

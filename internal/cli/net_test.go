@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/netdapi/netdtest"
-	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi/netdtest"
 )
 
 func TestPrintNetStatus(t *testing.T) {

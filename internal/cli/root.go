@@ -11,8 +11,8 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/clicore"
 
-	"github.com/lazaret-dev/lazaret/internal/hostgit"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/adapter/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/spf13/cobra"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/lazaret-dev/lazaret/internal/cli"
-	"github.com/lazaret-dev/lazaret/internal/coordargs"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/entry"
+	"github.com/lazaret-dev/lazaret/internal/wire/coordargs"
 )
 
 // TestMain lets testscript run the real lazaret main as the "lazaret"

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/visible"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
 // hostileText acts on a terminal in every way the review corpus knows.

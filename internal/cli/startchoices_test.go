@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/gitrepo"
-	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
-	"github.com/lazaret-dev/lazaret/internal/prompt"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo/gittest"
+	"github.com/lazaret-dev/lazaret/internal/engine/prompt"
 )
 
 func choicesOpts(in *os.File, errOut *bytes.Buffer) *globalOptions {

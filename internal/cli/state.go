@@ -14,10 +14,10 @@ import (
 	"golang.org/x/term"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/statecmd"
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/prompt"
-	"github.com/lazaret-dev/lazaret/internal/statestore"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/prompt"
+	"github.com/lazaret-dev/lazaret/internal/engine/statestore"
 )
 
 type stateOptions struct {

@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/exitcode"
-	"github.com/lazaret-dev/lazaret/internal/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 )
 

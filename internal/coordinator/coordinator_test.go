@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
 // TestRefcount checks the reference counting of the coordinator: the last

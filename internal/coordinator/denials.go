@@ -8,12 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/audit"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/escprompt"
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
+	"github.com/lazaret-dev/lazaret/internal/engine/audit"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
+	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 // Network denials reach the user: netd reports each denial (a long poll

@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/audit"
-	"github.com/lazaret-dev/lazaret/internal/config"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/netdapi/netdtest"
+	"github.com/lazaret-dev/lazaret/internal/engine/audit"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi/netdtest"
 )
 
 // decided lists netd's decide requests as name=allow.

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
 type syncComp struct {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/version"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
 func (c *coordinator) handleStatus(ctx context.Context, _ *ctlserver.Request) (any, error) {

@@ -11,9 +11,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
-	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/startgate"
+	"github.com/lazaret-dev/lazaret/internal/engine/startgate"
 )
 
 // prepareAll runs every component's Prepare concurrently, each on its own
@@ -150,7 +150,7 @@ func mergeSlice[T any](dst, base, changed []T) []T {
 const startGateEnv = "LAZARET_START_GATE"
 
 // startGate is the start gate of one container run: it opens once every
-// Deferred component is ready (internal/startgate). A nil *startGate (no
+// Deferred component is ready (internal/engine/startgate). A nil *startGate (no
 // component deferred any work) does nothing.
 type startGate struct {
 	gate   *startgate.Gate

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
-	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/startgate"
+	"github.com/lazaret-dev/lazaret/internal/engine/startgate"
 )
 
 type fakeComp struct {

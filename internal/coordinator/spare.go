@@ -6,8 +6,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/netns"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
-	"github.com/lazaret-dev/lazaret/internal/netns"
 )
 
 // spareEnv controls the spare network sidecar a sandbox leaves for the

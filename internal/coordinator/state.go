@@ -11,10 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/audit"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/store"
+	"github.com/lazaret-dev/lazaret/internal/engine/audit"
+	"github.com/lazaret-dev/lazaret/internal/engine/store"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
 // The coordinator owns the domain's state store for its whole life (DESIGN

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/procwatch"
-	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
 // ReasonContainerExited is the teardown reason when the agent container

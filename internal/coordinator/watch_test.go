@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
 // dyingComponent is a Watcher whose Watch fails when die is closed.
@@ -82,7 +82,7 @@ func TestDeadComponentStopsTheSandbox(t *testing.T) {
 }
 
 // TestExecSpecCarriesTheContainerID: the CLI runs the command with runsc
-// exec only when it knows the container's ID (internal/runscexec).
+// exec only when it knows the container's ID (internal/adapter/runscexec).
 func TestExecSpecCarriesTheContainerID(t *testing.T) {
 	id := strings.Repeat("ab", 32)
 	c := &coordinator{wake: make(chan struct{}, 1), torndown: make(chan struct{}), ready: make(chan struct{}), log: slog.New(slog.DiscardHandler),

@@ -16,12 +16,12 @@ func TestProcessOf(t *testing.T) {
 		Module + "/internal/sidecar/netd":          "sidecar",
 		Module + "/internal/insandbox/fsmonitor":   "in-sandbox",
 		Module + "/internal/insandbox/escclient":   "in-sandbox",
-		Module + "/internal/gitrepo":               "",
+		Module + "/internal/engine/gitrepo":        "",
 		"github.com/spf13/cobra":                   "",
 		Module + "/internal/coordinatorx":          "",
 		Module + "/internal/kubecli":               "kube-cli",
 		Module + "/cmd/lazaret-kube":               "kube-cli",
-		Module + "/internal/kube":                  "",
+		Module + "/internal/adapter/kube":          "",
 	} {
 		if got := ProcessOf(pkg); got != want {
 			t.Errorf("ProcessOf(%s) = %q, want %q", pkg, got, want)
@@ -32,7 +32,7 @@ func TestProcessOf(t *testing.T) {
 // TestForeignControl is the positive control of the process tests: a
 // coordinator package among a CLI's dependencies is reported.
 func TestForeignControl(t *testing.T) {
-	deps := []string{Module + "/internal/cli/review", Module + "/internal/gitrepo", Module + "/internal/coordinator/gitsentry"}
+	deps := []string{Module + "/internal/cli/review", Module + "/internal/engine/gitrepo", Module + "/internal/coordinator/gitsentry"}
 	if got := Foreign(deps, "cli"); !slices.Equal(got, []string{Module + "/internal/coordinator/gitsentry (coordinator)"}) {
 		t.Fatalf("Foreign = %q", got)
 	}

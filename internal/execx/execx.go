@@ -1,5 +1,5 @@
-// Package execx is what the adapters of outside programs (internal/podman,
-// internal/hostgit) share: running a prepared command with its output
+// Package execx is what the adapters of outside programs (internal/adapter/podman,
+// internal/adapter/hostgit) share: running a prepared command with its output
 // captured, a bounded buffer for stderr, and the last line of a message.
 // It runs nothing by itself and knows no program.
 package execx

@@ -6,11 +6,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/audit"
 	"github.com/lazaret-dev/lazaret/internal/clicore"
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/refsync"
-	"github.com/lazaret-dev/lazaret/internal/store"
+	"github.com/lazaret-dev/lazaret/internal/engine/audit"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/refsync"
+	"github.com/lazaret-dev/lazaret/internal/engine/store"
 )
 
 // storeTimeout bounds the wait for the domain's state store (another

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/kube"
+	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
 )
 
 // storageCheck: the StorageClass the persistent dirs' PVCs will ask for

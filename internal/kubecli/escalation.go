@@ -9,20 +9,20 @@ import (
 	"path"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/eschost"
-	"github.com/lazaret-dev/lazaret/internal/escprompt"
-	"github.com/lazaret-dev/lazaret/internal/escrelay"
-	"github.com/lazaret-dev/lazaret/internal/kube"
-	"github.com/lazaret-dev/lazaret/internal/kubespec"
-	"github.com/lazaret-dev/lazaret/internal/session"
-	"github.com/lazaret-dev/lazaret/internal/trust"
+	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/eschost"
+	"github.com/lazaret-dev/lazaret/internal/engine/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/engine/session"
+	"github.com/lazaret-dev/lazaret/internal/engine/trust"
+	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
+	"github.com/lazaret-dev/lazaret/internal/wire/escrelay"
 )
 
 // Host Escalation of a cluster sandbox, one per lazaret-kube shell/exec
 // (docs/KUBERNETES.md, "Host Escalation"): this process is the session's
 // coordinator. The pod's init container put the client, read-only, at
-// /run/lazaret/bin (internal/netdpod). It makes a Trust Anchor in memory, starts the relay
+// /run/lazaret/bin (internal/engine/netdpod). It makes a Trust Anchor in memory, starts the relay
 // (`lazaret-escalate-go __relay DIR`) in the agent container through the
 // API server's exec, serves the connections the relay carries with the
 // shared escalation server (internal/escalation: the same verification,

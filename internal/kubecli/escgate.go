@@ -6,11 +6,11 @@ import (
 	"os"
 	"sync"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
 	"github.com/lazaret-dev/lazaret/internal/clicore/termgate"
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/escprompt"
-	"github.com/lazaret-dev/lazaret/internal/kube"
-	"github.com/lazaret-dev/lazaret/internal/prompt"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/prompt"
+	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
 )
 
 // The escalation prompt takes the user's terminal over during a TTY

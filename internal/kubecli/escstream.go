@@ -5,7 +5,7 @@ import (
 	"io"
 	"sync"
 
-	"github.com/lazaret-dev/lazaret/internal/session"
+	"github.com/lazaret-dev/lazaret/internal/engine/session"
 )
 
 // The session's streams while its holder takes the delegation: the

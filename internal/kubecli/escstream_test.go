@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/session"
+	"github.com/lazaret-dev/lazaret/internal/engine/session"
 )
 
 func newEscTest(frame string) *escSession {

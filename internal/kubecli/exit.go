@@ -4,10 +4,10 @@ import (
 	"errors"
 	"io"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
 	"github.com/lazaret-dev/lazaret/internal/clicore"
-	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/exitcode"
-	"github.com/lazaret-dev/lazaret/internal/kube"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 )
 

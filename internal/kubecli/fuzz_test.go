@@ -9,7 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/lazaret-dev/lazaret/internal/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/engine/kubespec"
 )
 
 // printable: what reaches the terminal from the cluster holds no control

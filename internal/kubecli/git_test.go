@@ -11,13 +11,13 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/lazaret-dev/lazaret/internal/audit"
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/gitrepo"
-	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
-	"github.com/lazaret-dev/lazaret/internal/kube"
-	"github.com/lazaret-dev/lazaret/internal/store"
+	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
+	"github.com/lazaret-dev/lazaret/internal/engine/audit"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo/gittest"
+	"github.com/lazaret-dev/lazaret/internal/engine/store"
 )
 
 // podOnHost answers the fake cluster's execs by running them on the host

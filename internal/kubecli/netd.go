@@ -7,12 +7,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/kube"
-	"github.com/lazaret-dev/lazaret/internal/kubespec"
-	"github.com/lazaret-dev/lazaret/internal/netdimage"
-	"github.com/lazaret-dev/lazaret/internal/netdpod"
-	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/engine/netdimage"
+	"github.com/lazaret-dev/lazaret/internal/engine/netdpod"
+	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
 )
 
 // The cluster DNS Service netd forwards to when [cluster].dns is unset.

@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/lazaret-dev/lazaret/internal/kube/kubetest"
-	"github.com/lazaret-dev/lazaret/internal/netdimage"
+	"github.com/lazaret-dev/lazaret/internal/adapter/kube/kubetest"
+	"github.com/lazaret-dev/lazaret/internal/engine/netdimage"
 )
 
 // TestTemplateHasNetworkSidecar: a started profile's template carries

@@ -7,9 +7,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/lazaret-dev/lazaret/internal/kube"
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/secretfetch"
+	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
+	"github.com/lazaret-dev/lazaret/internal/engine/secretfetch"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 // secretRefresh keeps a cluster sandbox's command secrets fresh while a

@@ -12,9 +12,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/lazaret-dev/lazaret/internal/kubespec"
-	"github.com/lazaret-dev/lazaret/internal/netdpod"
-	"github.com/lazaret-dev/lazaret/internal/secret"
+	"github.com/lazaret-dev/lazaret/internal/engine/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/engine/netdpod"
+	"github.com/lazaret-dev/lazaret/internal/engine/secret"
 )
 
 const kubeSecretValue = "kube-secret-value-5d1e"

@@ -12,10 +12,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
 	"github.com/lazaret-dev/lazaret/internal/clicore"
-	"github.com/lazaret-dev/lazaret/internal/kube"
-	"github.com/lazaret-dev/lazaret/internal/kubespec"
-	"github.com/lazaret-dev/lazaret/internal/secretfetch"
+	"github.com/lazaret-dev/lazaret/internal/engine/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/engine/secretfetch"
 )
 
 // sessionRequest is one `shell` or `exec`.

@@ -9,11 +9,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/kube"
-	"github.com/lazaret-dev/lazaret/internal/kubespec"
-	"github.com/lazaret-dev/lazaret/internal/netpolicy"
-	"github.com/lazaret-dev/lazaret/internal/secretfetch"
+	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/engine/secretfetch"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 

@@ -7,9 +7,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/kube"
-	"github.com/lazaret-dev/lazaret/internal/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/kubespec"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 

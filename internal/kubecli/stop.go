@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lazaret-dev/lazaret/internal/kube"
-	"github.com/lazaret-dev/lazaret/internal/kubespec"
-	"github.com/lazaret-dev/lazaret/internal/netdpod"
+	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
+	"github.com/lazaret-dev/lazaret/internal/engine/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/engine/netdpod"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 

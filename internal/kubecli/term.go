@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/lazaret-dev/lazaret/internal/kube"
+	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
 )
 
 // terminal is the user's terminal during a TTY session: in raw mode (so

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 
-	"github.com/lazaret-dev/lazaret/internal/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/engine/kubespec"
 )
 
 // addClaim puts a claim made by lazaret into the fake cluster.

@@ -2,8 +2,8 @@ package kubecli
 
 import (
 	"github.com/lazaret-dev/lazaret/internal/clicore"
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 )
 
 // target is one Domain Anchor on the cluster: a profile and the canonical

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/audit"
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/gitrepo"
-	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
-	"github.com/lazaret-dev/lazaret/internal/store"
+	"github.com/lazaret-dev/lazaret/internal/engine/audit"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo/gittest"
+	"github.com/lazaret-dev/lazaret/internal/engine/store"
 )
 
 // TestWorkspaceResolution: lazaret-kube resolves every situation of the

@@ -1,6 +1,6 @@
 // Package runscflags holds the runsc flags lazaret runs every runsc
 // with: the lazaret-runsc shim's (internal/shim) and the CLI's runsc exec
-// (internal/runscexec) must agree.
+// (internal/adapter/runscexec) must agree.
 package runscflags
 
 import (
@@ -20,7 +20,7 @@ const (
 const seccompActions = "/proc/sys/kernel/seccomp/actions_avail"
 
 // Global are the global runsc flags lazaret always adds, to every runsc
-// the shim starts and to the CLI's runsc exec (internal/runscexec):
+// the shim starts and to the CLI's runsc exec (internal/adapter/runscexec):
 //   - --ignore-cgroups: rootless podman cannot delegate cgroups to runsc
 //     (ENVIRONMENT.md; --rootless is refused with create).
 //   - --host-uds=open: the escalation socket is a bind-mounted UNIX socket.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/engine/startgate"
 	"github.com/lazaret-dev/lazaret/internal/locate"
-	"github.com/lazaret-dev/lazaret/internal/startgate"
 )
 
 func TestCreateBundle(t *testing.T) {

@@ -13,10 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/engine/startgate"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/runscflags"
 	"github.com/lazaret-dev/lazaret/internal/sched"
-	"github.com/lazaret-dev/lazaret/internal/startgate"
 )
 
 // Platforms runsc can use here (internal/runscflags).
@@ -186,7 +186,7 @@ func RunShim(args []string) error {
 const gateTimeout = 5 * time.Minute
 
 // waitAtGate holds a create whose spec names a start gate until the
-// coordinator opens it (internal/startgate).
+// coordinator opens it (internal/engine/startgate).
 func waitAtGate(bundle string) error {
 	path, err := startgate.FromBundle(bundle)
 	if err != nil || path == "" {

@@ -1,5 +1,5 @@
 // Package connect is how the CLI reaches a domain's Session Coordinator:
-// under the hold-to-bind lock (internal/domainlock) that makes exactly one
+// under the hold-to-bind lock (internal/engine/domainlock) that makes exactly one
 // coordinator per Domain Anchor, connecting to it or spawning it detached
 // (Connect), and dialing a running one (Dial).
 package connect
@@ -10,7 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lazaret-dev/lazaret/internal/coordargs"
+	"github.com/lazaret-dev/lazaret/internal/wire/coordargs"
 	"io"
 	"log/slog"
 	"os"
@@ -19,11 +19,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/domainlock"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/domainlock"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe"
-	"github.com/lazaret-dev/lazaret/internal/starterr"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
+	"github.com/lazaret-dev/lazaret/internal/wire/starterr"
 )
 
 // SocketWait is how long a leader waits for a coordinator it spawned to

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe/fdprobe"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
 // The test binary doubles as a stand-in coordinator for the hold-to-bind

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
 )
 
 // ErrUnavailable is wrapped by every error of Ensure about an image that

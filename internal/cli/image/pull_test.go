@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
 )
 
 // fakePodman: `image exists` exits 1 (missing) unless have is set; `pull`

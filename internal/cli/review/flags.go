@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/lazaret-dev/lazaret/internal/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/adapter/hostgit"
 )
 
 // What a merge of the agent's branch plants on the host, beyond the

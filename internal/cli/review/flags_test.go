@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo/gittest"
 )
 
 func TestSymlinkEscapes(t *testing.T) {

@@ -14,11 +14,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/gitrepo"
-	"github.com/lazaret-dev/lazaret/internal/hostgit"
-	"github.com/lazaret-dev/lazaret/internal/overlayfs"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/adapter/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/adapter/overlayfs"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo"
 )
 
 // Errors of the review commands; internal/cli adds the hints.

@@ -8,11 +8,11 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/escprompt"
-	"github.com/lazaret-dev/lazaret/internal/hostgit"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/adapter/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 	"github.com/lazaret-dev/lazaret/internal/visible"
+	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
 )
 
 // View is where the output of a review command (diff, log) goes. Git runs

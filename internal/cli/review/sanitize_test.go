@@ -11,7 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo/gittest"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 

@@ -12,10 +12,10 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/escprompt"
-	"github.com/lazaret-dev/lazaret/internal/prompt"
+	"github.com/lazaret-dev/lazaret/internal/engine/prompt"
 	"github.com/lazaret-dev/lazaret/internal/visible"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
+	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
 )
 
 // The network prompt: when the agent's lookup of a name outside the

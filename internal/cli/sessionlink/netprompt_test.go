@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/prompt"
+	"github.com/lazaret-dev/lazaret/internal/engine/prompt"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
 func TestOneLineIsInert(t *testing.T) {

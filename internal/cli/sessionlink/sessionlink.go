@@ -14,10 +14,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/escprompt"
-	"github.com/lazaret-dev/lazaret/internal/prompt"
-	"github.com/lazaret-dev/lazaret/internal/session"
+	"github.com/lazaret-dev/lazaret/internal/engine/prompt"
+	"github.com/lazaret-dev/lazaret/internal/engine/session"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
+	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
 )
 
 // Link is one Client Session's escalation state.

@@ -10,15 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/eschost"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/eschost"
+	"github.com/lazaret-dev/lazaret/internal/engine/prompt"
 	"github.com/lazaret-dev/lazaret/internal/insandbox/escclient"
-	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/prompt"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
 // coordinator runs the escalation component behind a real control socket.

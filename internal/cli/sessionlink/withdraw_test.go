@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/escprompt"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
+	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
 )
 
 // TestNetPromptWithdrawn: the DNS prompt whose lookup stopped waiting is

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/overlayfs"
-	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/statestore"
+	"github.com/lazaret-dev/lazaret/internal/adapter/overlayfs"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/engine/statestore"
 )
 
 // ErrProfileRunning is returned by FoldLayer and DropLayer while a sandbox

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/audit"
-	"github.com/lazaret-dev/lazaret/internal/ctl"
-	"github.com/lazaret-dev/lazaret/internal/store"
+	"github.com/lazaret-dev/lazaret/internal/engine/audit"
+	"github.com/lazaret-dev/lazaret/internal/engine/store"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
 // TestAuditOverSocket serves a real state store through the audit

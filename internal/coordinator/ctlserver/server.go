@@ -1,5 +1,5 @@
 // Package ctlserver is the coordinator's end of the control socket
-// (internal/ctl is the wire): it accepts only the coordinator's own user
+// (internal/wire/ctl is the wire): it accepts only the coordinator's own user
 // (SO_PEERCRED), runs the hello handshake, keeps the attached Client
 // Sessions (the coordinator's references) and dispatches the CLI's
 // requests to the handlers the coordinator and its components register.
@@ -16,9 +16,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/ctl"
 	"github.com/lazaret-dev/lazaret/internal/unixsock"
 	"github.com/lazaret-dev/lazaret/internal/version"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
 // Request is a request or notification from a CLI, given to a handler.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/ctl"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
 func startServer(t *testing.T, uid int) (*Server, string) {

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/escprompt"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 	"github.com/lazaret-dev/lazaret/internal/insandbox/escclient"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
 )
 
 func testAnchor(t *testing.T) *domain.Anchor {

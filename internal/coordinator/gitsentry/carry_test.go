@@ -10,9 +10,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/gitrepo"
-	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
-	"github.com/lazaret-dev/lazaret/internal/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/adapter/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo/gittest"
 )
 
 // carryRepo is a repository with every kind of uncommitted change

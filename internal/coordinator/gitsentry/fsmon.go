@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/lazaret-dev/lazaret/internal/fsmonproto"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/locate"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/wire/fsmonproto"
 )
 
 // The fsmonitor in the sandbox (branch mode only; docs/GITSENTRY.md,

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/gitrepo"
-	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
-	"github.com/lazaret-dev/lazaret/internal/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/adapter/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo/gittest"
 )
 
 // These tests run real host git on repositories in temporary directories.

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/lazaret-dev/lazaret/internal/hostgit"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/adapter/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 )
 
 // The user's commit identity usually lives in ~/.gitconfig, which is not in

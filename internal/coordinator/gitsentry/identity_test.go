@@ -7,8 +7,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
-	"github.com/lazaret-dev/lazaret/internal/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/adapter/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo/gittest"
 )
 
 // Only user.name and user.email of the global config go to the sandbox,

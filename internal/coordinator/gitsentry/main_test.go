@@ -3,7 +3,7 @@ package gitsentry
 import (
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo/gittest"
 )
 
 func TestMain(m *testing.M) { gittest.Main(m) }

@@ -4,7 +4,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 )
 
 // gVisor mount hints (runsc/boot/mount_hints.go) name a mount by its

@@ -3,9 +3,9 @@ package gitsentry
 import (
 	"context"
 
-	"github.com/lazaret-dev/lazaret/internal/escprompt"
-	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/refsync"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/engine/refsync"
+	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
 )
 
 // podmanSandbox is the ref sync's way into a local sandbox: podman exec

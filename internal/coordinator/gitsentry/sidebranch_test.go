@@ -8,12 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/cli/review"
-	"github.com/lazaret-dev/lazaret/internal/gitrepo"
-	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
-	"github.com/lazaret-dev/lazaret/internal/hostgit"
-	"github.com/lazaret-dev/lazaret/internal/refsync"
-	"github.com/lazaret-dev/lazaret/internal/refsync/refsynctest"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo"
+	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo/gittest"
+	"github.com/lazaret-dev/lazaret/internal/engine/refsync"
+	"github.com/lazaret-dev/lazaret/internal/engine/refsync/refsynctest"
 )
 
 // TestRebuiltCloneKeepsSideBranches: a clone built while the host keeps

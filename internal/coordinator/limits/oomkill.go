@@ -14,10 +14,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/escprompt"
-	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/runscexec"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/adapter/runscexec"
 	"github.com/lazaret-dev/lazaret/internal/visible"
+	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
 )
 
 // OOMKillVerb is the in-sandbox Go client's OOM killer

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
 )
 
 const caPEM = "-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n"

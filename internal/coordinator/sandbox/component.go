@@ -7,7 +7,7 @@ package sandbox
 import (
 	"context"
 
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 )
 
 // Component is one part of a sandbox's life that the Session Coordinator
@@ -31,7 +31,7 @@ type Component interface {
 // Deferred is a Component whose Prepare returns before all its work is
 // done: it has added its mounts to the spec, but their sources are still
 // being made. The coordinator starts the container meanwhile and holds
-// the runtime's create at its start gate (internal/startgate) until
+// the runtime's create at its start gate (internal/engine/startgate) until
 // every Deferred component's Ready has returned; an error from Ready
 // fails the start as Prepare's would. Ready may be called more than once
 // and returns the same result; Close waits for the work to end.

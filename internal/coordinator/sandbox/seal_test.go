@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 )
 
 // TestSealRunDir: every directory on the way to a mount under RunDir is a

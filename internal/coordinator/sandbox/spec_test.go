@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 )
 
 func specFixture(t *testing.T) (*config.Profile, *domain.Anchor) {

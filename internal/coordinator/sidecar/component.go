@@ -14,14 +14,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/netdimage"
-	"github.com/lazaret-dev/lazaret/internal/netns"
-	"github.com/lazaret-dev/lazaret/internal/netpolicy"
-	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/secret"
+	"github.com/lazaret-dev/lazaret/internal/adapter/netns"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/netdimage"
+	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/engine/secret"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 // DefaultUplink is podman's --network for the uplink the sandbox's

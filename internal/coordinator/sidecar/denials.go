@@ -12,9 +12,9 @@ import (
 	"golang.org/x/net/idna"
 	"golang.org/x/net/publicsuffix"
 
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/visible"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 // OnDenials sets f to run, once the sidecar has started and until Close,

@@ -7,8 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
 	"github.com/lazaret-dev/lazaret/internal/visible"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 func TestLimiterOncePerDestinationAndBurst(t *testing.T) {

@@ -12,12 +12,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/netns"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/engine/netdimage"
 	"github.com/lazaret-dev/lazaret/internal/execx"
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/netdimage"
-	"github.com/lazaret-dev/lazaret/internal/netns"
-	"github.com/lazaret-dev/lazaret/internal/podman"
 	"github.com/lazaret-dev/lazaret/internal/unixsock"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 // startInBackground is Prepare's background half: the spare when one can

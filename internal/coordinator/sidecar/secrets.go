@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/secret"
-	"github.com/lazaret-dev/lazaret/internal/secretfetch"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/secret"
+	"github.com/lazaret-dev/lazaret/internal/engine/secretfetch"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 // Secrets are a profile's secrets with their values, read once at the

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/netdapi/netdtest"
-	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/secret"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/secret"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi/netdtest"
 )
 
 // TestPrepareSecrets: the agent's spec gets placeholders (never the

@@ -13,9 +13,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/netns"
+	"github.com/lazaret-dev/lazaret/internal/adapter/netns"
 	"github.com/lazaret-dev/lazaret/internal/version"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 // claimSpare makes the spare sidecar waiting in the domain's namespace

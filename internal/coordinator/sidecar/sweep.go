@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/domainlock"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/domainlock"
 )
 
 // NetnsRemover unpins a network namespace (netns.Client.Remove).

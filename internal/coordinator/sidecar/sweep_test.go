@@ -10,8 +10,8 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/domainlock"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/domainlock"
 )
 
 // fakeUnpin records the pins SweepEndedSpares unpins and removes their

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/netns"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/procwatch"
-	"github.com/lazaret-dev/lazaret/internal/netns"
-	"github.com/lazaret-dev/lazaret/internal/podman"
 )
 
 // watchInterval is how often Watch checks netd's process (one read of

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/netdapi/netdtest"
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi/netdtest"
 )
 
 // TestRefreshHostAddrs: when the host's addresses change, netd is told

@@ -18,11 +18,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/overlayfs"
-	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/statestore"
+	"github.com/lazaret-dev/lazaret/internal/adapter/overlayfs"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/statestore"
 	"github.com/lazaret-dev/lazaret/internal/vault"
 )
 
@@ -49,7 +49,7 @@ type Options struct {
 	Persist string
 }
 
-// Overlay drivers (internal/overlayfs).
+// Overlay drivers (internal/adapter/overlayfs).
 const (
 	DriverAuto    = overlayfs.DriverAuto
 	DriverOverlay = overlayfs.DriverOverlay // kernel overlayfs in the user namespace

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/config"
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/podman"
-	"github.com/lazaret-dev/lazaret/internal/statestore"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/statestore"
 )
 
 func TestDriverFor(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/podman"
+	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 )
 
 // fakeInspect is a podman whose `image inspect` answers a single-layer

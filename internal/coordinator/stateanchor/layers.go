@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/domain"
-	"github.com/lazaret-dev/lazaret/internal/statestore"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/statestore"
 	"github.com/lazaret-dev/lazaret/internal/vault"
 )
 

@@ -19,8 +19,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/session"
-	"github.com/lazaret-dev/lazaret/internal/trust"
+	"github.com/lazaret-dev/lazaret/internal/engine/session"
+	"github.com/lazaret-dev/lazaret/internal/engine/trust"
 )
 
 // The escalation broker: a long-running mode of this binary inside the

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/trust"
+	"github.com/lazaret-dev/lazaret/internal/engine/trust"
 )
 
 func TestBrokerRequestRoundTrip(t *testing.T) {

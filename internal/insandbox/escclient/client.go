@@ -17,11 +17,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/escrelay"
-	"github.com/lazaret-dev/lazaret/internal/escwire"
-	"github.com/lazaret-dev/lazaret/internal/session"
-	"github.com/lazaret-dev/lazaret/internal/trust"
+	"github.com/lazaret-dev/lazaret/internal/engine/session"
+	"github.com/lazaret-dev/lazaret/internal/engine/trust"
 	"github.com/lazaret-dev/lazaret/internal/version"
+	"github.com/lazaret-dev/lazaret/internal/wire/escrelay"
+	"github.com/lazaret-dev/lazaret/internal/wire/escwire"
 )
 
 // Defaults inside the sandbox, overridable for tests.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/lazaret-dev/lazaret/internal/session"
+	"github.com/lazaret-dev/lazaret/internal/engine/session"
 )
 
 // The session's signer. The first process of every `lazaret shell`/`exec`

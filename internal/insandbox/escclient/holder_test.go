@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/session"
+	"github.com/lazaret-dev/lazaret/internal/engine/session"
 )
 
 func TestParsePPid(t *testing.T) {

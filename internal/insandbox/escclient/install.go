@@ -6,13 +6,13 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/lazaret-dev/lazaret/internal/escrelay"
+	"github.com/lazaret-dev/lazaret/internal/wire/escrelay"
 )
 
 // InstallMain copies the escalation client beside this executable (the C
 // front end and this program, in the netd image) into DIR, mode 0555:
 // the init container of a cluster pod fills the volume the agent mounts
-// read-only (internal/netdpod).
+// read-only (internal/engine/netdpod).
 func InstallMain(args []string, stderr io.Writer) int {
 	if len(args) != 1 || !filepath.IsAbs(args[0]) {
 		fmt.Fprintf(stderr, "usage: lazaret-escalate-go %s DIR\n", escrelay.InstallVerb)

@@ -9,15 +9,15 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/lazaret-dev/lazaret/internal/escrelay"
-	"github.com/lazaret-dev/lazaret/internal/trust"
+	"github.com/lazaret-dev/lazaret/internal/engine/trust"
+	"github.com/lazaret-dev/lazaret/internal/wire/escrelay"
 )
 
 // RelayVerb starts the escalation relay of a Kubernetes session
 // (`lazaret-escalate-go __relay DIR`, run by lazaret-kube through the API
 // server's exec): it listens on DIR/sock, writes the TLS bundle lazaret-kube
 // sends into DIR/tls, and carries each connection to its socket over its
-// stdin and stdout (internal/escrelay). It holds nothing secret of a
+// stdin and stdout (internal/wire/escrelay). It holds nothing secret of a
 // session: the connections are mutual TLS end to end and the requests are
 // signed by the session's signer, so the agent can kill or replace it and
 // only deny service.

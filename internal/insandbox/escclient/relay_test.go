@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/escrelay"
-	"github.com/lazaret-dev/lazaret/internal/trust"
+	"github.com/lazaret-dev/lazaret/internal/engine/trust"
+	"github.com/lazaret-dev/lazaret/internal/wire/escrelay"
 )
 
 // TestRelay: the relay writes the bundle (0600) in DIR/tls, listens on

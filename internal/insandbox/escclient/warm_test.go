@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/escwire"
-	"github.com/lazaret-dev/lazaret/internal/trust"
+	"github.com/lazaret-dev/lazaret/internal/engine/trust"
+	"github.com/lazaret-dev/lazaret/internal/wire/escwire"
 )
 
 // A request after another finds a connection already handshaken; an old

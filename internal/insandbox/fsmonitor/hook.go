@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/fsmonproto"
+	"github.com/lazaret-dev/lazaret/internal/wire/fsmonproto"
 	"golang.org/x/sys/unix"
 )
 

@@ -23,7 +23,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/lazaret-dev/lazaret/internal/fsmonproto"
+	"github.com/lazaret-dev/lazaret/internal/wire/fsmonproto"
 )
 
 // HookVersion is the fsmonitor hook protocol this package speaks.

@@ -16,11 +16,11 @@ import (
 	"sort"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/sidecar/firewall"
 	"github.com/lazaret-dev/lazaret/internal/unixsock"
 	"github.com/lazaret-dev/lazaret/internal/version"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 func (d *Daemon) controlListener() (net.Listener, error) {

@@ -19,10 +19,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/sidecar/firewall"
 	"github.com/lazaret-dev/lazaret/internal/sidecar/secretproxy"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 // Config configures the daemon.

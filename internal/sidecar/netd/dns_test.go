@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
 )
 
 func mkQuery(t testing.TB, name string, typ dnsmessage.Type) []byte {

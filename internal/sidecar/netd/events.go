@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 // Denial events feed the coordinator's notices and prompts: a bounded ring

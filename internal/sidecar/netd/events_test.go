@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 func TestEventRingBoundedWithGap(t *testing.T) {

@@ -8,9 +8,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/sidecar/firewall"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 const (

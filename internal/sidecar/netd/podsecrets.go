@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/secret"
+	"github.com/lazaret-dev/lazaret/internal/engine/secret"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 // maxPodSecretFile bounds every file LoadPodSecrets reads (a value is at

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 // TestRefreshPodSecrets: a value file the kubelet replaced reaches the

@@ -9,7 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
 )
 
 // MaxPolicyFile bounds a policy file (pod mode reads it from a ConfigMap,

@@ -13,9 +13,9 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/netpolicy"
+	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/sidecar/firewall"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 // resolve answers one query from the sandbox.

@@ -12,10 +12,10 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
-	"github.com/lazaret-dev/lazaret/internal/secret"
+	"github.com/lazaret-dev/lazaret/internal/engine/secret"
 	"github.com/lazaret-dev/lazaret/internal/sidecar/firewall"
 	"github.com/lazaret-dev/lazaret/internal/sidecar/secretproxy"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 // Secrets are injected by netd (docs/SECRETS.md): the resolver answers a

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/netdapi"
+	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 type spareState = int32

@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/lazaret-dev/lazaret/internal/secret"
+	"github.com/lazaret-dev/lazaret/internal/engine/secret"
 )
 
 // patterns are what the injector looks for, built once per set of

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/lazaret-dev/lazaret/internal/secret"
+	"github.com/lazaret-dev/lazaret/internal/engine/secret"
 )
 
 // Rewrite is what one request's rewriting did: the secrets injected,

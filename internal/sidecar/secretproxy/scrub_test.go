@@ -15,7 +15,7 @@ import (
 	"testing"
 	"testing/iotest"
 
-	"github.com/lazaret-dev/lazaret/internal/secret"
+	"github.com/lazaret-dev/lazaret/internal/engine/secret"
 )
 
 // scrubValues are the values the scrubber tests use: plain, with the

@@ -1,9 +1,0 @@
-package refsync
-
-import (
-	"testing"
-
-	"github.com/lazaret-dev/lazaret/internal/gitrepo/gittest"
-)
-
-func TestMain(m *testing.M) { gittest.Main(m) }
