@@ -87,3 +87,40 @@ func TestSharedVerbHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedConfigErrors: a configuration error, a refused one and an
+// unknown profile are told the same way on both CLIs: the same exit code,
+// message and hint (lazaret-kube had hints of its own before ConfigHint).
+func TestSharedConfigErrors(t *testing.T) {
+	t.Setenv("LAZARET_BACKEND", "")
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bad := write("bad.toml", "[profiles.dev]\nimage = \"localhost/x\"\nmemory = \"lots\"\n")
+	good := write("good.toml", "[profiles.dev]\nimage = \"localhost/x\"\n")
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"bad key", []string{"--config", bad, "status", "dev"}, 4},
+		{"unknown profile", []string{"--config", good, "status", "nope"}, 2},
+	} {
+		var got []string
+		var codes []int
+		for _, b := range backends {
+			var out, errOut bytes.Buffer
+			code := b.run(append([]string{b.name}, c.args...), clicore.IO{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+			got, codes = append(got, errOut.String()), append(codes, code)
+		}
+		if codes[0] != c.code || codes[1] != c.code || got[0] != got[1] || !strings.Contains(got[0], "\nhint: ") {
+			t.Errorf("%s: lazaret exit %d:\n%s\nlazaret-kube exit %d:\n%s", c.name, codes[0], got[0], codes[1], got[1])
+		}
+	}
+}

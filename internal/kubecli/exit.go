@@ -49,9 +49,9 @@ func classify(err error) (int, string) {
 		return exitcode.ExecFailed, "if the sandbox's pod is gone or broken, `lazaret --backend kubernetes stop` and run the command again"
 	case config.Errors(err) != nil:
 		if config.IsSecurity(err) {
-			return exitcode.Security, "the configuration asks for something unsafe: fix the key named above (see " + locate.Doc("CONFIG.md") + ")"
+			return exitcode.Security, clicore.ConfigHint(config.Errors(err), false)
 		}
-		return exitcode.Config, "fix the key named above (see " + locate.Doc("CONFIG.md") + "); `lazaret config check` lists every problem"
+		return exitcode.Config, clicore.ConfigHint(config.Errors(err), false)
 	case errors.Is(err, kube.ErrCRDMissing):
 		return exitcode.Setup, "install agent-sandbox v1.0.1 (its CRDs and controller, with the extensions) in the cluster: see " + locate.Doc("KUBERNETES.md")
 	case errors.Is(err, kube.ErrForbidden):

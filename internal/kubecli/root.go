@@ -121,11 +121,17 @@ func (g *globals) loadConfig() (*config.Config, error) {
 // client loads the configuration and connects to its cluster.
 // clientFor is client, and the target of profile in this workspace.
 func (g *globals) clientFor(profile string) (*config.Config, *kube.Client, *target, error) {
-	cfg, c, err := g.client()
+	// The target first, as the local CLI does: a mistyped profile or a
+	// refused workspace is told as such, before the cluster is reached.
+	cfg, err := g.loadConfig()
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	t, err := g.resolve(cfg, profile)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	_, c, err := g.client()
 	if err != nil {
 		return nil, nil, nil, err
 	}
