@@ -48,7 +48,6 @@ type execOptions struct {
 func newExecCmd(g *globalOptions) *cobra.Command {
 	o := &execOptions{}
 	cmd := &cobra.Command{
-		Use:   "exec [PROFILE] [--] COMMAND [ARG...]",
 		Short: "Run a command in the sandbox of this directory",
 		Long: `Run a command in the sandbox of PROFILE (default "default") for the current
 directory, starting the sandbox if needed. Standard input, output and error
@@ -57,7 +56,6 @@ are passed through and lazaret exits with the command's exit code.
 With one word before "--" (or before the command, when it is a profile
 name) that word is the profile. -t may come before PROFILE or right after
 it: "lazaret exec -t dev -- vim", "lazaret exec dev -t -- vim".`,
-		Args: execargs.Args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			profile, command, err := splitProfile(g, cmd, args)
 			if err != nil {
@@ -66,6 +64,7 @@ it: "lazaret exec -t dev -- vim", "lazaret exec dev -t -- vim".`,
 			return runSession(cmd.Context(), g, sessionRequest{profile: profile, tty: o.tty, command: command, choices: o.choices})
 		},
 	}
+	clicore.Verb("exec", cmd)
 	cmd.Flags().SetInterspersed(false)
 	cmd.Flags().BoolVarP(&o.tty, "tty", "t", false, "run the command under a terminal (for interactive programs)")
 	o.choices.addFlags(cmd.Flags())

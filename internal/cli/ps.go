@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -22,11 +23,10 @@ type psOptions struct {
 func newPsCmd(g *globalOptions) *cobra.Command {
 	o := &psOptions{}
 	cmd := &cobra.Command{
-		Use:   "ps",
 		Short: "List the running sandboxes of this user",
-		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runPs(cmd.Context(), g, o) },
 	}
+	clicore.Verb("ps", cmd)
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	return cmd
 }

@@ -1,19 +1,18 @@
 package cli
 
 import (
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/spf13/cobra"
 )
 
 func newShellCmd(g *globalOptions) *cobra.Command {
 	var choices startChoices
 	cmd := &cobra.Command{
-		Use:   "shell [PROFILE]",
 		Short: "Open an interactive shell in the sandbox of this directory",
 		Long: `Open an interactive shell (bash if the image has it, else sh) in the sandbox of
 PROFILE (default "default") for the current directory, starting the sandbox
 if needed. Several shells and commands can share one sandbox; it stops when
 the last of them ends.`,
-		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			profile := ""
 			if len(args) == 1 {
@@ -26,6 +25,7 @@ the last of them ends.`,
 			return runSession(cmd.Context(), g, sessionRequest{profile: profile, tty: tty, shell: true, choices: choices})
 		},
 	}
+	clicore.Verb("shell", cmd)
 	choices.addFlags(cmd.Flags())
 	return cmd
 }

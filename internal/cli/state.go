@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"os"
 	"slices"
 	"strings"
@@ -28,18 +29,17 @@ type stateOptions struct {
 func newStateCmd(g *globalOptions) *cobra.Command {
 	o := &stateOptions{}
 	cmd := &cobra.Command{
-		Use:   "state [PROFILE]",
 		Short: "Show the persistent directories (State Anchor) of this workspace's sandbox",
 		Long: `Show each persistent dir of the profile for the current workspace: the size and
 host path of the changes made in the sandbox, and the image they were last used
 with. Changes survive restarts and image updates (the new image becomes the base,
 the changes stay on top of it).`,
-		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: g.completeProfiles,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runState(cmd.Context(), g, o, firstArg(args))
 		},
 	}
+	clicore.Verb("state", cmd)
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	reset := &cobra.Command{
 		Use:   "reset [PROFILE] [DIR]",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"io"
 	"strings"
 	"time"
@@ -30,9 +31,7 @@ type statusOptions struct {
 func newStatusCmd(g *globalOptions) *cobra.Command {
 	o := &statusOptions{}
 	cmd := &cobra.Command{
-		Use:   "status [PROFILE]",
 		Short: "Show the sandbox of this directory: container, sessions, uptime",
-		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			profile := ""
 			if len(args) == 1 {
@@ -41,6 +40,7 @@ func newStatusCmd(g *globalOptions) *cobra.Command {
 			return runStatus(cmd.Context(), g, o, profile)
 		},
 	}
+	clicore.Verb("status", cmd)
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"sync"
 	"time"
 
@@ -25,7 +26,6 @@ type stopOptions struct {
 func newStopCmd(g *globalOptions) *cobra.Command {
 	o := &stopOptions{}
 	cmd := &cobra.Command{
-		Use:   "stop [PROFILE]",
 		Short: "Stop the sandbox of this directory (attached sessions are ended)",
 		Long: `Stop the sandbox of PROFILE (default "default") for the current directory:
 attached shells and commands are told and end, the container is removed and
@@ -34,7 +34,6 @@ sandbox running, the spare the last one left is removed). With --all, stop
 every sandbox of this configuration's data_root and remove its leftover
 containers and spare sidecars; it needs only data_root, so a configuration
 broken elsewhere is used, its problems printed as warnings.`,
-		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.all && len(args) > 0 {
 				return usageError{errors.New("stop: --all takes no PROFILE")}
@@ -51,6 +50,7 @@ broken elsewhere is used, its problems printed as warnings.`,
 			return runStop(ctx, g, profile)
 		},
 	}
+	clicore.Verb("stop", cmd)
 	cmd.Flags().BoolVar(&o.all, "all", false, "stop every sandbox of this data_root")
 	return cmd
 }

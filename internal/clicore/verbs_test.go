@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,7 +54,7 @@ func TestSharedVerbFlagParsing(t *testing.T) {
 		{[]string{"stop", "--al"}, "unknown flag: --al; did you mean --all?", "stop"},
 		{[]string{"--workspac", "x", "status"}, "unknown flag: --workspac; did you mean --workspace?", "status"},
 	}
-	for _, verb := range []string{"exec", "shell", "status", "ps", "stop", "doctor", "state"} {
+	for _, verb := range append(sharedVerbs(), "doctor") {
 		cases = append(cases, struct {
 			args      []string
 			msg, help string
@@ -76,16 +77,30 @@ func TestSharedVerbFlagParsing(t *testing.T) {
 }
 
 // TestSharedVerbHelp: every shared verb's --help parses on both CLIs.
+// Each verb of clicore.Verbs shows the table's usage line on both.
 func TestSharedVerbHelp(t *testing.T) {
 	t.Setenv("LAZARET_BACKEND", "")
-	for _, verb := range []string{"exec", "shell", "status", "ps", "stop", "doctor", "state"} {
+	for _, verb := range append(sharedVerbs(), "doctor") {
 		for _, b := range backends {
 			var out, errOut bytes.Buffer
 			if code := b.run([]string{b.name, verb, "--help"}, clicore.IO{Out: &out, ErrOut: &errOut}); code != 0 || !strings.Contains(out.String(), "--workspace") {
 				t.Errorf("%s %s --help: exit %d, %q %q", b.name, verb, code, out.String(), errOut.String())
 			}
+			if v, ok := clicore.Verbs[verb]; ok && !strings.Contains(out.String(), " "+v.Use+" [flags]") && !strings.Contains(out.String(), " "+v.Use+"\n") {
+				t.Errorf("%s %s --help does not show the shared usage %q:\n%s", b.name, verb, v.Use, out.String())
+			}
 		}
 	}
+}
+
+// sharedVerbs are clicore.Verbs' names, sorted.
+func sharedVerbs() []string {
+	var vs []string
+	for v := range clicore.Verbs {
+		vs = append(vs, v)
+	}
+	slices.Sort(vs)
+	return vs
 }
 
 // TestSharedConfigErrors: a configuration error, a refused one and an

@@ -22,13 +22,11 @@ func newExecCmd(g *globals) *cobra.Command {
 	var tty bool
 	o := startOptions{}
 	cmd := &cobra.Command{
-		Use:   "exec [PROFILE] [--] COMMAND [ARG...]",
 		Short: "Run a command in the cluster sandbox of this directory",
 		Long: `Run a command in the sandbox of PROFILE (default "default") for the current
 directory on the cluster, claiming one if needed. Standard input, output and
 error are passed through the API server and lazaret exits with the
 command's exit code.`,
-		Args: execargs.Args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			profile, command, err := g.splitProfile(cmd, args)
 			if err != nil {
@@ -40,6 +38,7 @@ command's exit code.`,
 			return g.runSession(cmd.Context(), sessionRequest{profile: profile, tty: tty, command: command, start: o})
 		},
 	}
+	clicore.Verb("exec", cmd)
 	cmd.Flags().SetInterspersed(false)
 	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "run the command under a terminal (for interactive programs)")
 	addStartFlags(cmd, &o)
@@ -60,9 +59,7 @@ func (g *globals) splitProfile(cmd *cobra.Command, args []string) (string, []str
 func newShellCmd(g *globals) *cobra.Command {
 	o := startOptions{}
 	cmd := &cobra.Command{
-		Use:   "shell [PROFILE]",
 		Short: "Open an interactive shell in the cluster sandbox of this directory",
-		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			profile := ""
 			if len(args) == 1 {
@@ -76,6 +73,7 @@ func newShellCmd(g *globals) *cobra.Command {
 			return g.runSession(cmd.Context(), sessionRequest{profile: profile, tty: tty, shell: true, start: o})
 		},
 	}
+	clicore.Verb("shell", cmd)
 	addStartFlags(cmd, &o)
 	return cmd
 }

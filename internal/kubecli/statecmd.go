@@ -22,13 +22,12 @@ import (
 // dirs of a scope are one PVC.
 func newStateCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "state [PROFILE]",
 		Short: "Show the persistent dirs' volume claim of this workspace's sandbox",
-		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.runState(cmd.Context(), firstOf(args))
 		},
 	}
+	clicore.Verb("state", cmd)
 	yes := false
 	reset := &cobra.Command{
 		Use:   "reset [PROFILE] [DIR]",

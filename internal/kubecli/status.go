@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"io"
 	"text/tabwriter"
 	"time"
@@ -18,10 +19,8 @@ import (
 )
 
 func newStatusCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "status [PROFILE]",
+	return clicore.Verb("status", &cobra.Command{
 		Short: "Show the cluster sandbox of this directory",
-		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			profile := ""
 			if len(args) == 1 {
@@ -29,7 +28,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 			}
 			return g.runStatus(cmd.Context(), profile)
 		},
-	}
+	})
 }
 
 func (g *globals) runStatus(ctx context.Context, profile string) error {
@@ -115,10 +114,8 @@ func age(now time.Time, t metav1.Time) string {
 }
 
 func newPsCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "ps",
+	return clicore.Verb("ps", &cobra.Command{
 		Short: "List lazaret's sandbox claims in the namespace",
-		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, c, err := g.client()
 			if err != nil {
@@ -130,7 +127,7 @@ func newPsCmd(g *globals) *cobra.Command {
 			}
 			return g.printClaims(g.io.Out, claims)
 		},
-	}
+	})
 }
 
 // printClaims is ps's table; every field comes from the cluster and is

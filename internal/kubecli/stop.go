@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 
 	"github.com/spf13/cobra"
 
@@ -21,7 +22,6 @@ type stopOptions struct {
 func newStopCmd(g *globals) *cobra.Command {
 	o := stopOptions{}
 	cmd := &cobra.Command{
-		Use:   "stop [PROFILE]",
 		Short: "Delete the cluster sandbox of this directory (its claim)",
 		Long: `Delete the SandboxClaim of PROFILE (default "default") for this directory; the
 controller then deletes its Sandbox and pod. With --all, every lazaret claim
@@ -32,7 +32,6 @@ start makes new secret placeholders and a new CA), and the persistent dirs'
 volume claim of this workspace's State Anchor (the profile's, with
 persist = "profile") unless another sandbox uses it; with --all, every
 lazaret persistent dirs' volume claim (of PROFILE) no sandbox uses.`,
-		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			profile := ""
 			if len(args) == 1 {
@@ -41,6 +40,7 @@ lazaret persistent dirs' volume claim (of PROFILE) no sandbox uses.`,
 			return g.runStop(cmd.Context(), profile, o)
 		},
 	}
+	clicore.Verb("stop", cmd)
 	cmd.Flags().BoolVar(&o.all, "all", false, "every lazaret sandbox in the namespace (of PROFILE, when given)")
 	cmd.Flags().BoolVar(&o.purge, "purge", false, "also delete the templates and warm pools no claim uses any more (and their sidecar ConfigMaps and Secrets), and the persistent dirs' volume claim (what the agent installed)")
 	return cmd
