@@ -256,6 +256,12 @@ func printLimits(tw io.Writer, l *ctl.LimitsStatus) {
 		}
 		fmt.Fprintf(tw, "disk\t%s\n", line)
 	}
+	if c := l.CPUs; c != nil {
+		fmt.Fprintf(tw, "cpus\t%s (%s)\n", field(c.Value), field(c.Mechanism))
+	}
+	if p := l.Pids; p != nil {
+		fmt.Fprintf(tw, "pids\t%s (%s)\n", field(p.Value), field(p.Mechanism))
+	}
 }
 
 func roundDuration(d time.Duration) time.Duration {

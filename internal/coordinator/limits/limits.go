@@ -40,14 +40,16 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/engine/audit"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/hostres"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/runscflags"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
 )
 
-// Mechanism names how this component holds the memory limit (status).
-const Mechanism = "lazaret watchdog: runsc memory file + Sentry heap; OOM kill inside at the limit, stop at the limit + margin"
+// Mechanism names how this component holds the memory limit (status,
+// doctor: one text).
+const Mechanism = hostres.MemoryWatchdog
 
 // Broadcaster prints one line on every attached terminal (ctlserver.Server).
 type Broadcaster interface {
@@ -427,7 +429,31 @@ func (c *Component) Status() *ctl.LimitsStatus {
 	for _, d := range c.disks {
 		st.Disk = append(st.Disk, ctl.DiskLimit{Path: d.path, Device: d.device, Reserve: d.reserve, Free: d.free, Paused: d.guard.paused})
 	}
+	st.CPUs, st.Pids = c.heldLimits()
 	return st
+}
+
+// heldLimits are the cpus and pids limits as this host holds them (the
+// same plan the sandbox's spec was made from).
+func (c *Component) heldLimits() (cpus, pids *ctl.HeldLimit) {
+	host, err := hostres.Probe()
+	if err != nil {
+		return nil, nil
+	}
+	plan, err := hostres.Decide(c.o.Profile.Name, c.o.Profile.Resources, host)
+	if err != nil {
+		return nil, nil
+	}
+	for _, l := range plan.Limits {
+		h := &ctl.HeldLimit{Value: l.Value, Mechanism: l.Mechanism}
+		switch l.Name {
+		case "cpus":
+			cpus = h
+		case "pids":
+			pids = h
+		}
+	}
+	return cpus, pids
 }
 
 // attachHost finds the running sandbox's Sentry and its exec path.

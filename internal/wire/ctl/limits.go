@@ -8,6 +8,16 @@ type LimitsStatus struct {
 	Disk []DiskLimit `json:"disk,omitempty"`
 	// Paused: the sandbox is paused until a disk reserve is free again.
 	Paused bool `json:"paused,omitempty"`
+	// CPUs and Pids are the limits held from the sandbox's start (the
+	// shim's affinity and priority; gVisor's RLIMIT_NPROC).
+	CPUs *HeldLimit `json:"cpus,omitempty"`
+	Pids *HeldLimit `json:"pids,omitempty"`
+}
+
+// HeldLimit is a limit set once at the start, and what holds it.
+type HeldLimit struct {
+	Value     string `json:"value"`
+	Mechanism string `json:"mechanism"`
 }
 
 // MemoryLimit is the memory limit and the sandbox's usage.
