@@ -26,6 +26,11 @@ type ContainerInfo struct {
 	Mounts []struct {
 		Destination string `json:"Destination"`
 	} `json:"Mounts"`
+	// GraphDriver's Data names the container's layers on the host
+	// ("UpperDir": where its writes to the image's files land).
+	GraphDriver struct {
+		Data map[string]string `json:"Data"`
+	} `json:"GraphDriver"`
 }
 
 // HasMount reports whether the container mounts something at dest.

@@ -69,6 +69,35 @@ func (c *Component) checkDisks(paths []string) ([]*fsWatch, error) {
 	return out, nil
 }
 
+// watchAlso adds the filesystem of path to the watched ones, unless it is
+// one of them already; a path that cannot be read is logged and skipped
+// (the container's own layer: the start has passed its checks).
+func (c *Component) watchAlso(path string) {
+	if path == "" {
+		return
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		c.o.Log.Warn("limits: the container's layer is not watched", "path", path, "err", err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, d := range c.disks {
+		if d.dev == st.Dev {
+			return
+		}
+	}
+	free, total, err := c.statfs(path)
+	if err != nil {
+		c.o.Log.Warn("limits: the container's layer is not watched", "path", path, "err", err)
+		return
+	}
+	w := &fsWatch{path: path, dev: st.Dev, device: mountSource(st.Dev), reserve: c.o.Profile.Resources.DiskReserve.Of(total), free: free}
+	w.guard = newDiskGuard(w.reserve)
+	c.disks = append(c.disks, w)
+}
+
 // checkDisk samples the filesystems (every one when due, else only those
 // near their reserve), pauses or resumes the sandbox, and reports whether
 // any is near its reserve.

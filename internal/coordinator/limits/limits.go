@@ -465,6 +465,10 @@ func (c *Component) attachHost(ctx context.Context, container string) (sandboxHo
 	if !info.State.Running || info.State.Pid <= 0 {
 		return nil, errors.New("the container is not running")
 	}
+	// Writes outside the persistent dirs and volumes land in the
+	// container's upper layer, in podman's storage: its filesystem keeps
+	// the reserve too (often the data root's, then it is one watch).
+	c.watchAlso(info.GraphDriver.Data["UpperDir"])
 	p, err := procwatch.Find(info.State.Pid)
 	if err != nil {
 		return nil, err
