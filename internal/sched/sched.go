@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -87,19 +88,18 @@ func ParseSched(a string) (Sched, error) {
 	return s, nil
 }
 
-// autogroupFile is the calling process's scheduling autogroup.
-const autogroupFile = "/proc/self/autogroup"
-
-// setAutogroupNice gives the caller's autogroup the nice value n. With
-// autogroups on (sched_autogroup_enabled, the default of most desktop
-// kernels) the scheduler first shares CPU between sessions and only then
-// by nice within one: conmon starts the sandbox in a session of its own,
-// so a process nice alone would not put it below the user's terminal
-// session (measured in bench/limits). The session is the container's own
-// (conmon's setsid), so its whole group is the sandbox. Raising an
-// autogroup's nice needs no privilege; a kernel without autogroups has no
-// such file, and then the process nice is what counts.
-func setAutogroupNice(file string, n int) error {
+// SetAutogroupNice gives the scheduling autogroup of process pid the nice
+// value n. With autogroups on (sched_autogroup_enabled, the default of
+// most desktop kernels) the scheduler first shares CPU between sessions
+// and only then by nice within one; runsc starts the Sentry in a session
+// of its own, so its process nice alone does not put it below the user's
+// terminal session (bench/limits), and a new session's group starts at
+// nice 0 whatever its creator's was: the coordinator sets it once the
+// Sentry runs. Raising an autogroup's nice needs no privilege, but the
+// kernel takes one change per 100 ms from an unprivileged user (EAGAIN):
+// it is tried for a second. A kernel without autogroups has no such file:
+// nothing to do.
+func SetAutogroupNice(file string, n int) error {
 	f, err := os.OpenFile(file, os.O_WRONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -108,11 +108,21 @@ func setAutogroupNice(file string, n int) error {
 		return fmt.Errorf("autogroup nice %d: %w", n, err)
 	}
 	defer f.Close()
-	if _, err := f.WriteString(strconv.Itoa(n)); err != nil {
+	for try := 0; ; try++ {
+		_, err = f.WriteString(strconv.Itoa(n))
+		if !errors.Is(err, unix.EAGAIN) || try == 20 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
 		return fmt.Errorf("autogroup nice %d: %w", n, err)
 	}
 	return nil
 }
+
+// AutogroupFile is the autogroup file of process pid.
+func AutogroupFile(pid int) string { return "/proc/" + strconv.Itoa(pid) + "/autogroup" }
 
 // ioprio_set's constants (linux/ioprio.h).
 const (
@@ -124,14 +134,9 @@ const (
 // Apply sets s on the calling process (all its threads: call it before
 // the process starts others, as the shim does before exec). Lowering
 // priority needs no privilege.
-func (s Sched) Apply() error { return s.apply(autogroupFile) }
-
-func (s Sched) apply(autogroup string) error {
+func (s Sched) Apply() error {
 	if err := unix.Setpriority(unix.PRIO_PROCESS, 0, s.Nice); err != nil {
 		return fmt.Errorf("nice %d: %w", s.Nice, err)
-	}
-	if err := setAutogroupNice(autogroup, s.Nice); err != nil {
-		return err
 	}
 	if s.IOLevel >= 0 {
 		prio := ioprioClassBE<<ioprioClassShift | s.IOLevel

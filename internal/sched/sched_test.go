@@ -64,17 +64,11 @@ func TestApply(t *testing.T) {
 		isSet bool
 		err   error
 	}
-	// The test's own autogroup is its terminal session's: a file of its
-	// own stands for it.
-	autogroup := filepath.Join(t.TempDir(), "autogroup")
-	if err := os.WriteFile(autogroup, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan result)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
 		var r result
-		r.err = Sched{Nice: 12, IOLevel: 6, CPUs: []int{last}}.apply(autogroup)
+		r.err = Sched{Nice: 12, IOLevel: 6, CPUs: []int{last}}.Apply()
 		// getpriority's raw value is 20 - nice.
 		p, _ := unix.Getpriority(unix.PRIO_PROCESS, 0)
 		r.prio = 20 - p
@@ -97,10 +91,22 @@ func TestApply(t *testing.T) {
 	if r.cpus != 1 || !r.isSet {
 		t.Errorf("affinity: %d cpus, cpu %d set %v", r.cpus, last, r.isSet)
 	}
-	if b, _ := os.ReadFile(autogroup); string(b) != "12" {
-		t.Errorf("autogroup nice written %q, want 12", b)
+}
+
+// SetAutogroupNice on a file standing for a process's autogroup (the
+// test's own is its terminal session's), and on a kernel without them.
+func TestSetAutogroupNice(t *testing.T) {
+	autogroup := filepath.Join(t.TempDir(), "autogroup")
+	if err := os.WriteFile(autogroup, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	if err := setAutogroupNice(filepath.Join(t.TempDir(), "absent"), 10); err != nil {
+	if err := SetAutogroupNice(autogroup, 10); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(autogroup); string(b) != "10" {
+		t.Errorf("autogroup nice written %q, want 10", b)
+	}
+	if err := SetAutogroupNice(filepath.Join(t.TempDir(), "absent"), 10); err != nil {
 		t.Errorf("a kernel without autogroups: %v", err)
 	}
 }

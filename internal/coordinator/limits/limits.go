@@ -43,6 +43,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/engine/hostres"
 	"github.com/lazaret-dev/lazaret/internal/locate"
 	"github.com/lazaret-dev/lazaret/internal/runscflags"
+	"github.com/lazaret-dev/lazaret/internal/sched"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
 )
@@ -477,6 +478,12 @@ func (c *Component) attachHost(ctx context.Context, container string) (sandboxHo
 	s, err := openSentry(p, recordedGofer(root, info.ID, p.PID))
 	if err != nil {
 		return nil, err
+	}
+	// The Sentry's session group below the user's (the shim could not:
+	// runsc starts the Sentry in a new session, whose group starts at
+	// nice 0).
+	if err := sched.SetAutogroupNice(sched.AutogroupFile(p.PID), hostres.SandboxNice); err != nil {
+		c.o.Log.Warn("limits: the sandbox's session group keeps its priority", "err", err)
 	}
 	runsc, _ := locate.Find(locate.Runsc)
 	k := &execKiller{pm: c.o.Podman, runsc: runsc, flags: runscflags.Global(runscflags.DetectPlatform()),
