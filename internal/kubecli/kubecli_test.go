@@ -295,3 +295,23 @@ func TestProbeRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestWithChangesTold: a profile's with_changes has no cluster form yet;
+// a start says so instead of ignoring it. Control: without the key, no
+// such line.
+func TestWithChangesTold(t *testing.T) {
+	for _, c := range []struct {
+		key  string
+		want bool
+	}{{"with_changes = true\n", true}, {"", false}} {
+		e := newEnv(t, plainCfg+"[profiles.dev]\nimage = \"agent:1\"\npersistent_dirs = []\n"+c.key)
+		e.record(enforced)
+		e.readyAfter(1, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "SandboxNotReady"})
+		if code := e.run("exec", "dev", "--", "true"); code != 0 {
+			t.Fatalf("%q: exit %d; %s", c.key, code, e.errOut.String())
+		}
+		if got := strings.Contains(e.errOut.String(), "with_changes is not carried into cluster sandboxes"); got != c.want {
+			t.Errorf("%q: told %v, want %v; stderr %s", c.key, got, c.want, e.errOut.String())
+		}
+	}
+}

@@ -113,6 +113,9 @@ func (g *globals) start(ctx context.Context, cfg *config.Config, c *kube.Client,
 	if len(t.profile.EnvFromHost) > 0 {
 		g.log.Warn("env entries read from the host environment are not passed to cluster sandboxes", "profile", t.profile.Name, "names", t.profile.EnvFromHost)
 	}
+	if t.profile.WithChanges {
+		g.log.Warn("with_changes is not carried into cluster sandboxes: the pod's clone is seeded from commits only (docs/KUBERNETES.md, \"Git\")", "profile", t.profile.Name)
+	}
 	if err := g.ensureState(ctx, cfg, c, t); err != nil {
 		return nil, err
 	}
