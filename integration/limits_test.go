@@ -199,7 +199,10 @@ func TestLimitsMemorySoftKill(t *testing.T) {
 		t.Fatalf("status: memory limit %d", l)
 	}
 	s := sampleSentry(t, st.Status.Container.Name)
-	r := e.Run("exec", "lim", "--", "sh", "-c", fillBuffer)
+	// The session stays attached a moment after the kill: the notice is
+	// sent once the killer answers, and a one-shot exec that ended at once
+	// could miss it (every attached terminal gets it).
+	r := e.Run("exec", "lim", "--", "sh", "-c", fillBuffer+"; sleep 2")
 	peak := s.peak()
 	t.Logf("peak host memory of the sandbox: %d MiB", peak/mib)
 	if !strings.Contains(r.Stdout, "fill-exit=137") {
