@@ -2,18 +2,16 @@ package cli
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2/unstable"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/hostres"
 )
 
 func newConfigCmd(g *globalOptions) *cobra.Command {
@@ -129,19 +127,10 @@ func reserveErrors(cfg *config.Config, size func(string) (uint64, error)) []*con
 	return out
 }
 
-// fsSize is the size of the filesystem that holds path, or would hold it:
-// its nearest existing ancestor's (a data root not made yet).
+// fsSize is the size of the filesystem that holds path, or would hold it.
 func fsSize(path string) (uint64, error) {
-	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
-		var st unix.Statfs_t
-		err := unix.Statfs(p, &st)
-		if err == nil {
-			return st.Blocks * uint64(st.Bsize), nil
-		}
-		if !errors.Is(err, unix.ENOENT) || p == filepath.Dir(p) {
-			return 0, err
-		}
-	}
+	total, _, err := hostres.Filesystem(path)
+	return total, err
 }
 
 // keyLine is the line of key in the TOML document data, written under a

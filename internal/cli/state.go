@@ -11,12 +11,12 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/statecmd"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/hostres"
 	"github.com/lazaret-dev/lazaret/internal/engine/prompt"
 	"github.com/lazaret-dev/lazaret/internal/engine/statestore"
 )
@@ -141,12 +141,11 @@ type stateDisk struct {
 // diskOf is the filesystem of the domain's data root against p's reserve;
 // nil when it cannot be read.
 func diskOf(p *config.Profile, a *domain.Anchor) *stateDisk {
-	var st unix.Statfs_t
-	if unix.Statfs(a.DataRoot, &st) != nil {
+	total, free, err := hostres.Filesystem(a.DataRoot)
+	if err != nil {
 		return nil
 	}
-	total := st.Blocks * uint64(st.Bsize)
-	return &stateDisk{Path: a.DataRoot, Total: total, Free: st.Bavail * uint64(st.Bsize), Reserve: p.Resources.DiskReserve.Of(total)}
+	return &stateDisk{Path: a.DataRoot, Total: total, Free: free, Reserve: p.Resources.DiskReserve.Of(total)}
 }
 
 func runState(ctx context.Context, g *globalOptions, o *stateOptions, profile string) error {

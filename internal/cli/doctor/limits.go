@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/hostres"
 )
@@ -20,9 +18,8 @@ func checkLimits(cfg *config.Config) []Result {
 	}
 	var rs []Result
 	var total, free uint64
-	var st unix.Statfs_t
-	if cfg.DataRoot != "" && unix.Statfs(nearestExisting(cfg.DataRoot), &st) == nil {
-		total, free = st.Blocks*uint64(st.Bsize), st.Bavail*uint64(st.Bsize)
+	if cfg.DataRoot != "" {
+		total, free, _ = hostres.Filesystem(cfg.DataRoot)
 	}
 	mechanisms := map[string]string{}
 	var order []string
@@ -62,20 +59,4 @@ func checkLimits(cfg *config.Config) []Result {
 		rs = append(rs, pass("how "+k+" is held", mechanisms[k]))
 	}
 	return rs
-}
-
-// nearestExisting is path, or its nearest existing parent (a data root
-// not made yet lives on its parent's filesystem).
-func nearestExisting(path string) string {
-	for p := path; ; {
-		var st unix.Stat_t
-		if unix.Stat(p, &st) == nil || p == "/" {
-			return p
-		}
-		i := strings.LastIndexByte(p, '/')
-		if i <= 0 {
-			return "/"
-		}
-		p = p[:i]
-	}
 }

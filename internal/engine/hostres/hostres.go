@@ -10,9 +10,11 @@ package hostres
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -147,4 +149,20 @@ func Decide(profile string, r config.Resources, h Host) (Plan, error) {
 	p.Limits = append(p.Limits, Limit{Name: "pids", Value: strconv.Itoa(p.Pids), Mechanism: PidsRlimit})
 	p.Limits = append(p.Limits, Limit{Name: "disk_reserve", Value: p.DiskReserve.String(), Mechanism: DiskWatchdog})
 	return p, nil
+}
+
+// Filesystem is the size and the space an unprivileged user may still use
+// of the filesystem that holds path, or would hold it: its nearest
+// existing ancestor's (a data root not made yet).
+func Filesystem(path string) (total, free uint64, err error) {
+	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
+		var st unix.Statfs_t
+		err := unix.Statfs(p, &st)
+		if err == nil {
+			return st.Blocks * uint64(st.Bsize), st.Bavail * uint64(st.Bsize), nil
+		}
+		if !errors.Is(err, unix.ENOENT) || p == filepath.Dir(p) {
+			return 0, 0, err
+		}
+	}
 }

@@ -56,3 +56,16 @@ func TestDecide(t *testing.T) {
 		t.Errorf("cpus above the host's: %+v, %v", p, err)
 	}
 }
+
+func TestFilesystem(t *testing.T) {
+	dir := t.TempDir()
+	total, free, err := Filesystem(dir)
+	if err != nil || total == 0 || free > total {
+		t.Fatalf("%d %d %v", total, free, err)
+	}
+	// A path not made yet is measured on its nearest existing ancestor.
+	t2, _, err := Filesystem(dir + "/not/made/yet")
+	if err != nil || t2 != total {
+		t.Fatalf("not made yet: %d, %v; want %d", t2, err, total)
+	}
+}
