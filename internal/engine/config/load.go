@@ -26,6 +26,8 @@ type fileConfig struct {
 	Secrets    map[string]*fileSecret  `toml:"secrets"`
 	Cluster    fileCluster             `toml:"cluster"`
 	Resources  fileResources           `toml:"resources"`
+	Session    fileSession             `toml:"session"`
+	Notify     fileNotify              `toml:"notify"`
 }
 
 type fileNetwork struct {
@@ -37,6 +39,9 @@ type fileEscalation struct {
 	Enabled     *bool    `toml:"enabled"`
 	SocketDir   *string  `toml:"socket_dir"`
 	AutoApprove []string `toml:"auto_approve"`
+	// answer_from and pending_timeout: pending.go.
+	AnswerFrom     *string `toml:"answer_from"`
+	PendingTimeout *string `toml:"pending_timeout"`
 }
 
 type fileProfile struct {
@@ -358,6 +363,9 @@ func (v *validator) build(fc *fileConfig) *Config {
 		}
 	}
 
+	v.pending(fc, cfg)
+	v.sessionTable(fc, cfg)
+	v.notifyTable(fc, cfg)
 	v.secretsTable(fc, cfg)
 	guard := newHostGuard(cfg.DataRoot, v.file)
 	names := make([]string, 0, len(fc.Profiles))

@@ -5,6 +5,7 @@ package config
 import (
 	"net/netip"
 	"slices"
+	"time"
 )
 
 // DefaultProfileName is the built-in profile that exists without any
@@ -35,6 +36,11 @@ type Config struct {
 	Cluster Cluster
 	// Resources are the [resources] defaults of every profile's limits.
 	Resources Resources
+	// Session is the [session] section: detaching (session.go).
+	Session Session
+	// Notify is the [notify] section: who is told of a pending approval
+	// and the other events of an unattended sandbox (notify.go).
+	Notify Notify
 	// Warnings are non-fatal findings (for example an unpinned image).
 	Warnings []string
 }
@@ -56,6 +62,13 @@ type Escalation struct {
 	// the workspace say (make, npm, cargo...), one "file:line: key:
 	// message" each; `lazaret config check` prints them.
 	RunnerWarnings []string
+	// AnswerFrom is AnswerFromSession (only the asking session's own
+	// terminal answers its prompts) or AnswerFromAny (also `lazaret
+	// approvals answer` from any terminal of the same user).
+	AnswerFrom string
+	// PendingTimeout ends a pending request unanswered (the agent gets a
+	// denial); 0: it waits until answered or the sandbox stops.
+	PendingTimeout time.Duration
 }
 
 // Profile is one [profiles.<name>] section (or the built-in default).
