@@ -102,6 +102,14 @@ type SessionStatus struct {
 	SessionInfo
 	PeerPID  int       `json:"peer_pid"`
 	Attached time.Time `json:"attached"`
+	// Kept: the session's terminal is held by a keeper, so it can be
+	// detached and attached again (`lazaret attach`); Detached: no
+	// terminal is attached to it now (TypeSessionState).
+	Kept     bool `json:"kept,omitempty"`
+	Detached bool `json:"detached,omitempty"`
+	// Pending are the ids of its requests awaiting an answer
+	// (`lazaret approvals show ID`).
+	Pending []string `json:"pending,omitempty"`
 }
 
 // Duration is a time.Duration that encodes as seconds (a JSON number).
