@@ -39,6 +39,10 @@ func (v *validator) sessionTable(fc *fileConfig, cfg *Config) {
 		}
 	}
 	if f := fc.Session.DetachKeys; f != nil {
-		cfg.Session.DetachKeys = *f // checked by the keeper's parser (ParseDetachKeys)
+		if _, err := ParseDetachKeys(*f); err != nil {
+			v.fail(keyPath{"session", "detach_keys"}, ruleErrf("invalid detach_keys %s: %v (e.g. %q)", quoteValue(*f), err, DefaultDetachKeys))
+		} else {
+			cfg.Session.DetachKeys = *f
+		}
 	}
 }

@@ -218,6 +218,11 @@ func (a *Anchor) Resources() []Resource {
 	}
 }
 
+// KeeperDir is where the session keepers of this user's kept sessions
+// (`lazaret attach`) put their sockets and info files: a directory of the
+// runtime directory, made 0700 by its first keeper.
+func KeeperDir(runtimeDir string) string { return filepath.Join(runtimeDir, "keep") }
+
 // RuntimeDir returns the per-user runtime directory: $XDG_RUNTIME_DIR/lazaret,
 // else /tmp/lazaret-<uid>. It is created 0700 and its owner is checked, so a
 // directory planted by another user in a shared /tmp is refused.
