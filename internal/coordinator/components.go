@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/approvals"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/events"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/limits"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
@@ -38,6 +40,10 @@ type Deps struct {
 	// SpareExpiry is how long a spare network sidecar waits for the
 	// domain's next start (spare.go); zero: none is left.
 	SpareExpiry time.Duration
+	// Events is the sandbox's event stream, Approvals its pending
+	// requests (nil in tests that need neither).
+	Events    *events.Hub
+	Approvals *approvals.Hub
 }
 
 // components returns the sandbox components of a domain in the order they
@@ -50,7 +56,8 @@ func components(d *Deps) []sandbox.Component {
 		withDenials(d, sidecar.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log).WithSecrets(d.Secrets).WithSpares(d.SpareExpiry)),
 		stateanchor.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 		gitsentry.New(d.Anchor, d.Profile.GitMode, d.Podman, d.Log).WithAudit(d.Audit).WithIsolation(d.Config.Escalation.Enabled).WithHostChanges(d.Profile.WithChanges),
-		escalation.FromConfig(d.Config, d.Anchor, d.Server, eschost.EntryAuditor(d.Audit), d.Log),
+		escalation.FromConfig(d.Config, d.Anchor, d.Server, eschost.EntryAuditor(d.Audit), d.Log).
+			WithApprovals(d.Approvals, d.Config.Escalation.PendingTimeout),
 		// Last, so that its BeforeStop (reverse order) resumes a paused
 		// sandbox before the others need it.
 		limits.New(limits.Options{Profile: d.Profile, Anchor: d.Anchor, EscalationEnabled: d.Config.Escalation.Enabled,

@@ -18,7 +18,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/approvals"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/events"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
@@ -114,6 +116,13 @@ type coordinator struct {
 	handedOver bool
 
 	state state // the domain's state store (state.go)
+
+	// events is the sandbox's event stream, approvals its pending
+	// requests (eventstream.go); kept (under mu) the state each kept
+	// session's CLI reported.
+	events    *events.Hub
+	approvals *approvals.Hub
+	kept      map[string]ctl.SessionState
 }
 
 // Run is the Session Coordinator process: it opens the control socket,
@@ -169,8 +178,10 @@ func Run(ctx context.Context, o Options) error {
 	for typ, h := range ctlserver.AuditHandlers(auditStore{c}) {
 		c.srv.Handle(typ, h)
 	}
+	c.setUpEvents()
 	c.spareExpiry, c.spareErr = spareExpiry()
-	c.comps = components(&Deps{Config: o.Config, Profile: o.Profile, Anchor: a, Podman: o.Podman, Server: c.srv, Log: o.Log, Audit: c.appendAudit, Secrets: o.Secrets, SpareExpiry: c.spareExpiry})
+	c.comps = components(&Deps{Config: o.Config, Profile: o.Profile, Anchor: a, Podman: o.Podman, Server: c.srv, Log: o.Log, Audit: c.appendAudit, Secrets: o.Secrets, SpareExpiry: c.spareExpiry,
+		Events: c.events, Approvals: c.approvals})
 	go func() {
 		if err := c.srv.Serve(ln); err != nil {
 			c.log.Error("control socket", "err", err)
@@ -401,6 +412,7 @@ func (c *coordinator) beforeStop() {
 // socket answers (with ErrShuttingDown), no new coordinator of this domain
 // can start and race this one.
 func (c *coordinator) teardown(reason string) {
+	c.events.Publish(ctl.Event{Kind: ctl.EventSandboxStopped, Reason: reason})
 	if n := len(c.srv.Sessions()); n > 0 {
 		c.log.Info("telling sessions", "count", n)
 		c.srv.Broadcast(ctl.TypeShutdown, ctl.Shutdown{Reason: reason})
@@ -439,6 +451,7 @@ func (c *coordinator) teardown(reason string) {
 	c.sweepEndedSpares()
 	c.closeState(reason)
 	close(c.torndown)
+	c.events.Close()
 	// Let stop requests get their reply before the connections close.
 	c.mu.Lock()
 	c.stopClosed = true

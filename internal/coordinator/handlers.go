@@ -30,7 +30,7 @@ func (c *coordinator) handleStatus(ctx context.Context, _ *ctlserver.Request) (a
 	st.ShuttingDown, st.Reason = c.shuttingDown, c.reason
 	c.mu.Unlock()
 	for _, s := range c.srv.Sessions() {
-		st.Sessions = append(st.Sessions, ctl.SessionStatus{SessionInfo: s.SessionInfo, PeerPID: s.PeerPID, Attached: s.Attached})
+		st.Sessions = append(st.Sessions, c.sessionStatus(s))
 	}
 	select {
 	case <-c.ready:

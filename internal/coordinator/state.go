@@ -141,6 +141,7 @@ func (c *coordinator) auditStarted(startErr error) {
 }
 
 func (c *coordinator) sessionAttached(s *ctlserver.Session) {
+	c.events.Publish(ctl.Event{Kind: ctl.EventSessionStarted, Session: s.ID})
 	if c.store() == nil {
 		return
 	}
@@ -149,6 +150,10 @@ func (c *coordinator) sessionAttached(s *ctlserver.Session) {
 }
 
 func (c *coordinator) sessionDetached(s *ctlserver.Session) {
+	c.events.Publish(ctl.Event{Kind: ctl.EventSessionEnded, Session: s.ID})
+	c.mu.Lock()
+	delete(c.kept, s.ID)
+	c.mu.Unlock()
 	if c.store() == nil {
 		return
 	}

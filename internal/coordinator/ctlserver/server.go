@@ -27,6 +27,9 @@ import (
 type Request struct {
 	ctl.Request
 	Session *Session
+	// PeerPID and PeerUID are the connection's peer as the kernel reports
+	// it (SO_PEERCRED): who answered a pending request, for the audit.
+	PeerPID, PeerUID int
 }
 
 // HandlerFunc answers one request. Its result is encoded as the reply's
@@ -204,7 +207,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		return
 	}
 	c.Serve(func(ctx context.Context, req *ctl.Request) (any, error) {
-		return s.dispatch(ctx, &Request{Request: *req, Session: sess})
+		return s.dispatch(ctx, &Request{Request: *req, Session: sess, PeerPID: int(cred.Pid), PeerUID: int(cred.Uid)})
 	})
 	if sess != nil {
 		s.unregister(sess)

@@ -63,6 +63,13 @@ type Event struct {
 	// AskedOn, on a decision a human was asked for, names the terminal
 	// the prompt was on.
 	AskedOn string `json:"asked_on,omitempty"`
+	// AnsweredFrom names where the answer came from (the session's
+	// terminal, `lazaret approvals` with its pid and uid, "timeout"),
+	// AnswerFrom the [escalation] answer_from in force, Expired a request
+	// denied because pending_timeout passed.
+	AnsweredFrom string `json:"answered_from,omitempty"`
+	AnswerFrom   string `json:"answer_from,omitempty"`
+	Expired      bool   `json:"expired,omitempty"`
 }
 
 // Decisions recorded in EventDecision.

@@ -39,9 +39,7 @@ func Entry(e Event) audit.Entry {
 	case EventDecision:
 		en.Kind = audit.KindEscalationDecision
 		en.Decision = &audit.Decision{Outcome: audit.Outcome(e.Decision), Argv: e.Argv, Rule: e.Rule, Reason: e.Reason}
-		if e.AskedOn != "" {
-			en.Fields = map[string]string{"asked_on": e.AskedOn}
-		}
+		en.Fields = decisionFields(e)
 	case EventResult:
 		en.Kind = audit.KindEscalationResult
 		r := &audit.Result{DurationMS: e.Duration.Milliseconds(), StdoutBytes: e.StdoutBytes, StderrBytes: e.StderrBytes,
@@ -55,4 +53,23 @@ func Entry(e Event) audit.Entry {
 		en.Result = r
 	}
 	return en
+}
+
+// decisionFields are the audit fields of a decision: where it was asked,
+// where the answer came from and under which answer_from, and whether it
+// expired (nil when there is none).
+func decisionFields(e Event) map[string]string {
+	f := map[string]string{}
+	for k, v := range map[string]string{"asked_on": e.AskedOn, "answered_from": e.AnsweredFrom, "answer_from": e.AnswerFrom} {
+		if v != "" {
+			f[k] = v
+		}
+	}
+	if e.Expired {
+		f["expired"] = "true"
+	}
+	if len(f) == 0 {
+		return nil
+	}
+	return f
 }

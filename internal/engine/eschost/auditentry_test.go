@@ -42,3 +42,18 @@ func TestEntryMapping(t *testing.T) {
 		}
 	}
 }
+
+func TestEntryRecordsWhereTheAnswerCameFrom(t *testing.T) {
+	en := Entry(Event{Kind: EventDecision, Decision: DecisionApproved, AskedOn: "terminal of session s",
+		AnsweredFrom: "lazaret approvals (pid 7, uid 1000)", AnswerFrom: "any"})
+	if en.Fields["answered_from"] != "lazaret approvals (pid 7, uid 1000)" || en.Fields["answer_from"] != "any" || en.Fields["asked_on"] == "" {
+		t.Fatalf("fields %v", en.Fields)
+	}
+	exp := Entry(Event{Kind: EventDecision, Decision: DecisionDenied, Expired: true, AnsweredFrom: "timeout"})
+	if exp.Fields["expired"] != "true" {
+		t.Fatalf("expired fields %v", exp.Fields)
+	}
+	if none := Entry(Event{Kind: EventDecision, Decision: DecisionAuto}); none.Fields != nil {
+		t.Fatalf("fields of an auto decision %v", none.Fields)
+	}
+}

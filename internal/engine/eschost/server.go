@@ -297,15 +297,15 @@ func (s *Server) askHuman(ctx context.Context, req *escwire.Request, sess *Sessi
 		out.send(escwire.Frame{Type: escwire.FrameDenied, Message: NoTerminalDenial + ": " + v.Reason})
 		return nil, "", false
 	}
-	ans, err := s.askAnnounced(ctx, sess, out, v, escprompt.PromptRequest{RequestID: req.RequestID, Profile: req.Profile, Justification: req.Justification,
-		Cwd: req.Cwd, HostDir: hostDir, Command: req.Command, Argv: v.Argv, Executable: v.Executable, Reason: v.Reason,
-		Path: s.cfg.Policy.Path, SessionID: sess.ID, SessionCommand: sess.Command, SessionPID: sess.PID, SessionStarted: sess.Started})
+	ans, err := s.askAnnounced(ctx, sess, out, v, s.promptRequest(req, sess, v, hostDir))
 	dec := base
 	dec.Kind, dec.Argv, dec.Executable = EventDecision, v.Argv, v.Executable
-	// Where the human was asked: the asking session's own terminal (a
-	// prompt goes to no other). A withdrawal's reason says it was not
-	// answered there.
+	// Where the human was asked: the asking session's own terminal;
+	// AnsweredFrom says where the answer came from (that terminal, or
+	// `lazaret approvals` with answer_from = "any"). A withdrawal's
+	// reason says it was not answered there.
 	dec.AskedOn = "terminal of session " + sess.ID
+	dec.AnsweredFrom, dec.AnswerFrom, dec.Expired = ans.AnsweredFrom, ans.AnswerFrom, ans.Expired
 	switch {
 	case ans.Action == escprompt.Approve && ans.Argv != nil:
 		dec.Decision, dec.Argv, dec.Executable = DecisionEdited, ans.Argv, ans.Executable
@@ -365,6 +365,16 @@ func (s *Server) askHuman(ctx context.Context, req *escwire.Request, sess *Sessi
 		return nil, "", false
 	}
 	return argv, exe, true
+}
+
+// promptRequest is what the human is shown about req; its hash is the
+// canonical signed encoding's, which `lazaret approvals` binds an answer
+// to.
+func (s *Server) promptRequest(req *escwire.Request, sess *Session, v Verdict, hostDir string) escprompt.PromptRequest {
+	return escprompt.PromptRequest{RequestID: req.RequestID, Profile: req.Profile, Justification: req.Justification,
+		Cwd: req.Cwd, HostDir: hostDir, Command: req.Command, Argv: v.Argv, Executable: v.Executable, Reason: v.Reason,
+		Path: s.cfg.Policy.Path, SessionID: sess.ID, SessionCommand: sess.Command, SessionPID: sess.PID, SessionStarted: sess.Started,
+		RequestHash: escprompt.HashHex(req.Canonical())}
 }
 
 // PendingDelay is how long a prompt may take to be answered before the

@@ -108,6 +108,16 @@ type PromptRequest struct {
 	SessionCommand []string  `json:"session_command,omitempty"`
 	SessionPID     int       `json:"session_pid,omitempty"`
 	SessionStarted time.Time `json:"session_started,omitzero"`
+	// RequestHash is the SHA-256 (hex) of the request's canonical signed
+	// encoding: `lazaret approvals` binds an answer to it.
+	RequestHash string `json:"request_hash,omitempty"`
+	// PendingID is the request's id in the coordinator's pending
+	// approvals (`lazaret approvals show ID`).
+	PendingID string `json:"pending_id,omitempty"`
+	// AnswerElsewhere: the request may be answered from another terminal
+	// ([escalation] answer_from = "any"), so a session without a
+	// terminal leaves it pending instead of denying it at once.
+	AnswerElsewhere bool `json:"answer_elsewhere,omitempty"`
 }
 
 // Answer is the human's decision. For an edited command Argv is the new
@@ -119,6 +129,14 @@ type Answer struct {
 	Reason     string   `json:"reason,omitempty"`
 	Argv       []string `json:"argv,omitempty"`
 	Executable string   `json:"executable,omitempty"`
+	// Where the answer came from, set by the coordinator's prompter for
+	// the audit trail and never read from the wire (json:"-"): the
+	// session's terminal or `lazaret approvals` (AnsweredFrom), the
+	// answer_from setting in force (AnswerFrom), and whether the request
+	// expired unanswered ([escalation] pending_timeout).
+	AnsweredFrom string `json:"-"`
+	AnswerFrom   string `json:"-"`
+	Expired      bool   `json:"-"`
 }
 
 // Prompter asks the human of one session. It must return when ctx ends
@@ -152,6 +170,9 @@ const (
 	WithdrawAnswered   = "answered elsewhere"
 	WithdrawStopping   = "the sandbox is stopping"
 	WithdrawHungUp     = "terminal closed"
+	// WithdrawAnsweredElsewhere: `lazaret approvals answer` answered it
+	// from another terminal (answer_from = "any").
+	WithdrawAnsweredElsewhere = "answered from another terminal"
 )
 
 // Withdrawn is the error of a prompt whose request ended before its human
