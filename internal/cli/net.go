@@ -100,7 +100,7 @@ refused without --yes.`,
 			return runNetReload(cmd.Context(), g, o)
 		},
 	}
-	cmd.AddCommand(status, allow, reload)
+	cmd.AddCommand(status, allow, reload, newNetCheckCmd(g, o))
 	return cmd
 }
 

@@ -89,6 +89,7 @@ real git on an agent branch, and human-approved host escalation.`,
 		newStateCmd(g),
 		newAuditCmd(g),
 		newNetCmd(g),
+		newPolicyCmd(g),
 	)
 	root.InitDefaultCompletionCmd() // now, so that the walks below see it
 	clicore.GroupCommands(root)

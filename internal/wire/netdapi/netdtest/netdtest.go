@@ -11,13 +11,22 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
 // Server is a fake netd control socket.
 type Server struct {
-	mu   sync.Mutex
-	reqs []netdapi.Request
+	mu     sync.Mutex
+	reqs   []netdapi.Request
+	policy netpolicy.Policy
+}
+
+// SetPolicy sets the policy every later status answer reports.
+func (s *Server) SetPolicy(p netpolicy.Policy) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.policy = p
 }
 
 // Serve listens on path (a fresh socket under t.TempDir when "") until t
@@ -45,7 +54,10 @@ func Serve(t *testing.T, path string) (*Server, *netdapi.Client) {
 				s.reqs = append(s.reqs, r)
 				s.mu.Unlock()
 			}
-			json.NewEncoder(c).Encode(netdapi.Response{OK: true, Status: &netdapi.Status{}})
+			s.mu.Lock()
+			st := &netdapi.Status{Policy: s.policy}
+			s.mu.Unlock()
+			json.NewEncoder(c).Encode(netdapi.Response{OK: true, Status: st})
 			c.Close()
 		}
 	}()

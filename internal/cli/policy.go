@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/policycheck"
+)
+
+type policyDiffOptions struct {
+	json     bool
+	exitCode bool
+}
+
+// newPolicyCmd is `lazaret policy`: reading policy changes before they
+// are made (the agent's proposals come through the escalation channel).
+func newPolicyCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Review what a change of the configuration's policy opens",
+	}
+	o := &policyDiffOptions{}
+	diff := &cobra.Command{
+		Use:   "diff OLD NEW",
+		Short: "List what going from configuration file OLD to NEW opens and closes, each opening checked",
+		Long: `Compare two configuration files and list, per profile, the names and
+networks the new one allows that the old did not (and those it no longer
+allows), the auto_approve rules added and removed, and the escalation
+settings that change who decides. Every opening is checked by the same
+deterministic checker as an agent's proposal: special ranges and
+over-broad rules are "refuse", rules a human must weigh "review".`,
+		Example: `  git show HEAD:lazaret.toml > /tmp/old.toml && lazaret policy diff /tmp/old.toml lazaret.toml
+  lazaret policy diff --exit-code old.toml new.toml   # exit 1 when the change opens anything`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error { return runPolicyDiff(g, o, args[0], args[1]) },
+	}
+	diff.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	diff.Flags().BoolVar(&o.exitCode, "exit-code", false, "exit 1 when the change opens anything")
+	cmd.AddCommand(diff)
+	return cmd
+}
+
+func runPolicyDiff(g *globalOptions, o *policyDiffOptions, oldPath, newPath string) error {
+	old, err := config.Load(oldPath)
+	if err != nil {
+		return err
+	}
+	new, err := config.Load(newPath)
+	if err != nil {
+		return err
+	}
+	changes := policycheck.Diff(old, new)
+	if o.json {
+		if err := writeJSON(g.io.Out, struct {
+			Version int                  `json:"checker_version"`
+			Changes []policycheck.Change `json:"changes"`
+		}{policycheck.Version, nonNil(changes)}); err != nil {
+			return err
+		}
+	} else {
+		printPolicyDiff(g.io.Out, changes)
+	}
+	if o.exitCode && opens(changes) {
+		return exitError{1}
+	}
+	return nil
+}
+
+func nonNil(c []policycheck.Change) []policycheck.Change {
+	if c == nil {
+		return []policycheck.Change{}
+	}
+	return c
+}
+
+func opens(changes []policycheck.Change) bool {
+	for _, c := range changes {
+		if c.Opens {
+			return true
+		}
+	}
+	return false
+}
+
+// printPolicyDiff writes "+" for what opens and "-" for what closes,
+// then the checker's findings under each opening. Rules come from
+// configuration files, not the sandbox, but are shown escaped all the
+// same: a file under review may come from anyone.
+func printPolicyDiff(w io.Writer, changes []policycheck.Change) {
+	if len(changes) == 0 {
+		fmt.Fprintln(w, "no policy change")
+		return
+	}
+	for _, c := range changes {
+		sign, where := "-", c.Key
+		if c.Opens {
+			sign = "+"
+		}
+		if c.Profile != "" {
+			where = "profiles." + c.Profile + "." + c.Key
+		}
+		fmt.Fprintf(w, "%s %s %s\n", sign, where, field(c.Rule))
+		if c.Check == nil {
+			continue
+		}
+		for _, f := range c.Check.Findings {
+			fmt.Fprintf(w, "    %-6s %s: %s\n", f.Severity, f.Code, field(f.Message))
+		}
+	}
+	fmt.Fprintf(w, "(checker version %d)\n", policycheck.Version)
+}
