@@ -28,6 +28,7 @@ type fileConfig struct {
 	Resources  fileResources           `toml:"resources"`
 	Session    fileSession             `toml:"session"`
 	Notify     fileNotify              `toml:"notify"`
+	Policy     filePolicy              `toml:"policy"`
 }
 
 type fileNetwork struct {
@@ -366,6 +367,7 @@ func (v *validator) build(fc *fileConfig) *Config {
 	v.pending(fc, cfg)
 	v.sessionTable(fc, cfg)
 	v.notifyTable(fc, cfg)
+	v.policyTable(fc, cfg)
 	v.secretsTable(fc, cfg)
 	guard := newHostGuard(cfg.DataRoot, v.file)
 	names := make([]string, 0, len(fc.Profiles))

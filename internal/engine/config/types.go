@@ -41,6 +41,8 @@ type Config struct {
 	// Notify is the [notify] section: who is told of a pending approval
 	// and the other events of an unattended sandbox (notify.go).
 	Notify Notify
+	// Policy is the [policy] section: the agent's proposals (policy.go).
+	Policy Policy
 	// Warnings are non-fatal findings (for example an unpinned image).
 	Warnings []string
 }
