@@ -38,20 +38,51 @@ const (
 	maxField = 16 << 10
 	// maxSignature bounds an ASN.1 DER ECDSA P-256 signature.
 	maxSignature = 72
-	// requestTag v2: signed with the delegated ECDSA P-256 key (v1 used
-	// Ed25519).
-	requestTag = "lazaret/request/v2"
+	// requestTag v3: the request's kind and a proposal's fields are
+	// signed (v2 knew only escalations; v1 used Ed25519).
+	requestTag = "lazaret/request/v3"
 )
+
+// Kinds of request (Request.Kind). An escalation leaves Kind empty (its
+// one spelling); the others are the policy proposal loop (docs/POLICY.md).
+const (
+	// KindEscalate asks to run Argv or Command on the host.
+	KindEscalate = ""
+	// KindPropose proposes a policy rule: Proposal is ProposeNet (Target
+	// is HOST[:PORT], a name, an address or a CIDR) or ProposeExec (Argv
+	// is the auto_approve entry's words).
+	KindPropose = "propose"
+	// KindWait waits for the decision on proposal ProposalID.
+	KindWait = "wait"
+	// KindDenials asks for the sandbox's recent network denials.
+	KindDenials = "denials"
+)
+
+// Proposal kinds (Request.Proposal).
+const (
+	ProposeNet  = "net"
+	ProposeExec = "exec"
+)
+
+// MaxTarget bounds a proposed network target: a name is at most 253
+// bytes; anything longer is refused before it is checked or stored.
+const MaxTarget = 1024
 
 // ErrMalformed is wrapped by every decoding error.
 var ErrMalformed = errors.New("malformed escalation request")
 
 // Request is one escalation request.
 type Request struct {
-	RequestID     string   `json:"request_id"`
-	SessionID     string   `json:"session_id"`
-	Profile       string   `json:"profile"`
-	Cwd           string   `json:"cwd"`
+	RequestID string `json:"request_id"`
+	SessionID string `json:"session_id"`
+	Profile   string `json:"profile"`
+	Cwd       string `json:"cwd"`
+	// Kind is one of the Kind* constants; a proposal's Proposal, Target
+	// and a wait's ProposalID are empty for every other kind.
+	Kind          string   `json:"kind,omitempty"`
+	Proposal      string   `json:"proposal,omitempty"`
+	Target        string   `json:"target,omitempty"`
+	ProposalID    string   `json:"proposal_id,omitempty"`
 	Argv          []string `json:"argv,omitempty"`
 	Command       string   `json:"command,omitempty"`
 	Justification string   `json:"justification"`
@@ -63,8 +94,9 @@ type Request struct {
 }
 
 // Canonical is the signed encoding (see session's encoding rules): tag
-// "lazaret/request/v2", then request_id, session_id, profile, cwd, argv
-// (list), command, justification, timestamp, nonce, the delegation's own
+// "lazaret/request/v3", then request_id, session_id, profile, cwd, kind,
+// proposal, target, proposal_id, argv (list), command, justification,
+// timestamp, nonce, the delegation's own
 // canonical encoding (as bytes) and the delegation's signature (as bytes).
 // Every field except the request signature is covered. An empty argv is
 // encoded as absent, as JSON (omitempty) carries it.
@@ -75,6 +107,7 @@ func (r *Request) Canonical() []byte {
 	}
 	return session.NewEncoder(requestTag).
 		String(r.RequestID).String(r.SessionID).String(r.Profile).String(r.Cwd).
+		String(r.Kind).String(r.Proposal).String(r.Target).String(r.ProposalID).
 		List(argv).String(r.Command).String(r.Justification).Int64(r.Timestamp).
 		String(r.Nonce).Bytes(r.Delegation.Canonical()).Bytes(r.Delegation.Signature).Sum()
 }
@@ -125,8 +158,9 @@ func (r *Request) Encode() ([]byte, error) {
 }
 
 // Decode parses one request strictly: exactly one JSON object, no unknown
-// fields, ids and nonce of the generated form, exactly one of argv and
-// command, valid UTF-8 and bounded sizes. It does not verify anything
+// fields, ids and nonce of the generated form, the fields its kind carries
+// and no other (an escalation: exactly one of argv and command;
+// checkKind), valid UTF-8 and bounded sizes. It does not verify anything
 // cryptographic.
 func Decode(data []byte) (*Request, error) {
 	if len(data) > MaxRequest {
@@ -154,8 +188,8 @@ func (r *Request) check() error {
 	if !session.ValidID(r.SessionID) {
 		return errors.New("bad session_id")
 	}
-	if (len(r.Argv) == 0) == (r.Command == "") {
-		return errors.New("exactly one of argv and command must be given")
+	if err := r.checkKind(); err != nil {
+		return err
 	}
 	if len(r.Argv) > maxArgs {
 		return errors.New("too many arguments")
@@ -163,7 +197,7 @@ func (r *Request) check() error {
 	if r.Argv != nil && r.Argv[0] == "" {
 		return errors.New("empty argv[0]")
 	}
-	for _, s := range append([]string{r.Profile, r.Cwd, r.Command, r.Justification}, r.Argv...) {
+	for _, s := range append([]string{r.Profile, r.Cwd, r.Command, r.Justification, r.Target}, r.Argv...) {
 		if len(s) > maxField || !utf8.ValidString(s) {
 			return errors.New("field too long or not UTF-8")
 		}
@@ -172,6 +206,70 @@ func (r *Request) check() error {
 		return errors.New("bad signature size")
 	}
 	return nil
+}
+
+// checkKind checks the fields each kind carries, and that it carries no
+// other: an escalation exactly one of argv and command, a network
+// proposal a target of at most MaxTarget bytes, an exec proposal its
+// argv, a wait a proposal id (8 lowercase hex digits), a denials request
+// nothing.
+func (r *Request) checkKind() error {
+	noProposal := r.Proposal == "" && r.Target == "" && r.ProposalID == ""
+	switch r.Kind {
+	case KindEscalate:
+		if (len(r.Argv) == 0) == (r.Command == "") {
+			return errors.New("exactly one of argv and command must be given")
+		}
+		if !noProposal {
+			return errors.New("an escalation carries no proposal fields")
+		}
+	case KindPropose:
+		return r.checkProposal()
+	case KindWait:
+		if len(r.Argv) > 0 || r.Command != "" || r.Proposal != "" || r.Target != "" || !ValidProposalID(r.ProposalID) {
+			return errors.New("a wait carries a proposal_id (8 lowercase hex digits) and nothing else")
+		}
+	case KindDenials:
+		if len(r.Argv) > 0 || r.Command != "" || !noProposal {
+			return errors.New("a denials request carries no command or proposal")
+		}
+	default:
+		return fmt.Errorf("unknown kind %q", r.Kind)
+	}
+	return nil
+}
+
+func (r *Request) checkProposal() error {
+	if r.Command != "" || r.ProposalID != "" {
+		return errors.New("a proposal carries no command or proposal_id")
+	}
+	switch r.Proposal {
+	case ProposeNet:
+		if r.Target == "" || len(r.Target) > MaxTarget || len(r.Argv) > 0 {
+			return fmt.Errorf("a network proposal carries a target of 1 to %d bytes and no argv", MaxTarget)
+		}
+	case ProposeExec:
+		if len(r.Argv) == 0 || r.Target != "" {
+			return errors.New("an exec proposal carries argv and no target")
+		}
+	default:
+		return fmt.Errorf("unknown proposal %q: want %q or %q", r.Proposal, ProposeNet, ProposeExec)
+	}
+	return nil
+}
+
+// ValidProposalID reports whether s has the form of a proposal's id: 8
+// lowercase hex digits (the coordinator's pending requests' ids).
+func ValidProposalID(s string) bool {
+	if len(s) != 8 {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Frame types.

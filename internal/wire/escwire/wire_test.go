@@ -104,6 +104,11 @@ func FuzzDecode(f *testing.F) {
 	f.Add(line)
 	f.Add([]byte(`{"request_id":"00000000000000000000000000000000"}`))
 	f.Add([]byte(`{"argv":[],"command":""}`))
+	p, _ := proposal(f)
+	pl, _ := p.Encode()
+	f.Add(pl)
+	f.Add([]byte(`{"kind":"wait","proposal_id":"0123abcd"}`))
+	f.Add([]byte(`{"kind":"propose","proposal":"exec","argv":["make"]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, err := Decode(data)
 		if err != nil {
