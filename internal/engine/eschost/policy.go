@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/lazaret-dev/lazaret/internal/shellwords"
 	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
@@ -14,8 +15,10 @@ import (
 
 // Policy is the auto-approve engine.
 type Policy struct {
-	// AutoApprove holds the parsed auto_approve entries of the config.
+	// AutoApprove holds the parsed auto_approve entries of the config;
+	// once the server runs, only AddRule changes them (rules.go).
 	AutoApprove [][]string
+	mu          sync.RWMutex
 	// Path is the PATH the executor gives commands; argv[0] is resolved
 	// through it.
 	Path string
@@ -93,7 +96,7 @@ func (p *Policy) Evaluate(argv []string, command, dir string) Verdict {
 
 func (p *Policy) match(argv []string, exe, dir string) (auto bool, reason, rule string) {
 	reason = "no auto_approve entry matches"
-	for _, e := range p.AutoApprove {
+	for _, e := range p.Rules() {
 		fixed, args := splitEntry(e)
 		if len(fixed) == 0 || len(argv) < len(fixed) || !slices.Equal(argv[:len(fixed)], fixed) {
 			continue

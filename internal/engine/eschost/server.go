@@ -42,6 +42,9 @@ type Config struct {
 	Executor  *Executor
 	Auditor   Auditor
 	Log       *slog.Logger
+	// Proposals serves the proposal loop's requests (proposals.go); nil:
+	// every one is refused.
+	Proposals ProposalHandler
 	// Now replaces time.Now in tests.
 	Now func() time.Time
 }
@@ -52,6 +55,7 @@ type Server struct {
 	tls    *tls.Config
 	san    string
 	replay *replayCache
+	limit  rateLimiter
 	wg     sync.WaitGroup
 	// conns bounds the connections served at once and prompts the requests
 	// waiting for a human, so a sandbox cannot exhaust the coordinator or
@@ -228,6 +232,10 @@ func (s *Server) Handle(ctx context.Context, raw net.Conn) {
 		_, _ = io.Copy(io.Discard, tc)
 		cancel(&escprompt.Withdrawn{Reason: escprompt.WithdrawClientGone})
 	}()
+	if req.Kind != escwire.KindEscalate {
+		s.serveLoop(ctx, req, sess, out)
+		return
+	}
 	s.serve(ctx, req, sess, out)
 }
 

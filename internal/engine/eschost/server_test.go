@@ -65,6 +65,12 @@ func (f *fakePrompter) count() int {
 
 func newRig(t *testing.T, auto ...[]string) *rig {
 	t.Helper()
+	return newRigWith(t, nil, auto...)
+}
+
+// newRigWith is newRig with the server's configuration changed by set.
+func newRigWith(t *testing.T, set func(*Config), auto ...[]string) *rig {
+	t.Helper()
 	base := t.TempDir()
 	a, err := trust.Start(trust.Options{Dir: filepath.Join(base, "tls"), Profile: "claude", SandboxID: testSandbox})
 	if err != nil {
@@ -80,7 +86,7 @@ func newRig(t *testing.T, auto ...[]string) *rig {
 		Command: []string{"shell"}, PID: 4242, Started: time.Unix(2e9, 0)}); err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(Config{
+	cfg := Config{
 		Profile: "claude", SandboxID: testSandbox, Workspace: r.ws, Registry: r.reg,
 		Policy:   &Policy{AutoApprove: auto, Path: "/usr/bin:/bin", Workspace: r.ws},
 		Executor: &Executor{Env: MinimalEnv("/usr/bin:/bin", "/", "")},
@@ -90,7 +96,11 @@ func newRig(t *testing.T, auto ...[]string) *rig {
 			r.mu.Unlock()
 			return nil
 		}),
-	}, a.ServerConfig())
+	}
+	if set != nil {
+		set(&cfg)
+	}
+	srv := NewServer(cfg, a.ServerConfig())
 	r.sock = filepath.Join(base, "esc.sock")
 	ln, err := net.Listen("unix", r.sock)
 	if err != nil {

@@ -50,10 +50,20 @@ const (
 
 const usage = `usage: lazaret-escalate [--reason TEXT] [--timeout D] -- CMD [ARG...]
        lazaret-escalate --shell 'CMD STRING' --reason TEXT [--timeout D]
+       lazaret-escalate --propose net HOST[:PORT] [--why TEXT]
+       lazaret-escalate --propose exec [--why TEXT] -- CMD [ARG...]
+       lazaret-escalate --wait ID [--timeout D]
+       lazaret-escalate --denials
 
 Asks the human at the lazaret terminal to run one command on the host (some
 commands are approved automatically by the auto_approve configuration).
 Prints the command's output and exits with its exit code; 126 when denied.
+
+--propose asks for a policy rule: a host the sandbox may reach, or an
+auto_approve entry. A checker reviews it and the user decides; it prints
+the proposal's id (exit 0) or why it was refused (exit 126). --wait ID
+waits for the decision: exit 0 approved, 1 denied. --denials lists this
+sandbox's recent network denials.
 `
 
 // Main runs the client and returns the exit code.
@@ -76,6 +86,7 @@ func MainContext(ctx context.Context, args []string, getenv func(string) string,
 	shell := fs.String("shell", "", "a command string (never run by a shell; parsed into words)")
 	timeout := fs.Duration("timeout", 0, "give up after this long (waiting for approval included)")
 	showVersion := fs.Bool("version", false, "print the version")
+	lf := loopFlags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		fmt.Fprintf(stderr, "lazaret-escalate: %v\n%s", err, usage)
 		return ExitUsage
@@ -85,6 +96,15 @@ func MainContext(ctx context.Context, args []string, getenv func(string) string,
 		return 0
 	}
 	argv := fs.Args()
+	if lf.any() {
+		r, msg := lf.request(fs, *shell, *reason)
+		if msg != "" {
+			fmt.Fprintf(stderr, "lazaret-escalate: %s\n%s", msg, usage)
+			return ExitUsage
+		}
+		r.args = args
+		return runReported(ctx, getenv, r, *timeout, stdout, stderr)
+	}
 	switch {
 	case *shell != "" && len(argv) > 0:
 		fmt.Fprintf(stderr, "lazaret-escalate: give either --shell or a command after --, not both\n%s", usage)
@@ -104,15 +124,21 @@ func MainContext(ctx context.Context, args []string, getenv func(string) string,
 	if tr != nil {
 		ctx = context.WithValue(ctx, traceKey{}, tr)
 	}
-	if *timeout > 0 {
+	return runReported(ctx, getenv, request{argv: argv, command: *shell, reason: *reason, args: args}, *timeout, stdout, stderr)
+}
+
+// runReported runs r within timeout (0: none) and turns a failure into
+// its message and exit code.
+func runReported(ctx context.Context, getenv func(string) string, r request, timeout time.Duration, stdout, stderr io.Writer) int {
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	code, err := run(ctx, getenv, request{argv: argv, command: *shell, reason: *reason, args: args}, stdout, stderr)
+	code, err := run(ctx, getenv, r, stdout, stderr)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			fmt.Fprintf(stderr, "lazaret-escalate: no answer within %v\n", *timeout)
+			fmt.Fprintf(stderr, "lazaret-escalate: no answer within %v\n", timeout)
 			return ExitTimeout
 		}
 		fmt.Fprintf(stderr, "lazaret-escalate: %v\n", err)
@@ -125,6 +151,9 @@ type request struct {
 	argv    []string
 	command string
 	reason  string
+	// kind, proposal, target and proposalID are a proposal loop's
+	// request (escwire.Request's fields of the same names).
+	kind, proposal, target, proposalID string
 	// args is the client's whole command line (what a holder is given).
 	args []string
 }
@@ -179,6 +208,7 @@ func run(ctx context.Context, getenv func(string) string, r request, stdout, std
 	req := &escwire.Request{
 		RequestID: escwire.RandomID(), SessionID: del.SessionID, Profile: profile, Cwd: cwd,
 		Argv: r.argv, Command: r.command, Justification: r.reason,
+		Kind: r.kind, Proposal: r.proposal, Target: r.target, ProposalID: r.proposalID,
 		Timestamp: time.Now().UnixMilli(), Nonce: escwire.RandomID(), Delegation: del.Delegation,
 	}
 	if err := req.Sign(del.Key); err != nil {
