@@ -1,0 +1,113 @@
+package keeper
+
+import (
+	"strings"
+	"testing"
+)
+
+func wantResult(t *testing.T, c *client, want Result) {
+	t.Helper()
+	if got := <-c.res; got != want {
+		t.Fatalf("attach ended with %+v, want %+v; terminal:\n%q", got, want, c.output())
+	}
+}
+
+// TestKeeperDetachAttach: a detached start, an attach that sees the
+// screen, the detach keys, the bell of a detached session reported (its
+// OSC text not), a take-over, the session's exit code at the terminal
+// and nothing left behind.
+func TestKeeperDetachAttach(t *testing.T) {
+	tk := startKeeper(t, Options{Detached: true})
+	if a := tk.answer(t); a != "started sess0123456789abcdef" {
+		t.Fatalf("answer %q", a)
+	}
+	a := tk.attach(t)
+	a.waitFor(t, "inner ready")
+	a.waitFor(t, "state=attached")
+	a.send(t, "hello\rring-when-detached\r")
+	a.waitFor(t, "got-hello")
+	a.send(t, "\x1cd")
+	wantResult(t, a, Result{Detached: true})
+	tk.waitDetached(t)
+	tk.waitScreen(t, "state=attention") // the bell, rung while detached
+
+	b := tk.attach(t)
+	// The redraw: what the session printed while nobody watched, and
+	// before.
+	b.waitFor(t, "got-hello")
+	b.waitFor(t, "state=attention")
+	b.waitFor(t, "rang")
+	if strings.Contains(b.output(), "agent text") {
+		t.Fatalf("the OSC 9 text reached the terminal: %q", b.output())
+	}
+	b.send(t, "again\r")
+	b.waitFor(t, "got-again")
+
+	c := tk.attach(t)
+	wantResult(t, b, Result{TakenOver: true})
+	c.waitFor(t, "got-again")
+	c.send(t, "exit 3\r")
+	wantResult(t, c, Result{Ended: true, Code: 3})
+	if code := <-tk.code; code != 3 {
+		t.Fatalf("keeper returned %d", code)
+	}
+}
+
+// TestKeeperTerminalClosed: a terminal that goes away detaches the
+// session by default; with on_close = end the session's terminal hangs
+// up and it ends.
+func TestKeeperTerminalClosed(t *testing.T) {
+	t.Run("detach", func(t *testing.T) {
+		tk := startKeeper(t, Options{Detached: true})
+		tk.answer(t)
+		a := tk.attach(t)
+		a.waitFor(t, "state=attached")
+		a.conn.Close()
+		tk.waitDetached(t)
+		b := tk.attach(t)
+		b.waitFor(t, "state=detached")
+		b.send(t, "still\r")
+		b.waitFor(t, "got-still")
+		b.send(t, "exit 0\r")
+		wantResult(t, b, Result{Ended: true})
+	})
+	t.Run("end", func(t *testing.T) {
+		tk := startKeeper(t, Options{Detached: true, OnCloseEnd: true})
+		tk.answer(t)
+		a := tk.attach(t)
+		a.waitFor(t, "state=attached")
+		a.conn.Close()
+		if code := <-tk.code; code != 129 {
+			t.Fatalf("the session ended with %d, want 129 (its terminal hung up)", code)
+		}
+	})
+}
+
+// TestKeeperStartsAtFirstAttach: spawned for an attach, the keeper
+// listens first and starts the session for the terminal that attaches,
+// which sees all of it; an exit ends the keeper and removes its files.
+func TestKeeperStartsAtFirstAttach(t *testing.T) {
+	tk := startKeeper(t, Options{})
+	if a := tk.answer(t); a != "listening" {
+		t.Fatalf("answer %q", a)
+	}
+	a := tk.attach(t)
+	a.waitFor(t, "inner ready")
+	a.send(t, "exit 7\r")
+	wantResult(t, a, Result{Ended: true, Code: 7})
+	if code := <-tk.code; code != 7 {
+		t.Fatalf("keeper returned %d", code)
+	}
+}
+
+// TestReadAnswer: a session that ends before it started reports
+// its exit code and what its terminal showed.
+func TestReadAnswer(t *testing.T) {
+	st, err := readAnswer(strings.NewReader("exited 2\nlazaret: no profile \"x\"\n"), Started{}, t.TempDir())
+	if err != nil || !st.Exited || st.Code != 2 || !strings.Contains(st.Output, `no profile "x"`) {
+		t.Fatalf("%+v %v", st, err)
+	}
+	if _, err := readAnswer(strings.NewReader(""), Started{}, "/d"); err == nil || !strings.Contains(err.Error(), "/d/keepers.log") {
+		t.Fatalf("err = %v", err)
+	}
+}
