@@ -56,8 +56,8 @@ func components(d *Deps) []sandbox.Component {
 		withDenials(d, sidecar.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log).WithSecrets(d.Secrets).WithSpares(d.SpareExpiry)),
 		stateanchor.NewComponent(d.Profile, d.Anchor, d.Podman, d.Log),
 		gitsentry.New(d.Anchor, d.Profile.GitMode, d.Podman, d.Log).WithAudit(d.Audit).WithIsolation(d.Config.Escalation.Enabled).WithHostChanges(d.Profile.WithChanges),
-		escalation.FromConfig(d.Config, d.Anchor, d.Server, eschost.EntryAuditor(d.Audit), d.Log).
-			WithApprovals(d.Approvals, d.Config.Escalation.PendingTimeout),
+		withProposals(d, escalation.FromConfig(d.Config, d.Anchor, d.Server, eschost.EntryAuditor(d.Audit), d.Log).
+			WithApprovals(d.Approvals, d.Config.Escalation.PendingTimeout)),
 		// Last, so that its BeforeStop (reverse order) resumes a paused
 		// sandbox before the others need it.
 		limits.New(limits.Options{Profile: d.Profile, Anchor: d.Anchor, EscalationEnabled: d.Config.Escalation.Enabled,

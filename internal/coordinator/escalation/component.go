@@ -75,6 +75,8 @@ type ComponentOptions struct {
 	// pending_timeout, 0: none) denies one left unanswered that long.
 	Approvals      *approvals.Hub
 	PendingTimeout time.Duration
+	// Proposals serves the agent's policy proposals (proposals.go).
+	Proposals eschost.ProposalHandler
 }
 
 // Component runs Host Escalation beside one sandbox: the Trust Anchor and
@@ -84,6 +86,9 @@ type ComponentOptions struct {
 type Component struct {
 	o        ComponentOptions
 	registry *eschost.Registry
+	// policy is the auto-approve engine, live: an approved exec proposal
+	// joins it.
+	policy *eschost.Policy
 
 	mu     sync.Mutex
 	anchor *trust.Anchor
@@ -120,7 +125,7 @@ func NewComponent(o ComponentOptions) *Component {
 	if o.Podman == nil {
 		o.Podman = &podman.Client{Log: o.Log}
 	}
-	return &Component{o: o, registry: eschost.NewRegistry()}
+	return &Component{o: o, registry: eschost.NewRegistry(), policy: &eschost.Policy{AutoApprove: o.AutoApprove}}
 }
 
 // Name implements sandbox.Component.
@@ -169,11 +174,12 @@ func (c *Component) Prepare(ctx context.Context, spec *podman.ContainerSpec) err
 		return err
 	}
 	home, _ := os.UserHomeDir()
+	c.policy.Path, c.policy.Workspace = escprompt.SafePath(os.Getenv("PATH")), a.Workspace
 	srv := eschost.NewServer(eschost.Config{
 		Profile: a.Profile, SandboxID: a.Hash, Workspace: a.Workspace, Registry: c.registry,
-		Policy:   &eschost.Policy{AutoApprove: c.o.AutoApprove, Path: escprompt.SafePath(os.Getenv("PATH")), Workspace: a.Workspace},
+		Policy:   c.policy,
 		Executor: &eschost.Executor{Env: eschost.MinimalEnv(os.Getenv("PATH"), home, os.Getenv("LANG"))},
-		Auditor:  c.o.Auditor, Log: c.o.Log,
+		Auditor:  c.o.Auditor, Log: c.o.Log, Proposals: c.o.Proposals,
 	}, ta.ServerConfig())
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
