@@ -279,11 +279,11 @@ func (l *Link) installNet(c *ctl.Client) {
 }
 
 // addNet records the network prompt id as being asked; false when the
-// terminal hung up already.
+// terminal hung up already or is detached.
 func (l *Link) addNet(id string, cancel context.CancelCauseFunc) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.hungUp {
+	if l.hungUp || l.detached {
 		return false
 	}
 	if id != "" {

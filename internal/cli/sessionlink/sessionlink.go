@@ -41,6 +41,8 @@ type Link struct {
 	nets map[string]context.CancelCauseFunc
 	// hungUp: the terminal went away (Hangup).
 	hungUp bool
+	// detached: the kept session's terminal is detached (SetAttached).
+	detached bool
 }
 
 // Options of New.
@@ -161,6 +163,29 @@ func (l *Link) Hangup() {
 	for _, cancel := range nets {
 		cancel(&escprompt.Withdrawn{Reason: escprompt.WithdrawHungUp})
 	}
+}
+
+// SetAttached is a kept session's terminal attaching or detaching
+// (internal/clicore/keeper). While detached no prompt is drawn: an
+// escalation prompt on the screen is taken down and waits, unanswered,
+// with the others (pending in the coordinator, where `lazaret approvals`
+// lists them); on attach each is drawn again with a fresh readability
+// clock (prompt.Runner.SetAttached). A network prompt cannot wait longer
+// than its held lookup: one on the screen is withdrawn, and none is
+// drawn while detached (the coordinator may still have it answered
+// elsewhere until the lookup gives up).
+func (l *Link) SetAttached(attached bool) {
+	l.mu.Lock()
+	l.detached = !attached
+	var nets map[string]context.CancelCauseFunc
+	if !attached {
+		nets, l.nets = l.nets, nil
+	}
+	l.mu.Unlock()
+	for _, cancel := range nets {
+		cancel(&escprompt.Withdrawn{Reason: escprompt.WithdrawDetached})
+	}
+	l.runner.SetAttached(attached)
 }
 
 // ErrDisabled is returned by Register when the coordinator has no

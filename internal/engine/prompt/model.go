@@ -29,6 +29,10 @@ type (
 	// CancelMsg withdraws a request: its request ended (Reason, one of
 	// escprompt's Withdraw*; empty: no human is left to tell).
 	CancelMsg struct{ RequestID, Reason string }
+	// HoldMsg takes the prompt off the screen without answering anything:
+	// the terminal detached (Runner.SetAttached); its requests stay
+	// pending and are shown again, afresh, on the next attach.
+	HoldMsg struct{}
 )
 
 // Resolver resolves an edited command's argv[0] for request r exactly as
@@ -129,6 +133,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.queue = append(m.queue, msg.Request)
 	case CancelMsg:
 		m.withdraw(msg)
+	case HoldMsg:
+		m.done = true
 	case tea.WindowSizeMsg:
 		if msg.Width != m.width {
 			m.seen = nil // the body is wrapped anew

@@ -62,7 +62,10 @@ type Runner struct {
 	gone      map[string]string
 	goneOrder []string
 	// hungUp: the terminal is gone; every prompt is denied with it.
-	hungUp  string
+	hungUp string
+	// detached: no terminal is attached to the session now
+	// (SetAttached): prompts wait, undrawn, until one is.
+	detached bool
 	running sync.WaitGroup
 }
 
@@ -100,8 +103,12 @@ type result struct {
 // Prompt implements escprompt.Prompter. A request withdrawn while shown
 // or queued (Withdraw, or ctx ending) is denied with a *escprompt.Withdrawn
 // error.
+//
+// Without a terminal a request is denied at once (ErrNoTTY), unless it
+// may be answered elsewhere (AnswerElsewhere: `lazaret approvals`): then
+// it stays pending until its withdrawal.
 func (r *Runner) Prompt(ctx context.Context, req escprompt.PromptRequest) (escprompt.Answer, error) {
-	if r.TTY == nil || !term.IsTerminal(int(r.TTY.Fd())) {
+	if !r.hasTTY() && !req.AnswerElsewhere {
 		return escprompt.Answer{Action: escprompt.Deny}, ErrNoTTY
 	}
 	ch := make(chan result, 1)
@@ -121,10 +128,13 @@ func (r *Runner) Prompt(ctx context.Context, req escprompt.PromptRequest) (escpr
 		r.pending = map[string]pendingReq{}
 	}
 	r.pending[req.RequestID] = pendingReq{req, ch}
-	if r.prog == nil {
+	switch {
+	case r.detached || !r.hasTTY():
+		r.mu.Unlock() // shown on the next attach, or answered elsewhere
+	case r.prog == nil:
 		r.start([]escprompt.PromptRequest{req})
 		r.mu.Unlock()
-	} else {
+	default:
 		p := r.prog
 		r.mu.Unlock()
 		p.Send(AddMsg{Request: req})
@@ -137,6 +147,33 @@ func (r *Runner) Prompt(ctx context.Context, req escprompt.PromptRequest) (escpr
 		r.Withdraw(req.RequestID, reason)
 		res := <-ch
 		return res.ans, res.err
+	}
+}
+
+// hasTTY reports whether prompts can be drawn at all.
+func (r *Runner) hasTTY() bool { return r.TTY != nil && term.IsTerminal(int(r.TTY.Fd())) }
+
+// SetAttached is the session's terminal attaching or detaching (a kept
+// session: internal/clicore/keeper). While detached no prompt is drawn:
+// the one on the screen is taken down and, like every other, waits
+// unanswered; on attach they are drawn again, as a new program with its
+// input flushed and its readability gate closed, so keys typed within
+// MinReadable of the redraw (meant for the shell the user came back to,
+// or timed by the agent for the attach) are dropped.
+func (r *Runner) SetAttached(attached bool) {
+	r.mu.Lock()
+	r.detached = !attached
+	p := r.prog
+	if attached && p == nil && r.hungUp == "" && r.hasTTY() && len(r.pending) > 0 {
+		left := make([]escprompt.PromptRequest, 0, len(r.pending))
+		for _, pr := range r.pending {
+			left = append(left, pr.req)
+		}
+		r.start(left)
+	}
+	r.mu.Unlock()
+	if !attached && p != nil {
+		p.Send(HoldMsg{})
 	}
 }
 
@@ -197,7 +234,7 @@ func (r *Runner) start(reqs []escprompt.PromptRequest) {
 			left = nil
 		}
 		hungUp := r.hungUp != ""
-		if len(left) > 0 && !hungUp {
+		if len(left) > 0 && !hungUp && !r.detached {
 			// Requests that arrived while the program was quitting.
 			r.start(left)
 			r.mu.Unlock()

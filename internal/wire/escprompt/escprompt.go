@@ -173,6 +173,9 @@ const (
 	// WithdrawAnsweredElsewhere: `lazaret approvals answer` answered it
 	// from another terminal (answer_from = "any").
 	WithdrawAnsweredElsewhere = "answered from another terminal"
+	// WithdrawDetached: the kept session's terminal detached under a
+	// network prompt, which cannot wait for the next attach.
+	WithdrawDetached = "terminal detached"
 )
 
 // Withdrawn is the error of a prompt whose request ended before its human
