@@ -66,7 +66,7 @@ type Runner struct {
 	// detached: no terminal is attached to the session now
 	// (SetAttached): prompts wait, undrawn, until one is.
 	detached bool
-	running sync.WaitGroup
+	running  sync.WaitGroup
 }
 
 // maxGone bounds the withdrawals remembered before their prompt arrived.
