@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/coordinator/approvals"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/engine/audit"
@@ -161,6 +162,7 @@ func (r *denialRouter) notice(ev netdapi.DenialEvent) {
 	if !r.lim.Allow(ev.Dest, time.Now()) {
 		return
 	}
+	r.d.Events.Publish(ctl.Event{Kind: ctl.EventNetDenied, Detail: sidecar.Shown(ev.Dest)})
 	if line := sidecar.Notice(r.d.Profile.Name, ev); line != "" {
 		r.d.Server.Broadcast(ctl.TypeNetNotice, ctl.NetNotice{Line: line})
 	}
@@ -183,7 +185,7 @@ func (r *denialRouter) holdLoop(ctx context.Context, cl *netdapi.Client) {
 	defer t.Stop()
 	holding := false
 	for {
-		if want := r.promptSession() != nil; want != holding {
+		if want := r.promptSession() != nil || r.d.Approvals.AnswerElsewhere(); want != holding {
 			d := time.Duration(0)
 			if want {
 				d = holdFor
@@ -222,6 +224,9 @@ func (r *denialRouter) promptLoop(ctx context.Context, cl *netdapi.Client) {
 type outcome struct {
 	ans     ctl.NetAnswer
 	shownOn *ctlserver.Session // the terminal it was sent to; nil: nobody asked
+	// answeredFrom: the terminal, or `lazaret approvals` (pid, uid);
+	// answerFrom: [escalation] answer_from.
+	answeredFrom, answerFrom string
 }
 
 // ask prompts for name and applies the answer; with nobody to ask, the
@@ -259,25 +264,124 @@ func (r *denialRouter) ask(ctx context.Context, cl *netdapi.Client, h heldName) 
 		}
 		r.mu.Unlock()
 	}
-	r.audit(ctx, o.shownOn, h.name, ans)
+	r.audit(ctx, o, h.name, ans)
 }
 
 // prompt asks the oldest terminal about h until its lookup stops waiting:
 // then the prompt is withdrawn (escprompt.TypePromptCancel with its ID),
 // and the CLI has withdrawGrace to say what it did. The other sessions
 // are told where the prompt went: a lookup carries no session, so any of
-// them may be the one whose agent asked.
+// them may be the one whose agent asked. The prompt is a pending request
+// too (`lazaret approvals`), bounded like the prompt by the held lookup;
+// with answer_from = "any" it is asked even when no terminal is.
 func (r *denialRouter) prompt(ctx context.Context, h heldName) outcome {
 	sess := r.promptSession()
-	if sess == nil {
+	hub := r.d.Approvals
+	if sess == nil && !hub.AnswerElsewhere() {
 		return outcome{ans: ctl.NetAnswer{Choice: ctl.NetNone}}
 	}
 	r.mu.Lock()
 	r.prompts++
 	id := "net-" + strconv.FormatUint(r.prompts, 10)
 	r.mu.Unlock()
-	uni, reg := sidecar.NameForms(h.name)
 	wait := time.Until(h.until)
+	pctx, cancel := context.WithTimeout(ctx, wait+withdrawGrace)
+	defer cancel()
+	var pend *approvals.Pending
+	if hub != nil {
+		shown := sidecar.Shown(h.name)
+		pend = hub.Add(ctl.PendingRequest{Kind: ctl.RequestNetwork, Detail: "DNS lookup of " + shown + " (outside the allowlist)\n",
+			Summary: "DNS " + shown, Hash: escprompt.HashHex([]byte(h.name))})
+	}
+	term := make(chan outcome, 1)
+	if sess != nil {
+		go func() { term <- r.promptTerminal(ctx, pctx, sess, h, id, wait) }()
+	}
+	o := r.firstAnswer(pctx, term, pend, sess, id)
+	o.answerFrom = hub.AnswerFrom()
+	return o
+}
+
+// firstAnswer waits for the terminal's answer or the hub's, whichever
+// comes first, and withdraws the other; a terminal that did not ask (an
+// escalation prompt had it) leaves the hub to answer until the hold ends.
+func (r *denialRouter) firstAnswer(pctx context.Context, term chan outcome, pend *approvals.Pending, sess *ctlserver.Session, id string) outcome {
+	var done <-chan struct{}
+	if pend != nil {
+		done = pend.Done()
+	}
+	var last outcome
+	for {
+		select {
+		case o := <-term:
+			term, last = nil, o
+			if pend == nil {
+				return o
+			}
+			if o.ans.Choice != ctl.NetNone {
+				o.answeredFrom = "terminal of " + SessionName(sess)
+				if r.d.Approvals.Decide(pend, approvals.Decision{Action: netAction(o.ans.Choice), From: o.answeredFrom}) {
+					return o
+				}
+				return hubOutcome(pend.Decision())
+			}
+			if !r.d.Approvals.AnswerElsewhere() || o.ans.Withdrawn == escprompt.WithdrawStopping {
+				r.d.Approvals.Decide(pend, approvals.Decision{Action: ctl.DecisionWithdrawn, From: cmpOr(o.ans.Withdrawn, "not shown")})
+				return o
+			}
+		case <-done:
+			if sess != nil && term != nil {
+				_ = sess.Notify(escprompt.TypePromptCancel, escprompt.PromptCancel{RequestID: id, Reason: escprompt.WithdrawAnsweredElsewhere})
+			}
+			return hubOutcome(pend.Decision())
+		case <-pctx.Done():
+			if pend != nil {
+				r.d.Approvals.Decide(pend, approvals.Decision{Action: ctl.DecisionWithdrawn, From: escprompt.WithdrawExpired})
+			}
+			if term != nil {
+				return <-term // the terminal's call ends with pctx too
+			}
+			if last.ans.Choice == "" {
+				last.ans = ctl.NetAnswer{Choice: ctl.NetNone, Withdrawn: escprompt.WithdrawExpired}
+			}
+			return last
+		}
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// netAction is the hub's action of a network answer.
+func netAction(choice string) string {
+	if choice == ctl.NetOnce || choice == ctl.NetAlways {
+		return ctl.ActionApprove
+	}
+	return ctl.ActionDeny
+}
+
+// hubOutcome is the outcome of a network prompt decided through the hub:
+// approve allows the name for this run (as "once"), deny denies it.
+func hubOutcome(d approvals.Decision) outcome {
+	o := outcome{ans: ctl.NetAnswer{Choice: ctl.NetDeny}, answeredFrom: d.From}
+	switch d.Action {
+	case ctl.ActionApprove:
+		o.ans.Choice = ctl.NetOnce
+	case ctl.ActionDeny:
+	default:
+		o.ans = ctl.NetAnswer{Choice: ctl.NetNone, Withdrawn: d.From}
+	}
+	return o
+}
+
+// promptTerminal asks sess's terminal (pctx bounds the call; the prompt
+// is withdrawn after wait).
+func (r *denialRouter) promptTerminal(ctx, pctx context.Context, sess *ctlserver.Session, h heldName, id string, wait time.Duration) outcome {
+	uni, reg := sidecar.NameForms(h.name)
 	p := ctl.NetPrompt{Name: h.name, Unicode: uni, Registrable: reg, Profile: r.d.Profile.Name, ID: id,
 		ConfigLine: sidecar.ConfigLine(r.d.Profile.Name, h.name), WaitSeconds: max(1, int(wait.Round(time.Second)/time.Second))}
 	withdraw := time.AfterFunc(wait, func() {
@@ -285,8 +389,6 @@ func (r *denialRouter) prompt(ctx context.Context, h heldName) outcome {
 	})
 	defer withdraw.Stop()
 	told := r.tellOthers(sess, h.name)
-	pctx, cancel := context.WithTimeout(ctx, wait+withdrawGrace)
-	defer cancel()
 	o := outcome{shownOn: sess}
 	switch err := sess.Call(pctx, ctl.TypeNetPrompt, p, &o.ans); {
 	case err == nil:
@@ -382,7 +484,8 @@ func decisionOf(ans ctl.NetAnswer, shown bool) string {
 	return decisions[ctl.NetNone]
 }
 
-func (r *denialRouter) audit(ctx context.Context, shownOn *ctlserver.Session, name string, ans ctl.NetAnswer) {
+func (r *denialRouter) audit(ctx context.Context, o outcome, name string, ans ctl.NetAnswer) {
+	shownOn := o.shownOn
 	if r.d.Audit == nil {
 		return
 	}
@@ -392,6 +495,12 @@ func (r *denialRouter) audit(ctx context.Context, shownOn *ctlserver.Session, na
 	if shownOn != nil {
 		e.Session = shownOn.ID
 		e.Fields["shown_on"] = "terminal of " + SessionName(shownOn)
+	}
+	if o.answeredFrom != "" && ans.Choice != ctl.NetNone {
+		e.Fields["answered_from"] = o.answeredFrom
+	}
+	if o.answerFrom != "" {
+		e.Fields["answer_from"] = o.answerFrom
 	}
 	if _, err := r.d.Audit(ctx, e); err != nil {
 		r.d.Log.Error("audit of a network decision", "err", err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/coordinator/approvals"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/engine/audit"
@@ -112,5 +113,20 @@ func TestHoldEnd(t *testing.T) {
 	}
 	if got := holdEnd(time.Time{}, now); !got.Equal(now.Add(holdFor)) {
 		t.Fatalf("holdEnd without a time %v", got.Sub(now))
+	}
+}
+
+// TestNetworkAnswerThroughTheHub: an approval from `lazaret approvals`
+// allows the name for this run (as "once"), a denial denies it, and a
+// withdrawal leaves it unanswered.
+func TestNetworkAnswerThroughTheHub(t *testing.T) {
+	for action, want := range map[string]string{ctl.ActionApprove: ctl.NetOnce, ctl.ActionDeny: ctl.NetDeny, ctl.DecisionWithdrawn: ctl.NetNone} {
+		o := hubOutcome(approvals.Decision{Action: action, From: "lazaret approvals (pid 1, uid 2)"})
+		if o.ans.Choice != want {
+			t.Errorf("%s: choice %q, want %q", action, o.ans.Choice, want)
+		}
+	}
+	if netAction(ctl.NetAlways) != ctl.ActionApprove || netAction(ctl.NetIgnore) != ctl.ActionDeny {
+		t.Fatal("network answers map to the wrong hub actions")
 	}
 }

@@ -78,11 +78,16 @@ func New(ev *events.Hub, answerFrom string) *Hub {
 }
 
 // AnswerFrom is the answer_from setting.
-func (h *Hub) AnswerFrom() string { return h.answerFrom }
+func (h *Hub) AnswerFrom() string {
+	if h == nil {
+		return ""
+	}
+	return h.answerFrom
+}
 
 // AnswerElsewhere reports whether a request may be answered from another
-// terminal (answer_from = "any").
-func (h *Hub) AnswerElsewhere() bool { return h.answerFrom == config.AnswerFromAny }
+// terminal (answer_from = "any"); never without a hub.
+func (h *Hub) AnswerElsewhere() bool { return h != nil && h.answerFrom == config.AnswerFromAny }
 
 // newID is 8 random hex characters, not in use.
 func (h *Hub) newID() string {
