@@ -22,16 +22,38 @@ import (
 const hangupBound = 30 * time.Second
 
 // hangupShell starts `lazaret shell` on a PTY whose master the test
-// holds, like a terminal emulator. With ctty the PTY is lazaret's
-// controlling terminal, so closing the master sends it SIGHUP (what the
-// kernel does for the process a terminal emulator started, and what a
-// shell relays to its jobs); without, closing it only makes lazaret's
-// reads and writes of the terminal fail, with no signal at all.
+// holds, like a terminal emulator, with [session] on_close = "end" added
+// to the configuration: these tests are about a session whose terminal
+// goes away ending (the default keeps it, detached: detach_test.go). With
+// ctty the PTY is lazaret's controlling terminal, so closing the master
+// sends it SIGHUP (what the kernel does for the process a terminal
+// emulator started, and what a shell relays to its jobs); without,
+// closing it only makes lazaret's reads and writes of the terminal fail,
+// with no signal at all.
 func hangupShell(t *testing.T, e *Env, ctty bool) *ptySession {
+	t.Helper()
+	f, err := os.OpenFile(e.Config, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteString("\n[session]\non_close = \"end\"\n")
+	if cerr := f.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+	s := ptyLazaret(t, e, ctty, "shell")
+	// The shell answers: it reads its terminal.
+	s.send("echo rea''dy\r")
+	s.waitFor("ready")
+	return s
+}
+
+// ptyLazaret runs lazaret with args on a PTY whose master the test holds
+// (see hangupShell) and can really close.
+func ptyLazaret(t *testing.T, e *Env, ctty bool, args ...string) *ptySession {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	s := &ptySession{t: t, cmd: e.Cmd(ctx, "shell"), done: make(chan struct{})}
+	s := &ptySession{t: t, cmd: e.Cmd(ctx, args...), done: make(chan struct{})}
 	attrs := &syscall.SysProcAttr{Setsid: true, Setctty: ctty}
 	blocking, err := pty.StartWithAttrs(s.cmd, &pty.Winsize{Rows: 40, Cols: 150}, attrs)
 	if err != nil {
@@ -50,9 +72,6 @@ func hangupShell(t *testing.T, e *Env, ctty bool) *ptySession {
 		t.Fatal(err)
 	}
 	s.follow(os.NewFile(uintptr(fd), "ptmx"))
-	// The shell answers: it reads its terminal.
-	s.send("echo rea''dy\r")
-	s.waitFor("ready")
 	return s
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/lazaret-dev/lazaret/internal/cli"
+	"github.com/lazaret-dev/lazaret/internal/clicore/keeper"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/entry"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe"
 	"github.com/lazaret-dev/lazaret/internal/wire/coordargs"
@@ -24,6 +25,11 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == coordargs.Verb {
 		os.Exit(entry.Main(os.Args[2:], os.Stderr))
+	}
+	// A session keeper (`lazaret shell` on a terminal, --detach) is a
+	// small process of its own too: no command tree, no configuration.
+	if len(os.Args) > 1 && os.Args[1] == keeper.Verb {
+		os.Exit(keeper.Main(os.Args[2:]))
 	}
 	os.Exit(cli.Main(os.Args))
 }

@@ -42,6 +42,7 @@ const containerGoneWait = 3 * time.Second
 
 type execOptions struct {
 	tty     bool
+	detach  bool
 	choices startChoices
 }
 
@@ -61,12 +62,19 @@ it: "lazaret exec -t dev -- vim", "lazaret exec dev -t -- vim".`,
 			if err != nil {
 				return err
 			}
+			if o.detach && !o.tty {
+				return usageError{errors.New("exec --detach: needs -t (a detached command runs on a terminal the session keeper holds)")}
+			}
+			if o.detach && !kept() {
+				return keptSession(g, sessionRequest{profile: profile, tty: true, command: command}, true)
+			}
 			return runSession(cmd.Context(), g, sessionRequest{profile: profile, tty: o.tty, command: command, choices: o.choices})
 		},
 	}
 	clicore.Verb("exec", cmd)
 	cmd.Flags().SetInterspersed(false)
 	cmd.Flags().BoolVarP(&o.tty, "tty", "t", false, "run the command under a terminal (for interactive programs)")
+	cmd.Flags().BoolVar(&o.detach, "detach", false, "with -t: start the command detached and print its session id (`lazaret attach` takes it)")
 	o.choices.addFlags(cmd.Flags())
 	return cmd
 }
@@ -95,6 +103,7 @@ type sessionRequest struct {
 // needed) and runs the command with podman exec in this process, so the
 // command's streams never pass through the coordinator.
 func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
+	keeperLink := openKeeperLink() // first: no child may inherit the marker
 	s, err := prepareSession(ctx, g, r)
 	if err != nil {
 		return err
@@ -106,6 +115,9 @@ func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 		return err
 	}
 	defer s.client.Close()
+	if keeperLink != nil {
+		keeperLink.started(s)
+	}
 	spec, o, err := s.execSpec(cctx)
 	if s.delegation != nil {
 		defer s.delegation.Close()

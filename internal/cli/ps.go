@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lazaret-dev/lazaret/internal/clicore/keeper"
 	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
@@ -93,12 +94,48 @@ func runPs(ctx context.Context, g *globalOptions, o *psOptions) error {
 	}
 	if len(running) == 0 {
 		fmt.Fprintln(g.io.Out, "no sandbox running")
-		return nil
+	} else {
+		tw := newTable(g.io.Out, "DOMAIN\tPROFILE\tSESSIONS\tUPTIME\tCONTAINER\tWORKSPACE")
+		for _, st := range running {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", field(st.Domain), field(st.Profile), len(st.Sessions),
+				roundDuration(time.Duration(st.Uptime)), field(st.Container.Name), field(st.Workspace))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
-	tw := newTable(g.io.Out, "DOMAIN\tPROFILE\tSESSIONS\tUPTIME\tCONTAINER\tWORKSPACE")
+	return printKept(g, running)
+}
+
+// printKept lists the kept sessions (`lazaret attach` takes them) with
+// what each waits on (its pending requests, from its coordinator).
+func printKept(g *globalOptions, running []*ctl.Status) error {
+	rt, err := domain.RuntimeDir()
+	if err != nil {
+		return err
+	}
+	list, err := keeper.List(domain.KeeperDir(rt))
+	if err != nil || len(list) == 0 {
+		return err
+	}
+	pending := map[string][]string{}
 	for _, st := range running {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", field(st.Domain), field(st.Profile), len(st.Sessions),
-			roundDuration(time.Duration(st.Uptime)), field(st.Container.Name), field(st.Workspace))
+		for _, s := range st.Sessions {
+			pending[s.ID] = s.Pending
+		}
+	}
+	fmt.Fprintln(g.io.Out)
+	tw := newTable(g.io.Out, "KEPT SESSION\tPROFILE\tSTATE\tWAITS ON\tWORKSPACE")
+	for _, i := range list {
+		state := "detached"
+		if i.Attached {
+			state = "attached"
+		}
+		waits := strings.Join(pending[i.Session], " ")
+		if waits == "" {
+			waits = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", i.ShortID(), field(i.Profile), state, field(waits), field(i.Workspace))
 	}
 	return tw.Flush()
 }

@@ -79,7 +79,7 @@ real git on an agent branch, and human-approved host escalation.`,
 
 	root.AddCommand(
 		newVersionCmd(g),
-		newShellCmd(g), newExecCmd(g), newStatusCmd(g), newStopCmd(g), newPsCmd(g),
+		newShellCmd(g), newExecCmd(g), newAttachCmd(g), newStatusCmd(g), newStopCmd(g), newPsCmd(g),
 		newInitCmd(g),
 		newConfigCmd(g),
 		newDomainCmd(g),

@@ -56,6 +56,17 @@ func Attach(conn net.Conn, in, out *os.File, keys []byte) (Result, error) {
 			_ = send(FrameResize, encodeSize(termSize(in, isTerm)))
 		}
 	}()
+	// The terminal going away (SIGHUP, or its reads failing) is the
+	// keeper's to judge: it detaches the session or ends it (on_close),
+	// and then this client hears the exit code.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			_ = send(FrameHangup, nil)
+		}
+	}()
 	detached := make(chan struct{})
 	go relayKeys(in, keys, send, detached)
 	return readSession(conn, out, detached)
@@ -88,6 +99,7 @@ func relayKeys(in io.Reader, keys []byte, send func(byte, []byte) error, detache
 			return
 		}
 		if err != nil {
+			_ = send(FrameHangup, nil)
 			return
 		}
 	}

@@ -14,6 +14,7 @@ const (
 	FrameInput  byte = 'i' // keys for the session's terminal
 	FrameResize byte = 'r' // the client's size: rows, cols (uint16 each)
 	FrameDetach byte = 'd' // the user typed the detach keys
+	FrameHangup byte = 'h' // the client's terminal went away
 	// Keeper → client.
 	FrameOutput    byte = 'o' // what the session wrote (first: the redraw)
 	FrameExit      byte = 'x' // the session ended: its exit code (int32)

@@ -94,7 +94,7 @@ func (k *keeper) run(ln *net.UnixListener) (int, error) {
 		if err := k.start(); err != nil {
 			return 0, err
 		}
-		k.attach(conn, size)
+		k.attach(conn, size, true)
 	} else if err := k.start(); err != nil {
 		return 0, err
 	}
@@ -135,7 +135,7 @@ func (k *keeper) serve(ln *net.UnixListener) {
 		if err != nil {
 			return
 		}
-		k.attach(conn, size)
+		k.attach(conn, size, false)
 	}
 }
 

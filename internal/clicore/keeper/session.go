@@ -50,9 +50,10 @@ func (k *keeper) output(p []byte) {
 }
 
 // attach makes conn the session's terminal: the screen redrawn at its
-// size, the PTY resized (full-screen programs repaint), a terminal
-// attached before told it was taken over.
-func (k *keeper) attach(conn net.Conn, size Size) {
+// size (unless fresh: the terminal of a session starting keeps what it
+// showed, as without a keeper), the PTY resized (full-screen programs
+// repaint), a terminal attached before told it was taken over.
+func (k *keeper) attach(conn net.Conn, size Size, fresh bool) {
 	p := newPeer(conn)
 	k.mu.Lock()
 	if k.ended {
@@ -63,7 +64,9 @@ func (k *keeper) attach(conn net.Conn, size Size) {
 	old := k.client
 	k.client = p
 	k.scr.resize(size)
-	p.sendChunked(FrameOutput, k.scr.redraw())
+	if !fresh {
+		p.sendChunked(FrameOutput, k.scr.redraw())
+	}
 	_ = pty.Setsize(k.ptmx, &pty.Winsize{Rows: size.Rows, Cols: size.Cols})
 	k.info.Attached = true
 	k.mu.Unlock()
@@ -105,6 +108,16 @@ func (k *keeper) readClient(p *peer) {
 			}
 		case FrameDetach:
 			k.detach(p, true)
+			return
+		case FrameHangup:
+			if k.o.OnCloseEnd {
+				// The session hangs up; the client stays to be told its
+				// exit code.
+				k.log.Info("the terminal closed: the session ends (on_close = end)")
+				ptmx.Close()
+				continue
+			}
+			k.detach(p, false)
 			return
 		}
 	}
