@@ -91,6 +91,7 @@ real git on an agent branch, and human-approved host escalation.`,
 		newNetCmd(g),
 		newPolicyCmd(g),
 		newProposalsCmd(g),
+		newApprovalsCmd(g), newEventsCmd(g),
 	)
 	root.InitDefaultCompletionCmd() // now, so that the walks below see it
 	clicore.GroupCommands(root)
