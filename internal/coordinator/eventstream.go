@@ -6,6 +6,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/coordinator/approvals"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/events"
+	"github.com/lazaret-dev/lazaret/internal/coordinator/notify"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
@@ -15,6 +16,11 @@ import (
 func (c *coordinator) setUpEvents() {
 	a := c.o.Anchor
 	c.events = events.New(a.Profile, a.Workspace)
+	if n := c.o.Config.Notify; n.Any() {
+		// Stopped once teardown is done: sandbox.stopped is queued by then.
+		stopNotify := notify.Start(context.Background(), n, c.events, c.log)
+		go func() { <-c.torndown; stopNotify() }()
+	}
 	c.approvals = approvals.New(c.events, c.o.Config.Escalation.AnswerFrom)
 	c.kept = map[string]ctl.SessionState{}
 	for typ, h := range c.approvals.Handlers(a.Profile, a.Workspace) {
