@@ -48,8 +48,11 @@ type Env struct {
 	// Anchor's mode check (no configuration could be read).
 	DataRoot string
 	// Config, when it could be loaded, gives the profiles whose resource
-	// limits are checked.
+	// limits are checked, and the notifiers ([notify]).
 	Config *config.Config
+	// BusAddress is the session bus of the desktop notifier's check; ""
+	// is the user's.
+	BusAddress string
 }
 
 const setupFix = "run `make setup` in the lazaret repository (scripts/setup)"
@@ -88,6 +91,7 @@ func Run(ctx context.Context, env *Env) []Result {
 	}
 	if env.Config != nil {
 		rs = append(rs, checkLimits(env.Config)...)
+		rs = append(rs, checkNotify(ctx, env.Config.Notify, env.BusAddress)...)
 	}
 	rs = append(rs, checkPodman(ctx, env.Podman)...)
 	rs = append(rs, checkImage(ctx, env.Podman, config.DefaultImage))
