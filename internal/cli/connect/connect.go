@@ -44,7 +44,9 @@ type Spawn struct {
 	Args []string
 	// Env is added to the coordinator's environment (NAME=value): the
 	// secrets' source variables, which the CLI removed from its own so
-	// that no podman it runs inherits them.
+	// that no podman it runs inherits them. The rest of the CLI's
+	// environment is the coordinator's too: XDG_RUNTIME_DIR and
+	// DBUS_SESSION_BUS_ADDRESS find the session bus of [notify] desktop.
 	Env []string
 }
 

@@ -3,6 +3,7 @@ package connect
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"testing"
 
 	"github.com/lazaret-dev/lazaret/internal/fdsafe/fdprobe"
@@ -65,5 +66,37 @@ func checkStdOnly(t *testing.T, r fdprobe.Report, out string) {
 	fds := r.Targets()
 	if len(fds) != 3 || fds[0] != os.DevNull || fds[1] != out || fds[2] != out {
 		t.Fatalf("inherited %v, want exactly 0=%s 1=2=%s", fds, os.DevNull, out)
+	}
+}
+
+// TestStartCoordinatorDesktopEnv: the coordinator finds the user's
+// session bus (its desktop notifier, [notify] desktop) as the CLI would:
+// DBUS_SESSION_BUS_ADDRESS and XDG_RUNTIME_DIR reach it, with and without
+// the secrets' source variables added.
+func TestStartCoordinatorDesktopEnv(t *testing.T) {
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/1000/bus")
+	t.Setenv("XDG_RUNTIME_DIR", "/run/user/1000")
+	for _, env := range [][]string{nil, {"LZT_SECRET_SOURCE=v"}} {
+		a := testAnchor(t)
+		exited, err := startCoordinator(a, Spawn{Exe: os.Args[0], Args: []string{fdprobe.Arg}, Env: env}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-exited; err != nil {
+			t.Fatal(err)
+		}
+		log, err := os.ReadFile(a.CoordinatorLog())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := fdprobe.Parse(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range append([]string{"DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1000/bus", "XDG_RUNTIME_DIR=/run/user/1000"}, env...) {
+			if !slices.Contains(r.Env, want) {
+				t.Errorf("Env %v: the coordinator lacks %s", env, want)
+			}
+		}
 	}
 }
