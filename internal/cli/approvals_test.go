@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
 	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/engine/prompt"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
@@ -205,5 +207,41 @@ func TestEventLineEscapes(t *testing.T) {
 		Decision: "approve", From: "lazaret approvals (pid 1, uid 2)", Detail: "x\n\x1b[2Jy"})
 	if strings.ContainsAny(line, "\n\x1b") || !strings.Contains(line, "#7 approval.decided session=0123456789ab request="+fakeID+" decision=approve") {
 		t.Fatalf("line %q", line)
+	}
+}
+
+// TestApprovalsAnswerOnTerminal: on a terminal an approval shows the
+// request and asks y/N through the readability gate; a "y" typed at once
+// is dropped (nothing is answered), one typed once the question was
+// readable approves, bound to the hash shown.
+func TestApprovalsAnswerOnTerminal(t *testing.T) {
+	f := startFakeCoordinator(t)
+	for _, early := range []bool{true, false} {
+		p := ptytest.Open(t)
+		g := &globalOptions{io: IO{In: p.TTY, Out: p.TTY, ErrOut: p.TTY}, log: slog.New(slog.DiscardHandler)}
+		done := make(chan error, 1)
+		go func() { done <- runApprovalsAnswer(context.Background(), g, &approvalsOptions{}, fakeID, "approve") }()
+		p.WaitFor(t, "Approve request "+fakeID+"? [y/N]")
+		if !early {
+			time.Sleep(prompt.MinReadable + 300*time.Millisecond)
+		}
+		p.Ptmx.Write([]byte("y\r"))
+		if early {
+			time.Sleep(prompt.MinReadable + 300*time.Millisecond)
+			p.Ptmx.Write([]byte("\r"))
+		}
+		err := <-done
+		f.mu.Lock()
+		n := len(f.answered)
+		f.mu.Unlock()
+		if early && (err == nil || n != 0) {
+			t.Fatalf("an early y answered: %v, %d answers", err, n)
+		}
+		if !early && (err != nil || n != 1 || f.answered[0].Hash != fakeHash) {
+			t.Fatalf("a readable y: %v, answers %+v", err, f.answered)
+		}
+		if !p.Shows("hash      " + fakeHash) {
+			t.Fatalf("the request was not shown:\n%s", p.Output())
+		}
 	}
 }
