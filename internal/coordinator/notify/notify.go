@@ -44,7 +44,9 @@ const (
 	// maxReason bounds lazaret's own explanation.
 	maxReason = 200
 	// queueLen is each notifier's queue; beyond it notices are dropped.
-	queueLen = 32
+	// It holds what the rate limit lets through at once (a minute's
+	// pending approvals and a notice of every other kind) twice over.
+	queueLen = 2 * (PendingPerMinute + 5)
 	// drainGrace is how long stop lets the notifiers deliver what is
 	// queued (the sandbox.stopped notice) before it cancels them.
 	drainGrace = 3 * time.Second
@@ -123,8 +125,11 @@ func Start(ctx context.Context, cfg config.Notify, src Source, log *slog.Logger,
 		wg.Add(1)
 		go func() { defer wg.Done(); n.run(ctx, q) }()
 	}
+	// Subscribed before Start returns: every event published after it
+	// is seen.
+	sub, unsubscribe := src.Subscribe(0)
 	done := make(chan struct{})
-	go func() { d.run(src); close(done) }()
+	go func() { d.run(src, sub, unsubscribe); close(done) }()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -189,7 +194,7 @@ type dispatcher struct {
 // flushes the merged counts and closes the queues. A subscription the
 // hub dropped (the dispatcher fell behind a burst) is taken again from
 // the last event seen: the hub keeps the recent past.
-func (d *dispatcher) run(src Source) {
+func (d *dispatcher) run(src Source, sub <-chan ctl.Event, unsubscribe func()) {
 	defer func() {
 		for _, n := range d.limit.flush() {
 			d.send(n)
@@ -200,7 +205,6 @@ func (d *dispatcher) run(src Source) {
 	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	sub, unsubscribe := src.Subscribe(0)
 	defer func() { unsubscribe() }()
 	for {
 		var tick <-chan time.Time
@@ -221,19 +225,28 @@ func (d *dispatcher) run(src Source) {
 				d.send(n)
 			}
 		case <-d.quit:
-			d.drain(sub)
+			d.drain(src, sub, unsubscribe)
 			return
 		}
 	}
 }
 
-// drain takes what sub holds already (the last events before stop).
-func (d *dispatcher) drain(sub <-chan ctl.Event) {
+// drain takes what the hub holds already (the last events before stop),
+// from a new subscription if the hub dropped this one.
+func (d *dispatcher) drain(src Source, sub <-chan ctl.Event, unsubscribe func()) {
+	resubscribed := false
 	for {
 		select {
 		case e, ok := <-sub:
 			if !ok {
-				return
+				if resubscribed {
+					return
+				}
+				unsubscribe()
+				sub, unsubscribe = src.Subscribe(d.last)
+				defer unsubscribe()
+				resubscribed = true
+				continue
 			}
 			d.handle(e)
 		default:
@@ -246,6 +259,10 @@ func (d *dispatcher) drain(sub <-chan ctl.Event) {
 func (d *dispatcher) handle(e ctl.Event) {
 	if e.Seq <= d.last {
 		return
+	}
+	if d.last != 0 && e.Seq > d.last+1 {
+		// Fell behind further than the hub keeps: say so, once a gap.
+		d.log.Warn("notify: events missed while behind", "count", e.Seq-d.last-1)
 	}
 	d.last = e.Seq
 	// What happened before Start (the hub's kept past) is not news.
