@@ -91,6 +91,28 @@ func TestProposals(t *testing.T) {
 	if r := e.Run("exec", "--", "true"); r.Code != 0 {
 		t.Errorf("the sandbox stopped working: %+v", r)
 	}
+	// On a terminal: the proposal is shown like a prompt (the candidate
+	// and the checker's findings) and its [A] approves it; the agent's
+	// --wait then exits 0 and the name is allowed.
+	sh := startPTY(t, e, "exec", "-t", "--", "sh", "-c",
+		`id=$(lazaret-escalate --propose net pty.example --why "from a pty"); lazaret-escalate --wait "$id"; echo "rc=$?"`)
+	sh.waitFor("abort lazaret")
+	waitReadable()
+	for _, want := range []string{"the agent proposes a policy rule", "allow_domains += pty.example", "findings: the checker found nothing", "from a pty"} {
+		if !strings.Contains(sh.output(), want) {
+			t.Errorf("the terminal's prompt lacks %q:\n%s", want, sh.output())
+		}
+	}
+	sh.send("a")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("terminal:\n%s", sh.output())
+		}
+	})
+	sh.waitFor("rc=0")
+	if c := e.Run("net", "check", "pty.example").Code; c != 0 || sh.exit() != 0 {
+		t.Errorf("approved on the terminal: net check exit %d, output:\n%s", c, sh.output())
+	}
 	t.Logf("propose: %s%s\napprove: %s%s\n10.0.0.1: %s", r.Stdout, r.Stderr, ok.Stdout, ok.Stderr, p.Stderr)
 	trail := e.MustRun("audit", "--json")
 	for _, want := range []string{`"change":"proposal"`, `"checker_version":"1"`, `"change":"proposal decision"`, `"decision":"approved"`,

@@ -93,7 +93,8 @@ func promptRequest(p ctl.Proposal, profile string) escprompt.PromptRequest {
 		port = fmt.Sprintf(" (port %d asked)", p.Port)
 	}
 	return escprompt.PromptRequest{RequestID: "proposal-" + p.ID, Profile: profile, Justification: p.Why, Cwd: "-", HostDir: "-",
-		Command:     fmt.Sprintf("policy proposal %s: add %s to %s%s (checker v%d)", p.ID, p.Rule, p.Key, port, p.CheckerVersion),
-		Reason:      "findings: " + findingsLine(p.Findings),
+		Command: fmt.Sprintf("policy proposal %s: add %s to %s%s (checker v%d)", p.ID, p.Rule, p.Key, port, p.CheckerVersion),
+		Argv:    []string{p.Key, p.Rule + port}, Executable: escprompt.ProposalExecutable, Proposal: true,
+		Reason:      fmt.Sprintf("checker v%d findings: %s", p.CheckerVersion, findingsLine(p.Findings)),
 		RequestHash: p.Hash, PendingID: p.ID, AnswerElsewhere: true, SessionID: p.Session}
 }

@@ -94,6 +94,9 @@ func fitLeft(prefix, v string, w int) string {
 
 func (m *Model) top(r escprompt.PromptRequest, w int) []string {
 	head := "lazaret: the agent asks to run a command on the HOST"
+	if r.Proposal {
+		head = "lazaret: the agent proposes a policy rule (it runs nothing; docs/POLICY.md)"
+	}
 	if n := len(m.queue); n > 1 {
 		head += " (" + strconv.Itoa(n-1) + " more waiting)"
 	}
@@ -195,6 +198,10 @@ func (m *Model) body(r escprompt.PromptRequest, w int) []bodyLine {
 		add(-1, "asked for ", Visible(r.Reason))
 	}
 	out = append(out, bodyLine{"", -1})
+	if r.Proposal && len(r.Argv) == 2 {
+		add(-1, "rule      ", Visible(r.Argv[0])+" += "+Visible(r.Argv[1]))
+		return out
+	}
 	if r.Argv == nil {
 		add(-1, "command   ", `"`+Visible(r.Command)+`"`)
 		add(-1, "", warn.Render("not one simple command: it cannot run as it is (never through a shell); E to edit"))

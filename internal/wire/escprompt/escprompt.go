@@ -118,7 +118,14 @@ type PromptRequest struct {
 	// ([escalation] answer_from = "any"), so a session without a
 	// terminal leaves it pending instead of denying it at once.
 	AnswerElsewhere bool `json:"answer_elsewhere,omitempty"`
+	// Proposal: a policy rule the agent proposes (docs/POLICY.md), not a
+	// command: Argv is [key, rule], Executable ProposalExecutable, Reason
+	// the checker's findings; approving it runs nothing.
+	Proposal bool `json:"proposal,omitempty"`
 }
+
+// ProposalExecutable stands for the executable of a proposal's prompt.
+const ProposalExecutable = "(a policy rule: runs nothing)"
 
 // Answer is the human's decision. For an edited command Argv is the new
 // argument vector and Executable what it resolved to on the screen the
