@@ -30,6 +30,9 @@ func TestProposals(t *testing.T) {
 	if r := e.Run("exec", "--", "sh", "-c", "getent hosts example.org; echo rc=$?"); !strings.Contains(r.Stdout, "rc=2") {
 		t.Fatalf("example.org resolves before any rule: %+v", r)
 	}
+	if r := agent("--denials"); r.Code != 0 || !strings.Contains(r.Stdout, "dns example.org") {
+		t.Errorf("--denials does not list the denied lookup: %+v", r)
+	}
 
 	r := agent("--propose", "net", "example.org", "--why", "test")
 	id := strings.TrimSpace(r.Stdout)
@@ -87,6 +90,15 @@ func TestProposals(t *testing.T) {
 	}
 	if after := e.MustRun("proposals", "--json"); after != before {
 		t.Errorf("a refused proposal was stored:\n%s", after)
+	}
+	// A burst from one session: the first 5 are taken, the rest refused
+	// at once by the rate limit (nothing stored for them).
+	burst := e.Run("exec", "--", "sh", "-c", `for i in 1 2 3 4 5 6 7 8; do lazaret-escalate --propose net burst$i.example >/dev/null 2>&1; echo "rc=$?"; done`)
+	if strings.Count(burst.Stdout, "rc=0") != 5 || strings.Count(burst.Stdout, "rc=126") != 3 {
+		t.Errorf("burst of 8: %q", burst.Stdout)
+	}
+	if l := e.MustRun("proposals"); strings.Contains(l, "burst6.example") || !strings.Contains(l, "burst5.example") {
+		t.Errorf("rate-limited proposals stored:\n%s", l)
 	}
 	if r := e.Run("exec", "--", "true"); r.Code != 0 {
 		t.Errorf("the sandbox stopped working: %+v", r)
