@@ -189,7 +189,8 @@ func (h *Hub) goneErr(id string) error {
 // Answer decides request a.ID from `lazaret approvals answer`; from names
 // the answering CLI. It is refused (a typed *ctl.Error) when
 // answer_from is "session", the id is unknown or decided already, or,
-// for an approval, the hash is not the request's.
+// for an approval (or a denial that names one), the hash is not the
+// request's.
 func (h *Hub) Answer(a ctl.ApprovalAnswer, from string) (Decision, error) {
 	if a.Action != ctl.ActionApprove && a.Action != ctl.ActionDeny {
 		return Decision{}, ctl.Errorf(ctl.ErrBadRequest.Code, "approvals answer: action %q: want %q or %q", a.Action, ctl.ActionApprove, ctl.ActionDeny)
@@ -203,7 +204,9 @@ func (h *Hub) Answer(a ctl.ApprovalAnswer, from string) (Decision, error) {
 	case !h.AnswerElsewhere():
 		err = ctl.Errorf(ctl.ErrAnswerNotAllowed.Code, "request %s may be answered only on the terminal of its session ([escalation] answer_from = %q; set answer_from = %q to answer from any terminal of this user)",
 			a.ID, h.answerFrom, config.AnswerFromAny)
-	case a.Action == ctl.ActionApprove && a.Hash != p.Hash:
+	case (a.Action == ctl.ActionApprove || a.Hash != "") && a.Hash != p.Hash:
+		// An approval must name the hash; a denial may leave it out, but
+		// one that names a hash is bound to it too.
 		err = ctl.Errorf(ctl.ErrStaleRequest.Code, "request %s: the request changed (its hash is not %q); show it again", a.ID, a.Hash)
 	}
 	h.mu.Unlock()

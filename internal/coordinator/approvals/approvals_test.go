@@ -69,6 +69,9 @@ func TestStaleHashRefused(t *testing.T) {
 		t.Fatal("a stale answer decided the request")
 	default:
 	}
+	if _, err := h.Answer(ctl.ApprovalAnswer{ID: p.ID, Hash: "other", Action: ctl.ActionDeny}, CLIFrom(1, 1)); !errors.Is(err, ctl.ErrStaleRequest) {
+		t.Fatalf("a denial naming a stale hash: %v", err)
+	}
 	// Control: the right hash is accepted.
 	if _, err := h.Answer(ctl.ApprovalAnswer{ID: p.ID, Hash: "abc", Action: ctl.ActionApprove}, CLIFrom(1, 1)); err != nil {
 		t.Fatal(err)
