@@ -103,6 +103,9 @@ type coordinator struct {
 	errServed    chan struct{} // a hello got the start error (closed once)
 	errOnce      sync.Once
 	torndown     chan struct{}
+	// stopNotify stops the notifiers, once their last notices are out
+	// (nil without any).
+	stopNotify func()
 	// stopWG counts stop requests waiting for their reply; stopClosed
 	// (under mu) ends new registrations before teardown waits on it.
 	stopWG     sync.WaitGroup
@@ -451,6 +454,9 @@ func (c *coordinator) teardown(reason string) {
 	c.sweepEndedSpares()
 	c.closeState(reason)
 	close(c.torndown)
+	if c.stopNotify != nil {
+		c.stopNotify()
+	}
 	c.events.Close()
 	// Let stop requests get their reply before the connections close.
 	c.mu.Lock()

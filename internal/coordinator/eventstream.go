@@ -17,9 +17,9 @@ func (c *coordinator) setUpEvents() {
 	a := c.o.Anchor
 	c.events = events.New(a.Profile, a.Workspace)
 	if n := c.o.Config.Notify; n.Any() {
-		// Stopped once teardown is done: sandbox.stopped is queued by then.
-		stopNotify := notify.Start(context.Background(), n, c.events, c.log)
-		go func() { <-c.torndown; stopNotify() }()
+		// Stopped at the end of teardown (sandbox.stopped is queued by
+		// then), waiting a bounded while for what is being sent.
+		c.stopNotify = notify.Start(context.Background(), n, c.events, c.log)
 	}
 	c.approvals = approvals.New(c.events, c.o.Config.Escalation.AnswerFrom)
 	c.kept = map[string]ctl.SessionState{}
