@@ -6,6 +6,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/proposals"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
+	"github.com/lazaret-dev/lazaret/internal/engine/proposal"
 )
 
 // withProposals gives the escalation component the agent's policy
@@ -17,9 +18,9 @@ func withProposals(d *Deps, esc *escalation.Component) *escalation.Component {
 	if d.Approvals == nil || d.Server == nil {
 		return esc
 	}
-	m := proposals.New(context.Background(), proposals.Options{Mode: d.Config.Policy.Proposals, Config: d.Config, Profile: d.Profile,
-		Workspace: d.Anchor.Workspace, Hub: d.Approvals, Netd: sidecar.Client(d.Anchor), Rules: esc.Policy(), Audit: d.Audit, Log: d.Log})
-	for typ, h := range m.Handlers() {
+	m := proposal.New(context.Background(), proposal.Options{Mode: d.Config.Policy.Proposals, Config: d.Config, Profile: d.Profile,
+		Workspace: d.Anchor.Workspace, Registry: proposals.Hub(d.Approvals), Netd: sidecar.Client(d.Anchor), Rules: esc.Policy(), Audit: d.Audit, Log: d.Log})
+	for typ, h := range proposals.Handlers(m) {
 		d.Server.Handle(typ, h)
 	}
 	return esc.WithProposals(m)

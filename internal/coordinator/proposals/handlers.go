@@ -1,3 +1,8 @@
+// Package proposals is the coordinator's side of the policy proposal loop
+// (docs/POLICY.md; the logic is internal/engine/proposal's, shared with
+// lazaret-kube): a proposal waits in the sandbox's approvals hub as one
+// of its pending requests (kind "proposal"), and `lazaret proposals`
+// lists, shows and answers them on the control socket.
 package proposals
 
 import (
@@ -6,8 +11,37 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/coordinator/approvals"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
+	"github.com/lazaret-dev/lazaret/internal/engine/proposal"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
+
+// Hub is the approvals hub as a proposal.Registry: every pending
+// proposal is one of the sandbox's pending requests.
+func Hub(h *approvals.Hub) proposal.Registry { return hubRegistry{h} }
+
+type hubRegistry struct{ h *approvals.Hub }
+
+type hubPending struct{ p *approvals.Pending }
+
+func (r hubRegistry) Add(req ctl.PendingRequest) proposal.Pending {
+	req.Kind = ctl.RequestProposal
+	return hubPending{r.h.Add(req)}
+}
+
+func (r hubRegistry) Decide(p proposal.Pending, action, from string) bool {
+	hp, ok := p.(hubPending)
+	if !ok {
+		return false
+	}
+	return r.h.Decide(hp.p, approvals.Decision{Action: action, From: from, Remote: !strings.HasPrefix(from, "terminal of ")})
+}
+
+func (p hubPending) PendingID() string     { return p.p.ID }
+func (p hubPending) Done() <-chan struct{} { return p.p.Done() }
+func (p hubPending) Outcome() (action, from string) {
+	d := p.p.Decision()
+	return d.Action, d.From
+}
 
 // Handlers are the control socket's proposals requests, for
 // ctlserver.Server.Handle. The socket admits only the coordinator's own
@@ -15,10 +49,11 @@ import (
 // may be answered from any terminal of that user whatever [escalation]
 // answer_from says: it runs nothing, and its human is asked for a rule,
 // not by a session's command.
-func (m *Manager) Handlers() map[string]ctlserver.HandlerFunc {
+func Handlers(m *proposal.Manager) map[string]ctlserver.HandlerFunc {
 	return map[string]ctlserver.HandlerFunc{
 		ctl.TypeProposalsList: func(context.Context, *ctlserver.Request) (any, error) {
-			return &ctl.ProposalsList{Profile: m.o.Profile.Name, Workspace: m.o.Workspace, Mode: m.o.Mode, Proposals: m.List()}, nil
+			profile, workspace, mode := m.Target()
+			return &ctl.ProposalsList{Profile: profile, Workspace: workspace, Mode: mode, Proposals: m.List()}, nil
 		},
 		ctl.TypeProposalsShow: func(_ context.Context, r *ctlserver.Request) (any, error) {
 			var req ctl.ProposalsShow

@@ -1,4 +1,4 @@
-package proposals
+package proposal
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/coordinator/approvals"
 	"github.com/lazaret-dev/lazaret/internal/engine/audit"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/eschost"
@@ -21,7 +20,7 @@ import (
 
 type rig struct {
 	m     *Manager
-	hub   *approvals.Hub
+	reg   *Local
 	netd  *netdtest.Server
 	rules *eschost.Policy
 	mu    sync.Mutex
@@ -34,12 +33,12 @@ func newRig(t *testing.T, mode string) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{hub: approvals.New(nil, config.AnswerFromSession), rules: &eschost.Policy{}}
+	r := &rig{reg: NewLocal(), rules: &eschost.Policy{}}
 	var cl *netdapi.Client
 	r.netd, cl = netdtest.Serve(t, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	r.m = New(ctx, Options{Mode: mode, Config: cfg, Profile: cfg.Profiles["dev"], Hub: r.hub, Netd: cl, Rules: r.rules,
+	r.m = New(ctx, Options{Mode: mode, Config: cfg, Profile: cfg.Profiles["dev"], Registry: r.reg, Netd: cl, Rules: r.rules,
 		Audit: func(_ context.Context, e audit.Entry) (uint64, error) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
@@ -87,8 +86,8 @@ func TestRefusedInEveryMode(t *testing.T) {
 				t.Errorf("%s: %q: %+v", mode, bad[:min(20, len(bad))], got)
 			}
 		}
-		if len(r.m.List()) != 0 || len(r.hub.List()) != 0 || len(r.netd.Requests()) > 8 {
-			t.Fatalf("%s: refused proposals stored: %v %v", mode, r.m.List(), r.hub.List())
+		if len(r.m.List()) != 0 || len(r.reg.used) != 0 || len(r.netd.Requests()) > 8 {
+			t.Fatalf("%s: refused proposals stored: %v", mode, r.m.List())
 		}
 		if n := len(r.audited("proposal")); n != 6 {
 			t.Errorf("%s: %d audit lines, want 6", mode, n)
@@ -106,8 +105,7 @@ func TestRefusedInEveryMode(t *testing.T) {
 	}
 }
 
-// TestManualApprove: a pending proposal is a pending request of the hub;
-// an approval with another hash is refused as stale, with the
+// TestManualApprove: a pending proposal is listed; an approval with another hash is refused as stale, with the
 // candidate's hash it applies the rule through netd's decide (which
 // releases a held lookup), and --wait says approved. The audit trail has
 // the proposal and the decision with the policy's hash.
@@ -117,9 +115,8 @@ func TestManualApprove(t *testing.T) {
 	if rep.Status != eschost.ProposalPending || rep.ID == "" {
 		t.Fatalf("%+v", rep)
 	}
-	l := r.hub.List()
-	if len(l) != 1 || l[0].Kind != ctl.RequestProposal || l[0].ID != rep.ID {
-		t.Fatalf("hub: %+v", l)
+	if l := r.m.List(); len(l) != 1 || l[0].Status != ctl.ProposalPending || l[0].ID != rep.ID {
+		t.Fatalf("list: %+v", l)
 	}
 	p, _ := r.m.Get(rep.ID)
 	if p.Rule != "example.org" || p.Port != 443 || p.Key != config.KeyAllowDomains || strings.Contains(p.Why, "\x1b") {
@@ -269,6 +266,42 @@ func TestTerminalDecides(t *testing.T) {
 	if got, _ := r.m.Get(rep.ID); got.From != "terminal of session s1" || len(r.netdOps(netdapi.OpAllow)) != 1 {
 		t.Fatalf("%+v %q", got, r.netdOps(netdapi.OpAllow))
 	}
+}
+
+// TestNotTaken: without netd (lazaret-kube) a network proposal is refused
+// with what the user can do instead, an exec one is taken; with
+// RequireTerminal a session without a prompter is refused (nobody could
+// decide), one with a prompter is asked on it (the prompter itself when
+// it has no Show of its own).
+func TestNotTaken(t *testing.T) {
+	r := newRig(t, config.ProposalsManual)
+	r.m.o.Netd, r.m.o.RequireTerminal = nil, true
+	asked := make(chan escprompt.PromptRequest, 1)
+	sess := &eschost.Session{ID: "s1", Prompt: promptFunc(func(pr escprompt.PromptRequest) escprompt.Answer {
+		asked <- pr
+		return escprompt.Answer{Action: escprompt.Approve}
+	})}
+	if got := r.m.Propose(context.Background(), eschost.Proposal{Kind: "net", Target: "example.org", Session: sess}); got.Status != eschost.ProposalRefused ||
+		!strings.Contains(got.Message, "allow_domains") {
+		t.Fatalf("net without netd: %+v", got)
+	}
+	if got := r.m.Propose(context.Background(), eschost.Proposal{Kind: "exec", Argv: []string{"cat", "x"}, Session: &eschost.Session{ID: "s2"}}); got.Status != eschost.ProposalRefused ||
+		!strings.Contains(got.Message, "no terminal") {
+		t.Fatalf("no terminal: %+v", got)
+	}
+	got := r.m.Propose(context.Background(), eschost.Proposal{Kind: "exec", Argv: []string{"cat", "x"}, Session: sess})
+	if pr := <-asked; !pr.Proposal || pr.Argv[1] != "cat x" {
+		t.Fatalf("asked: %+v", pr)
+	}
+	if w, err := r.m.Wait(context.Background(), got.ID); err != nil || w.Status != eschost.ProposalApproved || len(r.rules.Rules()) != 1 {
+		t.Fatalf("%+v %v %q", w, err, r.rules.Rules())
+	}
+}
+
+type promptFunc func(escprompt.PromptRequest) escprompt.Answer
+
+func (f promptFunc) Prompt(_ context.Context, r escprompt.PromptRequest) (escprompt.Answer, error) {
+	return f(r), nil
 }
 
 func TestDenials(t *testing.T) {

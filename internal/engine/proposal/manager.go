@@ -1,18 +1,18 @@
-// Package proposals is the coordinator's side of the policy proposal
-// loop (docs/POLICY.md): the agent proposes a rule through Host
+// Package proposal is the host's side of the policy proposal loop
+// (docs/POLICY.md), shared by the coordinator (internal/coordinator/
+// proposals) and lazaret-kube: the agent proposes a rule through Host
 // Escalation (`lazaret-escalate --propose`), the deterministic checker
 // (internal/engine/policycheck) reviews it against the live policy, and
 // [policy] proposals decides what happens: "off" refuses it, a finding of
 // severity refuse refuses it whatever the mode, "auto" applies a
 // candidate with nothing above info at once, anything else waits for the
-// human as one of the sandbox's pending requests (internal/coordinator/
-// approvals), shown on the proposing session's terminal and listed by
-// `lazaret proposals`. An approval applies the rule to the running
+// human in a Registry (the coordinator's approvals hub, listed by
+// `lazaret proposals`), shown on the proposing session's terminal. An approval applies the rule to the running
 // sandbox at once (netd's policy, releasing a held lookup of the name;
 // the escalation server's auto_approve); every proposal and decision,
 // with the checker's version, findings and the resulting policy's hash,
 // goes into the audit chain.
-package proposals
+package proposal
 
 import (
 	"context"
@@ -24,7 +24,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/coordinator/approvals"
 	"github.com/lazaret-dev/lazaret/internal/engine/audit"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/eschost"
@@ -32,6 +31,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/visible"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
+	"github.com/lazaret-dev/lazaret/internal/wire/escwire"
 	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
 
@@ -62,7 +62,10 @@ type Options struct {
 	Profile *config.Profile
 	// Workspace names the sandbox in `lazaret proposals`.
 	Workspace string
-	Hub       *approvals.Hub
+	Registry  Registry
+	// RequireTerminal refuses a proposal from a session without a
+	// prompter (lazaret-kube: nobody else could decide it).
+	RequireTerminal bool
 	// Netd is the sandbox's netd (its live policy, allow, decide).
 	Netd  *netdapi.Client
 	Rules Rules
@@ -91,8 +94,8 @@ type proposal struct {
 	// target and argv are the agent's words, checked again at approval.
 	target  string
 	argv    []string
-	pend    *approvals.Pending // nil once decided without the hub (auto)
-	reason  string             // the CLI's --reason, set before its decision
+	pend    Pending // nil for one decided at once (auto)
+	reason  string  // the CLI's --reason, set before its decision
 	once    sync.Once
 	settled chan struct{}
 }
@@ -117,6 +120,11 @@ func (m *Manager) Propose(ctx context.Context, p eschost.Proposal) eschost.Propo
 	if p.Kind == "exec" {
 		shown = fmt.Sprintf("%q", p.Argv)
 	}
+	if why := m.notTaken(p); why != "" {
+		m.auditProposal(ctx, ctl.Proposal{Kind: p.Kind, Target: visible.Line(p.Target), Why: visible.Line(p.Why), Session: sessionID(p.Session),
+			CheckerVersion: policycheck.Version}, "refused: "+why)
+		return eschost.ProposalReply{Status: eschost.ProposalRefused, Message: why}
+	}
 	res, err := check(m.livePolicy(ctx), p.Kind, p.Target, p.Argv)
 	info := ctl.Proposal{Kind: p.Kind, Target: visible.Line(shown), Why: visible.Line(p.Why), Session: sessionID(p.Session),
 		CheckerVersion: policycheck.Version, Created: time.Now().UTC()}
@@ -136,6 +144,18 @@ func (m *Manager) Propose(ctx context.Context, p eschost.Proposal) eschost.Propo
 		return m.auto(ctx, info, res, p)
 	}
 	return m.hold(ctx, info, res, p)
+}
+
+// notTaken says why this manager cannot take p at all: a network rule
+// without a netd to apply it to, a proposal nobody could decide.
+func (m *Manager) notTaken(p eschost.Proposal) string {
+	if p.Kind == escwire.ProposeNet && m.o.Netd == nil {
+		return "this backend cannot change the sandbox's network policy while it runs: the user adds the name to the profile's allow_domains (or allow_egress) and starts it again"
+	}
+	if m.o.RequireTerminal && (p.Session == nil || p.Session.Prompt == nil) {
+		return "no terminal to ask: run the agent in a session with a terminal (shell, or exec -t)"
+	}
+	return ""
 }
 
 // refusals are the findings of severity refuse.
@@ -164,7 +184,7 @@ func (m *Manager) auto(ctx context.Context, info ctl.Proposal, res policycheck.R
 	m.mu.Lock()
 	m.props[info.ID] = pr
 	m.mu.Unlock()
-	m.settle(pr, approvals.Decision{Action: ctl.ActionApprove, From: "auto ([policy] proposals = \"auto\": no finding above info)"})
+	m.settle(pr, Decision{Action: ctl.ActionApprove, From: "auto ([policy] proposals = \"auto\": no finding above info)"})
 	out := m.snapshot(pr)
 	if out.Status != ctl.ProposalApproved {
 		return eschost.ProposalReply{ID: info.ID, Status: eschost.ProposalDenied, Message: "approved but not applied: " + out.Reason}
@@ -190,9 +210,9 @@ func (m *Manager) hold(ctx context.Context, info ctl.Proposal, res policycheck.R
 		return eschost.ProposalReply{Status: eschost.ProposalRefused, Message: fmt.Sprintf("%d proposals already wait for the user", n)}
 	}
 	info.Status = ctl.ProposalPending
-	pend := m.o.Hub.Add(ctl.PendingRequest{Kind: ctl.RequestProposal, Session: info.Session,
+	pend := m.o.Registry.Add(ctl.PendingRequest{Kind: ctl.RequestProposal, Session: info.Session,
 		Detail: escprompt.Describe(promptRequest(info, m.o.Profile.Name)), Summary: fmt.Sprintf("add %s to %s", info.Rule, info.Key), Hash: info.Hash})
-	info.ID = pend.ID
+	info.ID = pend.PendingID()
 	pr := &proposal{info: info, result: res, target: p.Target, argv: p.Argv, pend: pend, settled: make(chan struct{})}
 	m.mu.Lock()
 	m.props[info.ID] = pr
@@ -218,22 +238,33 @@ func (m *Manager) watch(pr *proposal, sess *eschost.Session) {
 			if a.Action == escprompt.Approve && a.Argv == nil {
 				action = ctl.ActionApprove // an edited command is no answer to this candidate
 			}
-			m.o.Hub.Decide(pr.pend, approvals.Decision{Action: action, From: "terminal of session " + sess.ID})
+			m.o.Registry.Decide(pr.pend, action, "terminal of session "+sess.ID)
 		}()
 	}
 	select {
 	case <-pr.pend.Done():
-		m.settle(pr, pr.pend.Decision())
+		m.settle(pr, outcome(pr.pend))
 	case <-m.base.Done():
 	}
 }
 
+// showerOf is how to show a proposal on s's terminal: its prompter's Show
+// (the coordinator's, which asks the terminal only), else its prompter
+// itself (lazaret-kube's, the terminal's own).
 func showerOf(s *eschost.Session) (Shower, bool) {
-	if s == nil {
+	if s == nil || s.Prompt == nil {
 		return nil, false
 	}
-	sh, ok := s.Prompt.(Shower)
-	return sh, ok
+	if sh, ok := s.Prompt.(Shower); ok {
+		return sh, true
+	}
+	return prompterShower{s.Prompt}, true
+}
+
+type prompterShower struct{ p escprompt.Prompter }
+
+func (p prompterShower) Show(ctx context.Context, r escprompt.PromptRequest) (escprompt.Answer, error) {
+	return p.p.Prompt(ctx, r)
 }
 
 // newID is 8 random hex characters not in use (an auto-approved
@@ -256,6 +287,11 @@ func (m *Manager) snapshot(pr *proposal) ctl.Proposal {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return pr.info
+}
+
+// Target names the sandbox and the mode, for a listing.
+func (m *Manager) Target() (profile, workspace, mode string) {
+	return m.o.Profile.Name, m.o.Workspace, m.o.Mode
 }
 
 // List is every remembered proposal, oldest first.

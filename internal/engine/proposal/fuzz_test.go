@@ -1,4 +1,4 @@
-package proposals
+package proposal
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package proposals
+package proposal
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/coordinator/approvals"
 	"github.com/lazaret-dev/lazaret/internal/engine/audit"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
@@ -76,7 +75,7 @@ func (m *Manager) policyHash(ctx context.Context) string {
 
 // settle records pr's decision once, applying an approval to the running
 // sandbox, and audits it.
-func (m *Manager) settle(pr *proposal, d approvals.Decision) {
+func (m *Manager) settle(pr *proposal, d Decision) {
 	pr.once.Do(func() {
 		ctx := context.WithoutCancel(m.base)
 		m.mu.Lock()
@@ -171,13 +170,19 @@ func (m *Manager) Answer(a ctl.ProposalAnswer, from string) (ctl.Proposal, error
 	if err != nil {
 		return ctl.Proposal{}, err
 	}
-	if !m.o.Hub.Decide(pr.pend, approvals.Decision{Action: a.Action, From: from, Remote: true}) {
+	if !m.o.Registry.Decide(pr.pend, a.Action, from) {
 		<-pr.settled
 		p := m.snapshot(pr)
 		return ctl.Proposal{}, ctl.Errorf(ctl.ErrAnsweredFirst.Code, "proposal %s was already decided (%s) by %s", a.ID, p.Status, p.From)
 	}
-	m.settle(pr, pr.pend.Decision())
+	m.settle(pr, outcome(pr.pend))
 	return m.snapshot(pr), nil
+}
+
+// outcome is p's decision (p is done).
+func outcome(p Pending) Decision {
+	a, f := p.Outcome()
+	return Decision{a, f}
 }
 
 // Denials implements eschost.ProposalHandler: netd's denial counters,
