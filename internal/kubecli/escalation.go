@@ -78,14 +78,15 @@ func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *ku
 		return nil, err
 	}
 	home, _ := os.UserHomeDir()
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	policy := &eschost.Policy{AutoApprove: cfg.Escalation.AutoApprove, Path: escprompt.SafePath(os.Getenv("PATH")), Workspace: t.workspace}
 	srv := eschost.NewServer(eschost.Config{
-		Profile: t.profile.Name, SandboxID: t.hash, Workspace: t.workspace, Registry: reg,
-		Policy:   &eschost.Policy{AutoApprove: cfg.Escalation.AutoApprove, Path: escprompt.SafePath(os.Getenv("PATH")), Workspace: t.workspace},
+		Profile: t.profile.Name, SandboxID: t.hash, Workspace: t.workspace, Registry: reg, Policy: policy,
 		Executor: &eschost.Executor{Env: eschost.MinimalEnv(os.Getenv("PATH"), home, os.Getenv("LANG"))},
 		Auditor:  eschost.EntryAuditor(g.auditTo(cfg, t)), Log: g.log,
+		Proposals: g.sessionProposals(sctx, cfg, t, policy),
 	}, anchor.ServerConfig())
 	e := &escSession{dir: path.Join(escRunDir, sess.ID), frame: frame, ready: make(chan struct{}), done: make(chan struct{})}
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e.cancel = cancel
 	host, err := g.startRelay(sctx, c, pod, e.dir, anchor)
 	if err != nil {

@@ -189,7 +189,7 @@ func outcome(p Pending) Decision {
 // the most recent first, each destination escaped.
 func (m *Manager) Denials(ctx context.Context) ([]string, error) {
 	if m.o.Netd == nil {
-		return nil, errors.New("no network sidecar in this sandbox")
+		return nil, errors.New("no network sidecar this process can read (on Kubernetes: the netd container's log)")
 	}
 	st, err := m.o.Netd.Status(ctx)
 	if err != nil {
