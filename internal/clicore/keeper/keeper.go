@@ -179,7 +179,7 @@ func (k *keeper) start() error {
 		return err
 	}
 	k.mu.Lock()
-	k.ptmx, k.state, k.scr = pollable, mine, newScreen(k.o.Size)
+	k.ptmx, k.state, k.scr = pollable, mine, newScreen(k.o.Size, k.rang)
 	k.info.Started = time.Now()
 	k.mu.Unlock()
 	k.tell(StateDetached) // attach says otherwise when a terminal is there

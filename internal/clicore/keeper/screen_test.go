@@ -16,7 +16,7 @@ import (
 // holds the screen's text, the alternate screen when the session is in
 // it, and the cursor where the session's is.
 func TestRedrawShowsLastScreen(t *testing.T) {
-	s := newScreen(Size{Rows: 10, Cols: 40})
+	s := newScreen(Size{Rows: 10, Cols: 40}, nil)
 	s.write([]byte("$ echo MARK$((6*7))\r\nMARK42\r\n$ "))
 	r := string(s.redraw())
 	if !strings.Contains(r, "MARK42") || !strings.Contains(r, "\x1b[?1049l") || !strings.HasSuffix(r, "\x1b[3;3H\x1b[?25h") {
@@ -33,7 +33,7 @@ func TestRedrawShowsLastScreen(t *testing.T) {
 // cursor position (ESC[6n) does not stop the keeper's copy of the
 // screen, nor anything written after it.
 func TestDeviceQueryDoesNotBlock(t *testing.T) {
-	s := newScreen(Size{Rows: 10, Cols: 40})
+	s := newScreen(Size{Rows: 10, Cols: 40}, nil)
 	for range 100 {
 		s.write([]byte("\x1b[6n\x1b[c"))
 	}
@@ -62,12 +62,12 @@ func TestDeviceQueryControl(t *testing.T) {
 	<-wrote
 }
 
-// TestChattyDetachedSessionBounded: 8 MB of output (over 2000 screens; the emulator takes about 2 MB/s here, so more only slows the suite) into a detached
+// TestChattyDetachedSessionBounded: 8 MB of output (over 2000 screens) into a detached
 // session's screen leaves the keeper's heap where it was (one screen, one
 // line of scrollback), and a terminal that reads nothing is dropped
 // after a bounded queue instead of holding the output.
 func TestChattyDetachedSessionBounded(t *testing.T) {
-	s := newScreen(Size{Rows: 50, Cols: 200})
+	s := newScreen(Size{Rows: 50, Cols: 200}, nil)
 	var line bytes.Buffer
 	chunk := func(i int) []byte {
 		line.Reset()
@@ -147,5 +147,51 @@ func TestCheckPeer(t *testing.T) {
 	defer c.Close()
 	if err := allowed(c); err != nil {
 		t.Fatalf("own connection refused: %v", err)
+	}
+}
+
+// TestWriteNeverWaitsForTheEmulator: with the emulator held (as while it
+// scrolls through a flood of text), 32 MB of output are still taken at
+// once — the session's output and the attached terminal never wait for
+// the copy — and what waits for the copy stays bounded; once let go, the
+// copy shows the newest line. A write that waited for the emulator would
+// hang here until the test times out.
+func TestWriteNeverWaitsForTheEmulator(t *testing.T) {
+	s := newScreen(Size{Rows: 24, Cols: 80}, nil)
+	defer s.close()
+	s.emuMu.Lock()
+	line := []byte(strings.Repeat("x", 70) + "\r\n")
+	for i := range 32 << 20 / len(line) {
+		s.write(line)
+		if i%4096 == 0 {
+			s.mu.Lock()
+			n := len(s.backlog)
+			s.mu.Unlock()
+			if n > maxBacklog {
+				t.Fatalf("backlog of %d bytes", n)
+			}
+		}
+	}
+	s.write([]byte("NEWEST\r\n"))
+	s.emuMu.Unlock()
+	if txt := s.text(); !strings.Contains(txt, "NEWEST") {
+		t.Fatalf("the copy lost the newest output:\n%s", txt)
+	}
+}
+
+// TestScreenOrderAfterLoss: after dropped output the copy keeps the
+// order of what followed, starting at a line's start.
+func TestScreenOrderAfterLoss(t *testing.T) {
+	s := newScreen(Size{Rows: 5, Cols: 40}, nil)
+	defer s.close()
+	s.emuMu.Lock()
+	for range maxBacklog / 16 {
+		s.write([]byte("0123456789abcd\r\n"))
+	}
+	s.write([]byte("one\r\ntwo\r\n"))
+	s.emuMu.Unlock()
+	txt := s.text()
+	if !strings.Contains(txt, "one") || strings.Index(txt, "one") > strings.Index(txt, "two") {
+		t.Fatalf("screen after a loss:\n%s", txt)
 	}
 }

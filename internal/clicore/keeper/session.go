@@ -30,19 +30,28 @@ func (k *keeper) pump() {
 	}
 }
 
-// output takes one read of the session's output.
+// output takes one read of the session's output: to the attached
+// terminal at once, and queued for the screen's copy.
 func (k *keeper) output(p []byte) {
 	k.mu.Lock()
-	rang := k.scr.write(p)
+	k.scr.write(p)
 	c := k.client
-	notify := rang && c == nil && time.Since(k.attention) >= attentionEvery
-	if notify {
-		k.attention = time.Now()
-	}
 	k.mu.Unlock()
 	if c != nil {
 		c.send(FrameOutput, append([]byte(nil), p...))
 	}
+}
+
+// rang is the agent ringing the bell or asking for attention (the
+// screen's feeder calls it): reported while detached, at most every
+// attentionEvery.
+func (k *keeper) rang() {
+	k.mu.Lock()
+	notify := k.client == nil && time.Since(k.attention) >= attentionEvery
+	if notify {
+		k.attention = time.Now()
+	}
+	k.mu.Unlock()
 	if notify {
 		k.log.Info("the agent asks for attention")
 		k.tell(StateAttention)
