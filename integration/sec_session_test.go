@@ -42,6 +42,10 @@ seen=0; for pid in $(seq 1 400); do kill -0 $pid 2>/dev/null && seen=$((seen+1))
 echo "signalable $seen"
 echo "procs $(ls -d /proc/[0-9]* | wc -l)"
 out=$(LAZARET_SESSION_SOCKET=$one_sock lazaret-escalate -- echo stolen-signature 2>&1); echo "foreign-socket rc=$? $out"
+# The shared broker binds its socket a moment after the start: wait for
+# it, so that the probe below tries it (it did not when it ran first).
+for i in $(seq 100); do [ -S /run/lazaret/escalate-broker/sock ] && break; sleep 0.2; done
+[ -S /run/lazaret/escalate-broker/sock ] && echo broker-present
 for p in /run /run/lazaret /run/lazaret/* /run/lazaret/*/*; do
   [ -e "$p" ] || continue
   if mv "$p" "$p.moved" 2>/dev/null; then echo "renamed $p"; mv "$p.moved" "$p"; fi
@@ -104,7 +108,7 @@ func TestSessionIsolation(t *testing.T) {
 	if !strings.Contains(trail, "stolen-signature") || !strings.Contains(trail, `"session":"`+m[2]+`"`) {
 		t.Errorf("control: the audit trail does not show the requests with their sessions:\n%s", trail)
 	}
-	for _, want := range []string{"control ", "control-signal-ok", "control-renamed", "own-socket rc=0 own-signature"} {
+	for _, want := range []string{"control ", "control-signal-ok", "control-renamed", "own-socket rc=0 own-signature", "broker-present"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("control %q missing: the probe cannot see what it looks for:\n%s", want, out)
 		}

@@ -80,6 +80,9 @@
  * the sandbox's read-only SESSION_DIR in the session's mount namespace
  * (internal/escprompt: SandboxSessionDir). */
 #define SESSION_DIR "/run/lazaret/session"
+/* The shared broker's socket directory (internal/coordinator/escalation:
+ * SandboxBrokerDir), read-only in every session's namespace. */
+#define BROKER_DIR "/run/lazaret/escalate-broker"
 /* Where isolated sessions' holders record the pid the CLI signals: a
  * tmpfs only the sandbox's first namespace sees (each session's X mounts
  * an empty read-only one over it), so no session can name another
@@ -360,7 +363,16 @@ static int enter_session_ns(void)
  * socket) and keeps only the container's capabilities. */
 static int seal_session(unsigned long long keep)
 {
+	struct stat st;
 	if (mount(NULL, SESSION_DIR, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+		return 0;
+	/* The shared broker's directory is the one writable tmpfs under
+	 * /run/lazaret (the broker binds its socket there after the start):
+	 * seen read-only from every session (a bind remount changes this
+	 * namespace's view only), no session's root can rename or replace the
+	 * socket another session's front end may reach. */
+	if (lstat(BROKER_DIR, &st) == 0 &&
+	    mount(NULL, BROKER_DIR, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
 		return 0;
 	return keep_caps(keep);
 }
