@@ -143,9 +143,7 @@ func (c *Config) HostErrors() []*Error {
 	// The webhook's key is read by the coordinator at every start: a
 	// variable unset or a file no longer 0600 is the same kind of problem.
 	if w := c.Notify.Webhook; w != nil {
-		for _, e := range Errors(w.CheckSecret()) {
-			out = append(out, e)
-		}
+		out = append(out, Errors(w.CheckSecret())...)
 	}
 	return out
 }
