@@ -68,6 +68,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "probe" {
 		os.Exit(probe(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "ctl" {
+		os.Exit(ctl(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	os.Exit(run(os.Args[1:]))
 }
 

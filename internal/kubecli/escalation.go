@@ -84,7 +84,7 @@ func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *ku
 		Profile: t.profile.Name, SandboxID: t.hash, Workspace: t.workspace, Registry: reg, Policy: policy,
 		Executor: &eschost.Executor{Env: eschost.MinimalEnv(os.Getenv("PATH"), home, os.Getenv("LANG"))},
 		Auditor:  eschost.EntryAuditor(g.auditTo(cfg, t)), Log: g.log,
-		Proposals: g.sessionProposals(sctx, cfg, t, policy),
+		Proposals: g.sessionProposals(sctx, cfg, t, policy, c, pod),
 	}, anchor.ServerConfig())
 	e := &escSession{dir: path.Join(escRunDir, sess.ID), frame: frame, ready: make(chan struct{}), done: make(chan struct{})}
 	e.cancel = cancel

@@ -24,11 +24,13 @@ import (
 const maxReason = 1024
 
 // livePolicy is the checker's view of the running sandbox: netd's
-// active allowlist (the configuration's when netd does not answer), the
-// profile's secrets' hosts and the server's live auto_approve.
-func (m *Manager) livePolicy(ctx context.Context) policycheck.Policy {
+// active allowlist (the configuration's when netd does not answer, with
+// netd's error), the profile's secrets' hosts and the server's live
+// auto_approve.
+func (m *Manager) livePolicy(ctx context.Context) (policycheck.Policy, error) {
 	pol := policycheck.PolicyOf(m.o.Config, m.o.Profile)
-	if net, err := m.netPolicy(ctx); err == nil {
+	net, netErr := m.netPolicy(ctx)
+	if netErr == nil {
 		pol.Domains, pol.CIDRs = nil, nil
 		for _, d := range net.AllowDomains {
 			pol.Domains = append(pol.Domains, d.Pattern)
@@ -40,7 +42,7 @@ func (m *Manager) livePolicy(ctx context.Context) policycheck.Policy {
 	if m.o.Rules != nil {
 		pol.AutoApprove = m.o.Rules.Rules()
 	}
-	return pol
+	return pol, netErr
 }
 
 func (m *Manager) netPolicy(ctx context.Context) (netpolicy.Policy, error) {
@@ -113,7 +115,8 @@ func (m *Manager) settle(pr *proposal, d Decision) {
 // it again against the live policy: a candidate whose findings changed
 // since it was shown is not the one decided on.
 func (m *Manager) apply(ctx context.Context, pr *proposal) error {
-	again, err := check(m.livePolicy(ctx), pr.result.Kind, pr.target, pr.argv)
+	live, _ := m.livePolicy(ctx)
+	again, err := check(live, pr.result.Kind, pr.target, pr.argv)
 	if err != nil {
 		return err
 	}
@@ -189,7 +192,7 @@ func outcome(p Pending) Decision {
 // the most recent first, each destination escaped.
 func (m *Manager) Denials(ctx context.Context) ([]string, error) {
 	if m.o.Netd == nil {
-		return nil, errors.New("no network sidecar this process can read (on Kubernetes: the netd container's log)")
+		return nil, errors.New("no network sidecar this process can read")
 	}
 	st, err := m.o.Netd.Status(ctx)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -48,6 +49,14 @@ type Rules interface {
 	AddRule(argv []string) bool
 }
 
+// Netd is what the manager asks of the sandbox's network sidecar
+// (netdapi.Client, or lazaret-kube's exec into the pod's netd).
+type Netd interface {
+	Status(ctx context.Context) (*netdapi.Status, error)
+	Allow(ctx context.Context, target string, d time.Duration, reason string) (*netdapi.Status, error)
+	Decide(ctx context.Context, name string, allow bool, reason string) error
+}
+
 // Shower shows a request on its session's terminal only (the escalation
 // component's prompter): the hub is the manager's.
 type Shower interface {
@@ -66,9 +75,17 @@ type Options struct {
 	// RequireTerminal refuses a proposal from a session without a
 	// prompter (lazaret-kube: nobody else could decide it).
 	RequireTerminal bool
-	// Netd is the sandbox's netd (its live policy, allow, decide).
-	Netd  *netdapi.Client
-	Rules Rules
+	// Netd is the sandbox's netd (its live policy, allow, decide): its
+	// control socket locally, an exec into the pod's netd container on
+	// Kubernetes. Nil: network proposals are refused.
+	Netd Netd
+	// NetLimit, when set, says why this backend cannot apply a network
+	// rule the checker let through ("" when it can): on Kubernetes an
+	// address or CIDR (the IP level is the pod's NetworkPolicy), or a
+	// name while that NetworkPolicy opens no public address. Asked after
+	// the checker, so its refusals hold exactly as locally.
+	NetLimit func(ctx context.Context, rule string) string
+	Rules    Rules
 	// Audit appends to the audit chain (nil: nothing is audited).
 	Audit func(context.Context, audit.Entry) (uint64, error)
 	Log   *slog.Logger
@@ -125,14 +142,25 @@ func (m *Manager) Propose(ctx context.Context, p eschost.Proposal) eschost.Propo
 			CheckerVersion: policycheck.Version}, "refused: "+why)
 		return eschost.ProposalReply{Status: eschost.ProposalRefused, Message: why}
 	}
-	res, err := check(m.livePolicy(ctx), p.Kind, p.Target, p.Argv)
+	live, netErr := m.livePolicy(ctx)
+	res, err := check(live, p.Kind, p.Target, p.Argv)
 	info := ctl.Proposal{Kind: p.Kind, Target: visible.Line(shown), Why: visible.Line(p.Why), Session: sessionID(p.Session),
 		CheckerVersion: policycheck.Version, Created: time.Now().UTC()}
+	if err == nil && p.Kind == escwire.ProposeNet && netErr != nil {
+		// Nothing could apply it, and the checker did not see the live
+		// allowlist.
+		m.o.Log.Warn("network proposal: the sidecar does not answer", "err", netErr)
+		err = errors.New("the sandbox's network sidecar does not answer: nothing could apply a network rule now")
+	}
 	if err != nil {
 		m.auditProposal(ctx, info, "refused: "+err.Error())
 		return eschost.ProposalReply{Status: eschost.ProposalRefused, Message: visible.Line(err.Error())}
 	}
 	info.Key, info.Rule, info.Port, info.Findings, info.Hash = key(res), res.Rule, res.Port, findings(res), hash(res)
+	limit := ""
+	if p.Kind == escwire.ProposeNet && m.o.Mode != config.ProposalsOff && !res.Refused() {
+		limit = m.netLimit(ctx, res.Rule)
+	}
 	switch {
 	case m.o.Mode == config.ProposalsOff:
 		m.auditProposal(ctx, info, "refused: [policy] proposals = \"off\"")
@@ -140,6 +168,9 @@ func (m *Manager) Propose(ctx context.Context, p eschost.Proposal) eschost.Propo
 	case res.Refused():
 		m.auditProposal(ctx, info, "refused by the checker")
 		return eschost.ProposalReply{Status: eschost.ProposalRefused, Message: findingsLine(refusals(info.Findings))}
+	case limit != "":
+		m.auditProposal(ctx, info, "refused: "+limit)
+		return eschost.ProposalReply{Status: eschost.ProposalRefused, Message: limit}
 	case m.o.Mode == config.ProposalsAuto && res.Clean():
 		return m.auto(ctx, info, res, p)
 	}
@@ -156,6 +187,14 @@ func (m *Manager) notTaken(p eschost.Proposal) string {
 		return "no terminal to ask: run the agent in a session with a terminal (shell, or exec -t)"
 	}
 	return ""
+}
+
+// netLimit is Options.NetLimit's answer for rule ("" without one).
+func (m *Manager) netLimit(ctx context.Context, rule string) string {
+	if m.o.NetLimit == nil {
+		return ""
+	}
+	return m.o.NetLimit(ctx, rule)
 }
 
 // refusals are the findings of severity refuse.
