@@ -5,341 +5,65 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/connect"
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
-	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
-
-type proposalsOptions struct {
-	profileFlag string
-	profile     string // resolved
-	json        bool
-	reason      string
-	hash        string
-	save        bool
-}
 
 // newProposalsCmd is `lazaret proposals`: the rules the agent proposed
 // with `lazaret-escalate --propose`, as the checker found them, and the
-// user's decision on each (docs/POLICY.md).
+// user's decision on each (docs/POLICY.md). The verb is clicore's, shared
+// with lazaret-kube; here it reaches the sandbox's coordinator.
 func newProposalsCmd(g *globalOptions) *cobra.Command {
-	o := &proposalsOptions{}
-	cmd := &cobra.Command{
-		Use:   "proposals [PROFILE]",
-		Short: "List, show, approve or deny the policy rules the agent proposed",
-		Long: `The agent proposes a rule with lazaret-escalate --propose (a host the sandbox
-may reach, or an auto_approve entry); a deterministic checker reviews it
-against the sandbox's live policy and [policy] proposals says what happens.
-A proposal that waits for you is listed here and shown on the proposing
-session's terminal. approve applies it to the running sandbox at once (a
-lookup of the name that waits for your decision then resolves); --save
-also adds it to the configuration file, showing the change first.`,
-		Example: `  lazaret proposals
-  lazaret proposals show 1a2b3c4d
-  lazaret proposals approve 1a2b3c4d --save --reason "docs site"
-  lazaret proposals deny 1a2b3c4d --reason "use the mirror"`,
-		Args:              cobra.MaximumNArgs(1),
-		ValidArgsFunction: g.completeProfileArg,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := g.proposalsClient(cmd, o, args, len(args), "")
-			if err != nil {
-				return err
-			}
-			defer client.Close()
-			return runProposalsList(cmd.Context(), g, o, client)
+	var profileFlag string
+	return clicore.NewProposalsCmd(clicore.ProposalsSpec{
+		Out: func() io.Writer { return g.io.Out },
+		Dial: func(cmd *cobra.Command, positional, usage string) (clicore.ProposalsClient, string, error) {
+			return g.proposalsClient(cmd, positional, profileFlag, usage)
 		},
-	}
-	addDeprecatedProfileFlag(g, cmd, true, &o.profileFlag)
-	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
-	cmd.AddCommand(newProposalsShowCmd(g, o), newProposalsAnswerCmd(g, o, ctl.ActionApprove), newProposalsAnswerCmd(g, o, ctl.ActionDeny))
-	return cmd
+		ConfigPath: g.configFile,
+		Setup: func(cmd *cobra.Command, root bool) {
+			if root {
+				addDeprecatedProfileFlag(g, cmd, true, &profileFlag)
+			}
+			cmd.ValidArgsFunction = g.completeProfileArg
+		},
+	})
 }
 
-func newProposalsShowCmd(g *globalOptions, o *proposalsOptions) *cobra.Command {
-	show := &cobra.Command{
-		Use:               "show [PROFILE] ID",
-		Short:             "Show one proposal: the candidate rule, the checker's findings and the hash an approval names",
-		Args:              cobra.RangeArgs(1, 2),
-		ValidArgsFunction: g.completeProfileArg,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := g.proposalsClient(cmd, o, args, len(args)-1, " ID")
-			if err != nil {
-				return err
-			}
-			defer client.Close()
-			p, err := client.ProposalsShow(cmd.Context(), args[len(args)-1])
-			if err != nil {
-				return err
-			}
-			if o.json {
-				return writeJSON(g.io.Out, p)
-			}
-			printProposal(g.io.Out, p)
-			return nil
-		},
-	}
-	show.Flags().BoolVar(&o.json, "json", false, "print JSON")
-	return show
-}
-
-func newProposalsAnswerCmd(g *globalOptions, o *proposalsOptions, action string) *cobra.Command {
-	short := "Deny a proposal (the sandbox's policy is unchanged)"
-	if action == ctl.ActionApprove {
-		short = "Approve a proposal: apply it to the running sandbox now (--save: and to the configuration file)"
-	}
-	c := &cobra.Command{
-		Use:               action + " [PROFILE] ID",
-		Short:             short,
-		Args:              cobra.RangeArgs(1, 2),
-		ValidArgsFunction: g.completeProfileArg,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := g.proposalsClient(cmd, o, args, len(args)-1, " ID")
-			if err != nil {
-				return err
-			}
-			defer client.Close()
-			return runProposalAnswer(cmd.Context(), g, o, client, action, args[len(args)-1])
-		},
-	}
-	c.Flags().StringVar(&o.reason, "reason", "", "why (recorded in the audit trail)")
-	if action == ctl.ActionApprove {
-		c.Flags().StringVar(&o.hash, "hash", "", "approve only the candidate with this hash (proposals show prints it)")
-		c.Flags().BoolVar(&o.save, "save", false, "also add the rule to the configuration file (the change is shown first)")
-	}
-	return c
-}
-
-// proposalsClient dials the coordinator of PROFILE (args[:n]).
-func (g *globalOptions) proposalsClient(cmd *cobra.Command, o *proposalsOptions, args []string, n int, usage string) (*ctl.Client, error) {
-	positional := ""
-	if n > 0 {
-		positional = args[0]
-	}
-	profile, err := g.profileOf(cmd, positional, o.profileFlag, usage)
+// proposalsClient dials the coordinator of the profile.
+func (g *globalOptions) proposalsClient(cmd *cobra.Command, positional, profileFlag, usage string) (clicore.ProposalsClient, string, error) {
+	profile, err := g.profileOf(cmd, positional, profileFlag, usage)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	cfg, err := g.loadConfig()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	p, a, err := g.resolveDomain(cfg, profile, "")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	o.profile = p.Name
 	ctx, cancel := context.WithTimeout(cmd.Context(), controlTimeout)
 	defer cancel()
 	c, err := g.domainClient(a).dial(ctx)
 	if errors.Is(err, connect.ErrNotRunning) {
-		return nil, fmt.Errorf("no sandbox of profile %s runs in %s: proposals live in a running sandbox", p.Name, a.Workspace)
-	}
-	return c, err
-}
-
-func runProposalsList(ctx context.Context, g *globalOptions, o *proposalsOptions, c *ctl.Client) error {
-	l, err := c.ProposalsList(ctx)
-	if err != nil {
-		return err
-	}
-	if o.json {
-		if l.Proposals == nil {
-			l.Proposals = []ctl.Proposal{}
-		}
-		return writeJSON(g.io.Out, l)
-	}
-	if len(l.Proposals) == 0 {
-		fmt.Fprintf(g.io.Out, "no proposals (profile %s; [policy] proposals = %q)\n", l.Profile, l.Mode)
-		return nil
-	}
-	tw := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tRULE\tFINDINGS\tWHY")
-	for _, p := range l.Proposals {
-		fmt.Fprintf(tw, "%s\t%s\t%s += %s\t%s\t%s\n", p.ID, p.Status, p.Key, p.Rule, worstOf(p.Findings), clip(p.Why, 40))
-	}
-	return tw.Flush()
-}
-
-// worstOf summarises findings: "none" or the count by severity.
-func worstOf(fs []ctl.ProposalFinding) string {
-	if len(fs) == 0 {
-		return "none"
-	}
-	n := map[string]int{}
-	for _, f := range fs {
-		n[f.Severity]++
-	}
-	var parts []string
-	for _, s := range []string{"refuse", "review", "info"} {
-		if n[s] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n[s], s))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-func clip(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
-}
-
-// printProposal shows one proposal; its sandbox-chosen text came escaped
-// from the coordinator.
-func printProposal(w io.Writer, p ctl.Proposal) {
-	port := ""
-	if p.Port != 0 {
-		port = fmt.Sprintf(" (port %d asked; the policy has no ports)", p.Port)
-	}
-	fmt.Fprintf(w, "proposal  %s (%s)\nrule      %s += %s%s\nasked     %s\n", p.ID, p.Status, p.Key, p.Rule, port, p.Target)
-	if p.Why != "" {
-		fmt.Fprintf(w, "why       %s\n", p.Why)
-	}
-	fmt.Fprintf(w, "checker   v%d: %s\n", p.CheckerVersion, worstOf(p.Findings))
-	for _, f := range p.Findings {
-		fmt.Fprintf(w, "  %-7s %s: %s\n", f.Severity, f.Code, f.Message)
-	}
-	fmt.Fprintf(w, "hash      %s\n", p.Hash)
-	if p.Status != ctl.ProposalPending {
-		fmt.Fprintf(w, "decided   by %s", p.From)
-		if p.Reason != "" {
-			fmt.Fprintf(w, ": %s", p.Reason)
-		}
-		fmt.Fprintln(w)
-	}
-	if p.PolicyHash != "" {
-		fmt.Fprintf(w, "policy    sha256 %s\n", p.PolicyHash)
-	}
-}
-
-func runProposalAnswer(ctx context.Context, g *globalOptions, o *proposalsOptions, c *ctl.Client, action, id string) error {
-	hash := o.hash
-	if action == ctl.ActionApprove && hash == "" {
-		// No --hash: approve the candidate as it is shown now.
-		p, err := c.ProposalsShow(ctx, id)
-		if err != nil {
-			return err
-		}
-		printProposal(g.io.Out, p)
-		hash = p.Hash
-	}
-	r, err := c.ProposalAnswer(ctx, ctl.ProposalAnswer{ID: id, Hash: hash, Action: action, Reason: o.reason})
-	if err != nil {
-		return err
-	}
-	p := r.Proposal
-	if p.Status != ctl.ProposalApproved {
-		if action == ctl.ActionApprove {
-			return fmt.Errorf("proposal %s: %s", id, p.Reason)
-		}
-		fmt.Fprintf(g.io.Out, "denied %s: %s += %s (the sandbox's policy is unchanged)\n", p.ID, p.Key, p.Rule)
-		return nil
-	}
-	fmt.Fprintf(g.io.Out, "approved %s: %s += %s is in force in the running sandbox (policy sha256 %s)\n", p.ID, p.Key, p.Rule, p.PolicyHash)
-	if o.save {
-		return g.saveRule(o.profile, p)
-	}
-	return nil
-}
-
-// saveRule adds p's rule to the configuration file with config.AddRule:
-// the changed lines first, then the file replaced atomically with its
-// mode kept. A file AddRule refuses is an error saying what to add by
-// hand; the live approval stands either way.
-func (g *globalOptions) saveRule(profile string, p ctl.Proposal) error {
-	path := g.configPath
-	if path == "" {
-		var err error
-		if path, err = config.DefaultPath(); err != nil {
-			return err
-		}
-	}
-	table := "escalation"
-	if p.Key != config.KeyAutoApprove {
-		table = "profiles." + profile
-	}
-	byHand := fmt.Sprintf("add %q to %s in [%s] of %s by hand", p.Rule, p.Key, table, path)
-	real, err := filepath.EvalSymlinks(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		real = path
-	} else if err != nil {
-		return fmt.Errorf("--save: %v; %s", err, byHand)
-	}
-	data, err := os.ReadFile(real)
-	mode := os.FileMode(0o600)
-	if fi, serr := os.Stat(real); serr == nil {
-		mode = fi.Mode().Perm()
-	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("--save: %v; %s", err, byHand)
-	}
-	edited, err := config.AddRule(path, data, table, p.Key, p.Rule)
-	if err != nil {
-		return fmt.Errorf("--save: %v (the rule is in force until the sandbox stops; %s)", oneLine(err), byHand)
-	}
-	fmt.Fprintf(g.io.Out, "--- %s\n+++ %s\n", path, path)
-	printLineDiff(g.io.Out, string(data), string(edited))
-	if err := writeFileAtomic(real, edited, mode); err != nil {
-		return fmt.Errorf("--save: %v; %s", err, byHand)
-	}
-	fmt.Fprintf(g.io.Out, "saved to %s\n", path)
-	return nil
-}
-
-func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
-
-// printLineDiff prints the lines of b that replace those of a between
-// their common first and last lines (AddRule's edit is one place).
-func printLineDiff(w io.Writer, a, b string) {
-	al, bl := strings.SplitAfter(a, "\n"), strings.SplitAfter(b, "\n")
-	i := 0
-	for i < len(al) && i < len(bl) && al[i] == bl[i] {
-		i++
-	}
-	j := 0
-	for j < len(al)-i && j < len(bl)-i && al[len(al)-1-j] == bl[len(bl)-1-j] {
-		j++
-	}
-	for _, l := range al[i : len(al)-j] {
-		fmt.Fprintf(w, "-%s\n", strings.TrimRight(l, "\n"))
-	}
-	for _, l := range bl[i : len(bl)-j] {
-		fmt.Fprintf(w, "+%s\n", strings.TrimRight(l, "\n"))
-	}
-}
-
-// writeFileAtomic replaces name with data, mode kept: a temporary file
-// beside it, synced, renamed over it.
-func writeFileAtomic(name string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, name)
+		return nil, "", fmt.Errorf("no sandbox of profile %s runs in %s: proposals live in a running sandbox", p.Name, a.Workspace)
 	}
 	if err != nil {
-		_ = os.Remove(tmp)
+		return nil, "", err
 	}
-	return err
+	return c, p.Name, nil
+}
+
+// configFile is the configuration file (--config, else the default).
+func (g *globalOptions) configFile() (string, error) {
+	if g.configPath != "" {
+		return g.configPath, nil
+	}
+	return config.DefaultPath()
 }

@@ -1,6 +1,7 @@
 package kubecli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -187,5 +188,36 @@ func TestNetProposalOnTheTerminal(t *testing.T) {
 	st, err := netd.Status(context.Background())
 	if err != nil || len(st.Policy.AllowDomains) != 2 || st.Policy.AllowDomains[1].Pattern != "docs.example" || len(st.Policy.AllowEgress) != 0 {
 		t.Fatalf("netd after the approval: %+v %v", st, err)
+	}
+}
+
+// TestProposalsVerb: `lazaret --backend kubernetes proposals` is the
+// local CLI's verb (its syntax and usage errors); it resolves the target
+// first (a wrong profile is told as such, the control) and then says,
+// in one line and a hint, that a cluster session's proposals are decided
+// on its terminal. Nothing reaches the cluster.
+func TestProposalsVerb(t *testing.T) {
+	e := newEnv(t, "[cluster]\nnamespace = \"agents\"\n[profiles.dev]\nimage = \"agent:1\"\n")
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"proposals", "dev"}, 1, "session's terminal"},
+		{[]string{"proposals", "approve", "dev", "1a2b3c4d", "--save"}, 1, "wait in the lazaret-kube process of the session"},
+		{[]string{"proposals", "nope"}, 2, `"nope"`},
+		{[]string{"proposals", "approve"}, 2, "accepts between 1 and 2 arg(s)"},
+		{[]string{"proposals", "deny", "x", "--hash", "h"}, 2, "unknown flag: --hash"},
+	} {
+		var out, errb bytes.Buffer
+		g := newGlobals(IO{In: strings.NewReader(""), Out: &out, ErrOut: &errb})
+		g.connect = func(config.Cluster) (*kube.Client, error) { return e.cluster.Client, nil }
+		code := run(g, append([]string{"lazaret-kube", "--config", e.cfgFile, "--workspace", e.ws}, c.args...))
+		if code != c.code || !strings.Contains(errb.String(), c.want) || out.Len() != 0 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit %d and %q", c.args, code, out.String(), errb.String(), c.code, c.want)
+		}
+	}
+	if n := len(e.cluster.Exec.Requests()); n != 0 {
+		t.Errorf("%d execs", n)
 	}
 }

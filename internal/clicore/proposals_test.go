@@ -1,4 +1,4 @@
-package cli
+package clicore
 
 import (
 	"bytes"
@@ -30,11 +30,10 @@ func TestSaveRuleRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	g := &globalOptions{configPath: path, io: IO{Out: &out}}
-	if err := g.saveRule("dev", ctl.Proposal{Key: config.KeyAllowDomains, Rule: "example.org"}); err != nil {
+	if err := SaveRule(&out, path, "dev", ctl.Proposal{Key: config.KeyAllowDomains, Rule: "example.org"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.saveRule("dev", ctl.Proposal{Key: config.KeyAutoApprove, Rule: "go vet ./..."}); err != nil {
+	if err := SaveRule(&out, path, "dev", ctl.Proposal{Key: config.KeyAutoApprove, Rule: "go vet ./..."}); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(path)
@@ -72,8 +71,7 @@ func TestSaveRuleRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.toml")
 	doc := "[profiles.dev]\nimage = \"x:1\"\nallow_domains = \"\"\"\npypi.org\"\"\"\n"
 	_ = os.WriteFile(path, []byte(doc), 0o600)
-	g := &globalOptions{configPath: path, io: IO{Out: &bytes.Buffer{}}}
-	err := g.saveRule("dev", ctl.Proposal{Key: config.KeyAllowDomains, Rule: "example.org"})
+	err := SaveRule(&bytes.Buffer{}, path, "dev", ctl.Proposal{Key: config.KeyAllowDomains, Rule: "example.org"})
 	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), `add "example.org" to allow_domains in [profiles.dev]`) {
 		t.Fatalf("%v", err)
 	}
