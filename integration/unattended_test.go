@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/adapter/desktopnotify/desktoptest"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/notify"
+	"github.com/lazaret-dev/lazaret/internal/engine/notify"
 )
 
 // hookCall is one webhook request as the test's receiver checked it.

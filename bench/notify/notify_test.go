@@ -21,9 +21,9 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/adapter/desktopnotify/desktoptest"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/events"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/notify"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/events"
+	"github.com/lazaret-dev/lazaret/internal/engine/notify"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 

@@ -6,19 +6,19 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/approvals"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/events"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/gitsentry"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/limits"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/stateanchor"
+	"github.com/lazaret-dev/lazaret/internal/engine/approvals"
 	"github.com/lazaret-dev/lazaret/internal/engine/audit"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 	"github.com/lazaret-dev/lazaret/internal/engine/eschost"
+	"github.com/lazaret-dev/lazaret/internal/engine/events"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
+	"github.com/lazaret-dev/lazaret/internal/engine/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )

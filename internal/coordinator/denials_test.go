@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/coordinator/approvals"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
+	"github.com/lazaret-dev/lazaret/internal/engine/approvals"
 	"github.com/lazaret-dev/lazaret/internal/engine/audit"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 	"github.com/lazaret-dev/lazaret/internal/wire/netdapi/netdtest"

@@ -3,10 +3,10 @@ package coordinator
 import (
 	"context"
 
-	"github.com/lazaret-dev/lazaret/internal/coordinator/approvals"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/events"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/notify"
+	"github.com/lazaret-dev/lazaret/internal/engine/approvals"
+	"github.com/lazaret-dev/lazaret/internal/engine/ctlserver"
+	"github.com/lazaret-dev/lazaret/internal/engine/events"
+	"github.com/lazaret-dev/lazaret/internal/engine/notify"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 

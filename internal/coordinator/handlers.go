@@ -6,8 +6,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
+	"github.com/lazaret-dev/lazaret/internal/engine/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/version"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )

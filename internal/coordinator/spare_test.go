@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sandbox"
+	"github.com/lazaret-dev/lazaret/internal/engine/ctlserver"
 )
 
 func TestSpareExpiry(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
+	"github.com/lazaret-dev/lazaret/internal/engine/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 	"github.com/lazaret-dev/lazaret/internal/engine/eschost"
 	"github.com/lazaret-dev/lazaret/internal/engine/prompt"

@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/approvals"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
+	"github.com/lazaret-dev/lazaret/internal/engine/approvals"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 	"github.com/lazaret-dev/lazaret/internal/engine/eschost"
 	"github.com/lazaret-dev/lazaret/internal/engine/trust"

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/coordinator/approvals"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
+	"github.com/lazaret-dev/lazaret/internal/engine/approvals"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
 )

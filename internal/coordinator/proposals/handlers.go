@@ -9,8 +9,8 @@ import (
 	"context"
 	"strings"
 
-	"github.com/lazaret-dev/lazaret/internal/coordinator/approvals"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
+	"github.com/lazaret-dev/lazaret/internal/engine/approvals"
+	"github.com/lazaret-dev/lazaret/internal/engine/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/engine/proposal"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )

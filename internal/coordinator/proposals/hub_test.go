@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/coordinator/approvals"
+	"github.com/lazaret-dev/lazaret/internal/engine/approvals"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/eschost"
 	"github.com/lazaret-dev/lazaret/internal/engine/proposal"

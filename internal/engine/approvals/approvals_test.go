@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/lazaret-dev/lazaret/internal/coordinator/events"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/events"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 

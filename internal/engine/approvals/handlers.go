@@ -3,12 +3,12 @@ package approvals
 import (
 	"context"
 
-	"github.com/lazaret-dev/lazaret/internal/coordinator/ctlserver"
+	"github.com/lazaret-dev/lazaret/internal/engine/ctlserver"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
 // Handlers are the control socket's approvals requests, for
-// ctlserver.Server.Handle. The socket admits only the coordinator's own
+// ctlserver.Server.Handle. The socket admits only its process's own
 // user (SO_PEERCRED), so these answer nobody else; an answer names its
 // CLI's pid and uid.
 func (h *Hub) Handlers(profile, workspace string) map[string]ctlserver.HandlerFunc {

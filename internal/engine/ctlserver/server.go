@@ -1,8 +1,9 @@
-// Package ctlserver is the coordinator's end of the control socket
-// (internal/wire/ctl is the wire): it accepts only the coordinator's own user
+// Package ctlserver is the server end of the control socket
+// (internal/wire/ctl is the wire), the coordinator's and each lazaret-kube
+// session process's: it accepts only its process's own user
 // (SO_PEERCRED), runs the hello handshake, keeps the attached Client
 // Sessions (the coordinator's references) and dispatches the CLI's
-// requests to the handlers the coordinator and its components register.
+// requests to the handlers its process and components register.
 package ctlserver
 
 import (

@@ -1,5 +1,6 @@
-// Package approvals is the coordinator's hub of pending requests: every
-// prompt of the sandbox (an escalation, a denied DNS name) is registered
+// Package approvals is the hub of pending requests of the process that
+// holds a sandbox's prompts (the coordinator; on Kubernetes each
+// lazaret-kube session process): every prompt of the sandbox (an escalation, a denied DNS name) is registered
 // here with a short id while it waits for its human. It is shown on the
 // asking session's terminal as before and, with [escalation] answer_from
 // = "any", may be answered by `lazaret approvals answer` from any
@@ -16,8 +17,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/coordinator/events"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/events"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 

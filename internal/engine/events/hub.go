@@ -1,4 +1,5 @@
-// Package events is the coordinator's event stream: every event of its
+// Package events is a sandbox's event stream, held by its coordinator
+// (local) or by each lazaret-kube session process: every event of the
 // sandbox (ctl.Event) gets the next sequence number and goes to every
 // subscriber (`lazaret events`, the notifiers). The last Keep events are
 // kept, so that a subscriber can start from a sequence number it saw.

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/adapter/desktopnotify/desktoptest"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/events"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
+	"github.com/lazaret-dev/lazaret/internal/engine/events"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
