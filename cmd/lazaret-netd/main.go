@@ -159,6 +159,12 @@ func run(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if fs.NArg() > 0 {
+		// A verb this netd does not know (an older image asked for ctl)
+		// must not start a second daemon.
+		fmt.Fprintf(os.Stderr, "lazaret-netd: unexpected argument %q (verbs: probe, ctl, version)\n", fs.Arg(0))
+		return 2
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "netd")
 	p, err := loadPolicy(*pod, *policyFile, *policyJSON, fs)
 	if err != nil {

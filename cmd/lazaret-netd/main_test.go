@@ -56,6 +56,10 @@ func TestPodPolicyFileErrors(t *testing.T) {
 	if code == 0 || !strings.Contains(out, "give one") {
 		t.Errorf("both: exit %d, %q", code, out)
 	}
+	code, out = runStderr(t, "frob", "--pod")
+	if code != 2 || !strings.Contains(out, `unexpected argument "frob"`) || strings.Count(out, "\n") != 1 {
+		t.Errorf("an unknown verb: exit %d, %q", code, out)
+	}
 }
 
 // The startup probe fails while nothing answers and passes once a
