@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/lazaret-dev/lazaret/internal/clicore/keeper"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe"
 	"github.com/lazaret-dev/lazaret/internal/kubecli"
 )
@@ -17,6 +18,11 @@ func main() {
 	if err := fdsafe.MarkInherited(); err != nil {
 		fmt.Fprintln(os.Stderr, "lazaret:", err)
 		os.Exit(1)
+	}
+	// A kept session's keeper (`shell` on a terminal, --detach) is a
+	// small process of its own: no command tree, no configuration.
+	if len(os.Args) > 1 && os.Args[1] == keeper.Verb {
+		os.Exit(keeper.Main(os.Args[2:]))
 	}
 	os.Exit(kubecli.Main(os.Args))
 }

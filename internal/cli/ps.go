@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lazaret-dev/lazaret/internal/clicore/keeper"
 	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
@@ -110,12 +109,8 @@ func runPs(ctx context.Context, g *globalOptions, o *psOptions) error {
 // printKept lists the kept sessions (`lazaret attach` takes them) with
 // what each waits on (its pending requests, from its coordinator).
 func printKept(g *globalOptions, running []*ctl.Status) error {
-	rt, err := domain.RuntimeDir()
+	list, err := clicore.KeptList("")
 	if err != nil {
-		return err
-	}
-	list, err := keeper.List(domain.KeeperDir(rt))
-	if err != nil || len(list) == 0 {
 		return err
 	}
 	pending := map[string][]string{}
@@ -124,18 +119,5 @@ func printKept(g *globalOptions, running []*ctl.Status) error {
 			pending[s.ID] = s.Pending
 		}
 	}
-	fmt.Fprintln(g.io.Out)
-	tw := newTable(g.io.Out, "KEPT SESSION\tPROFILE\tSTATE\tWAITS ON\tWORKSPACE")
-	for _, i := range list {
-		state := "detached"
-		if i.Attached {
-			state = "attached"
-		}
-		waits := strings.Join(pending[i.Session], " ")
-		if waits == "" {
-			waits = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", i.ShortID(), field(i.Profile), state, field(waits), field(i.Workspace))
-	}
-	return tw.Flush()
+	return clicore.PrintKept(g.io.Out, list, pending)
 }

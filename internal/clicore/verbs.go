@@ -24,6 +24,7 @@ var Verbs = map[string]VerbSyntax{
 	"ps":     {Use: "ps", Args: cobra.NoArgs},
 	"stop":   {Use: "stop [PROFILE]", Args: cobra.MaximumNArgs(1)},
 	"state":  {Use: "state [PROFILE]", Args: cobra.MaximumNArgs(1)},
+	"attach": {Use: "attach [PROFILE] [SESSION]", Args: cobra.MaximumNArgs(2)},
 }
 
 // Verb gives cmd the syntax of the shared verb name and returns it.

@@ -38,6 +38,8 @@ const relayStartTimeout = 30 * time.Second
 
 // escSession is Host Escalation for one session.
 type escSession struct {
+	// id is the session's id (its Session Anchor's).
+	id    string
 	dir   string
 	frame []byte
 	// ready is closed when the holder's HolderReady marker was seen.
@@ -86,7 +88,7 @@ func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *ku
 		Auditor:  eschost.EntryAuditor(g.auditTo(cfg, t)), Log: g.log,
 		Proposals: g.sessionProposals(sctx, cfg, t, policy, c, pod),
 	}, anchor.ServerConfig())
-	e := &escSession{dir: path.Join(escRunDir, sess.ID), frame: frame, ready: make(chan struct{}), done: make(chan struct{})}
+	e := &escSession{id: sess.ID, dir: path.Join(escRunDir, sess.ID), frame: frame, ready: make(chan struct{}), done: make(chan struct{})}
 	e.cancel = cancel
 	host, err := g.startRelay(sctx, c, pod, e.dir, anchor)
 	if err != nil {

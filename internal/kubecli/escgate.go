@@ -2,11 +2,14 @@ package kubecli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"io"
 	"os"
 	"sync"
 
 	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/clicore/termgate"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/prompt"
@@ -49,6 +52,8 @@ type sessionIO struct {
 	stdin  io.Reader
 	stdout io.Writer
 	once   sync.Once
+	// id is a session's own id without Host Escalation.
+	id string
 }
 
 // startSessionIO starts Host Escalation for the session (a failure leaves
@@ -80,6 +85,28 @@ func (g *globals) startSessionIO(ctx context.Context, cfg *config.Config, c *kub
 	}
 	s.stdin, s.stdout = esc.streams(in, out)
 	return s
+}
+
+// sessionID is the session's id: its Session Anchor's with Host
+// Escalation, else one of its own.
+func (s *sessionIO) sessionID() string {
+	if s.esc != nil {
+		return s.esc.id
+	}
+	if s.id == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		s.id = hex.EncodeToString(b[:])
+	}
+	return s.id
+}
+
+// keptState is a kept session's keeper reporting its terminal: while
+// detached, a prompt is taken down and waits (prompt.Runner.SetAttached).
+func (s *sessionIO) keptState(st clicore.KeptState) {
+	if s.runner != nil && !st.Attention {
+		s.runner.SetAttached(st.Attached)
+	}
 }
 
 // close ends the prompt (denying what waits) and Host Escalation.

@@ -19,7 +19,7 @@ func addStartFlags(cmd *cobra.Command, o *startOptions) {
 }
 
 func newExecCmd(g *globals) *cobra.Command {
-	var tty bool
+	var tty, detach bool
 	o := startOptions{}
 	cmd := &cobra.Command{
 		Short: "Run a command in the cluster sandbox of this directory",
@@ -35,12 +35,19 @@ command's exit code.`,
 			if o.timeout <= 0 {
 				return clicore.UsageError{Err: errors.New("--timeout: must be positive")}
 			}
+			if detach && !tty {
+				return errDetachNeedsTTY
+			}
+			if detach && !clicore.Kept() {
+				return g.keptSession(sessionRequest{profile: profile, tty: true, command: command}, true)
+			}
 			return g.runSession(cmd.Context(), sessionRequest{profile: profile, tty: tty, command: command, start: o})
 		},
 	}
 	clicore.Verb("exec", cmd)
 	cmd.Flags().SetInterspersed(false)
 	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "run the command under a terminal (for interactive programs)")
+	cmd.Flags().BoolVar(&detach, "detach", false, "with -t: start the command detached and print its session id (`"+invocation+" attach` takes it)")
 	addStartFlags(cmd, &o)
 	return cmd
 }
@@ -58,8 +65,18 @@ func (g *globals) splitProfile(cmd *cobra.Command, args []string) (string, []str
 
 func newShellCmd(g *globals) *cobra.Command {
 	o := startOptions{}
+	var detach bool
 	cmd := &cobra.Command{
 		Short: "Open an interactive shell in the cluster sandbox of this directory",
+		Long: `Open an interactive shell (bash if the image has it, else sh) in the cluster
+sandbox of PROFILE (default "default") for the current directory, claiming
+one if needed.
+
+On a terminal the shell is kept by a session keeper on this machine: the
+detach keys ([session] detach_keys, default ctrl-\ then d) leave it
+running, and so does closing the terminal unless [session] on_close =
+"end"; "lazaret --backend kubernetes attach" takes it back. --detach
+starts it detached.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			profile := ""
 			if len(args) == 1 {
@@ -70,10 +87,14 @@ func newShellCmd(g *globals) *cobra.Command {
 			}
 			in, out, _ := g.io.Files()
 			tty := in != nil && out != nil && isTerminal(in) && isTerminal(out)
+			if (tty || detach) && !clicore.Kept() {
+				return g.keptSession(sessionRequest{profile: profile, tty: true, shell: true}, detach)
+			}
 			return g.runSession(cmd.Context(), sessionRequest{profile: profile, tty: tty, shell: true, start: o})
 		},
 	}
 	clicore.Verb("shell", cmd)
 	addStartFlags(cmd, &o)
+	cmd.Flags().BoolVar(&detach, "detach", false, "start the shell detached and print its session id (`"+invocation+" attach` takes it)")
 	return cmd
 }

@@ -36,6 +36,7 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 // exit codes: the command's own, 126/127 when the sandbox cannot run it,
 // 125 when the exec itself failed.
 func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
+	keeperLink := clicore.OpenKeeperLink() // first: no child may inherit the marker
 	cfg, c, t, err := g.clientFor(r.profile)
 	if err != nil {
 		return err
@@ -71,6 +72,9 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 	sio := g.startSessionIO(ctx, cfg, c, t, run.pod, command, r.tty, cancel)
 	defer sio.close()
 	command = sessionCommand(sio.esc, command, pidFile, r.tty)
+	if keeperLink != nil {
+		keeperLink.Started(sio.sessionID(), sio.keptState)
+	}
 	tm, err := openTerminal(in, out, r.tty)
 	if err != nil {
 		return err

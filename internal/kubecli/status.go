@@ -125,7 +125,10 @@ func newPsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.printClaims(g.io.Out, claims)
+			if err := g.printClaims(g.io.Out, claims); err != nil {
+				return err
+			}
+			return g.printKept(cmd.Context())
 		},
 	})
 }

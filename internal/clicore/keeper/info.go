@@ -18,14 +18,17 @@ import (
 type Info struct {
 	// ID names the keeper (its socket is ID.sock); Session is the
 	// session's LAZARET_SESSION_ID, once its CLI has started.
-	ID        string    `json:"id"`
-	Session   string    `json:"session,omitempty"`
-	Profile   string    `json:"profile"`
-	Workspace string    `json:"workspace"`
-	Command   []string  `json:"command"`
-	PID       int       `json:"pid"`
-	Started   time.Time `json:"started"`
-	Attached  bool      `json:"attached"`
+	ID        string `json:"id"`
+	Session   string `json:"session,omitempty"`
+	Profile   string `json:"profile"`
+	Workspace string `json:"workspace"`
+	// Backend is the session's backend: "" local, "kubernetes" a
+	// lazaret-kube session (each CLI lists and attaches its own).
+	Backend  string    `json:"backend,omitempty"`
+	Command  []string  `json:"command"`
+	PID      int       `json:"pid"`
+	Started  time.Time `json:"started"`
+	Attached bool      `json:"attached"`
 	// Socket is the keeper's socket (filled in by List).
 	Socket string `json:"socket"`
 }

@@ -52,6 +52,7 @@ const firstAttachWait = time.Minute
 type Options struct {
 	ID, Dir            string
 	Profile, Workspace string
+	Backend            string
 	// OnCloseEnd: a terminal that goes away ends the session (a hang-up
 	// of the inner's terminal) instead of detaching it.
 	OnCloseEnd bool

@@ -29,6 +29,7 @@ func parseArgs(args []string) (Options, error) {
 	fs.StringVar(&o.Profile, "profile", "", "")
 	fs.StringVar(&o.Workspace, "workspace", "", "")
 	fs.StringVar(&onClose, "on-close", "detach", "")
+	fs.StringVar(&o.Backend, "backend", "", "")
 	fs.BoolVar(&o.Detached, "detached", false, "")
 	fs.UintVar(&rows, "rows", 24, "")
 	fs.UintVar(&cols, "cols", 80, "")
@@ -69,7 +70,7 @@ func Main(args []string) int {
 	defer logf.Close()
 	log := slog.New(slog.NewTextHandler(logf, nil)).With("keeper", o.ID, "pid", os.Getpid())
 	k := &keeper{o: o, log: log, ready: os.NewFile(3, "ready"),
-		info: Info{ID: o.ID, Profile: o.Profile, Workspace: o.Workspace, Command: o.Inner, PID: os.Getpid()}}
+		info: Info{ID: o.ID, Profile: o.Profile, Workspace: o.Workspace, Backend: o.Backend, Command: o.Inner, PID: os.Getpid()}}
 	ln, err := unixsock.Listen(socketPath(o.Dir, o.ID))
 	if err != nil {
 		log.Error("listening", "err", err)

@@ -21,7 +21,9 @@ type SpawnOptions struct {
 	// Dir is the keepers' directory (domain.KeeperDir), made private here.
 	Dir                string
 	Profile, Workspace string
-	OnCloseEnd         bool
+	// Backend is written into the session's Info ("" local).
+	Backend    string
+	OnCloseEnd bool
 	// Detached: start the session now and return once it reached its
 	// coordinator (or failed); otherwise return once the keeper listens,
 	// for the spawner to attach (the session starts then, at its size).
@@ -67,7 +69,7 @@ func Spawn(o SpawnOptions) (Started, error) {
 		onClose = "end"
 	}
 	args := []string{Verb, "--id", st.ID, "--dir", o.Dir, "--profile", o.Profile, "--workspace", o.Workspace,
-		"--on-close", onClose, "--rows", strconv.Itoa(int(o.Size.Rows)), "--cols", strconv.Itoa(int(o.Size.Cols))}
+		"--on-close", onClose, "--backend", o.Backend, "--rows", strconv.Itoa(int(o.Size.Rows)), "--cols", strconv.Itoa(int(o.Size.Cols))}
 	if o.Detached {
 		args = append(args, "--detached")
 	}

@@ -1,0 +1,79 @@
+package kubecli
+
+import (
+	"context"
+	"errors"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lazaret-dev/lazaret/internal/clicore"
+)
+
+// Kept cluster sessions: the same keeper as the local CLI's
+// (clicore.RunKept, clicore/keeper), on the user's machine. It holds the
+// terminal of this process's inner copy, which holds the exec through
+// the API server; the pod runs on whatever the keeper does.
+
+// backendName is the keeper's Info.Backend of a cluster session.
+const backendName = "kubernetes"
+
+// keptSession resolves r's target (a mistake is one line, no keeper
+// spawned) and runs this command line under a keeper.
+func (g *globals) keptSession(r sessionRequest, detach bool) error {
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return err
+	}
+	t, err := g.resolve(cfg, r.profile)
+	if err != nil {
+		return err
+	}
+	return clicore.RunKept(clicore.KeepRequest{IO: g.io, Config: cfg, Profile: t.profile.Name, Workspace: t.workspace,
+		Backend: backendName, Invocation: invocation, Detach: detach, Inner: os.Args[1:]})
+}
+
+// errDetachNeedsTTY: a detached command runs on the keeper's terminal.
+var errDetachNeedsTTY = clicore.UsageError{Err: errors.New("exec --detach: needs -t (a detached command runs on a terminal the session keeper holds)")}
+
+func newAttachCmd(g *globals) *cobra.Command {
+	return clicore.Verb("attach", &cobra.Command{
+		Short: "Attach this terminal to a kept cluster session (a detached shell)",
+		Long:  clicore.AttachLong,
+		RunE:  func(cmd *cobra.Command, args []string) error { return g.runAttach(args) },
+	})
+}
+
+func (g *globals) runAttach(args []string) error {
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return err
+	}
+	profile, prefix := clicore.AttachArgs(cfg, args)
+	list, err := clicore.KeptList(backendName)
+	if err != nil {
+		return err
+	}
+	workspace := ""
+	if prefix == "" {
+		t, err := g.resolve(cfg, profile)
+		if err != nil {
+			return err
+		}
+		profile, workspace = t.profile.Name, t.workspace
+	}
+	i, err := clicore.ChooseKept(list, invocation, profile, workspace, prefix)
+	if err != nil {
+		return err
+	}
+	return clicore.AttachKept(g.io, invocation, cfg, i)
+}
+
+// printKept lists this user's kept cluster sessions after ps's claims.
+func (g *globals) printKept(context.Context) error {
+	list, err := clicore.KeptList(backendName)
+	if err != nil {
+		return err
+	}
+	return clicore.PrintKept(g.io.Out, list, nil)
+}
