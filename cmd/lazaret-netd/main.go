@@ -159,9 +159,7 @@ func run(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() > 0 {
-		// A verb this netd does not know (an older image asked for ctl)
-		// must not start a second daemon.
+	if fs.NArg() > 0 { // a verb this netd does not know must not start a second daemon
 		fmt.Fprintf(os.Stderr, "lazaret-netd: unexpected argument %q (verbs: probe, ctl, version)\n", fs.Arg(0))
 		return 2
 	}
@@ -182,14 +180,10 @@ func run(args []string) int {
 	if len(upstreams) == 0 {
 		log.Warn("no upstream nameserver: allowed names will fail to resolve")
 	}
-	var secrets *netdapi.Request
-	if *secretsF != "" {
-		req, err := netd.LoadPodSecrets(*secretsF, *secretDir)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "lazaret-netd: --secrets-file: %v\n", err)
-			return 2
-		}
-		secrets = &req
+	secrets, err := podSecrets(*secretsF, *secretDir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lazaret-netd: --secrets-file: %v\n", err)
+		return 2
 	}
 	d, err := netd.New(netd.Config{
 		Policy: p, Upstreams: upstreams, Listen: listen, NoFirewall: *pod, Secrets: secrets,
@@ -215,6 +209,18 @@ func run(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// podSecrets reads pod mode's secrets (nil without --secrets-file).
+func podSecrets(file, dir string) (*netdapi.Request, error) {
+	if file == "" {
+		return nil, nil
+	}
+	req, err := netd.LoadPodSecrets(file, dir)
+	if err != nil {
+		return nil, err
+	}
+	return &req, nil
 }
 
 // loadPolicy returns the policy of --policy-file or else --policy. Pod
