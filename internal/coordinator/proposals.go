@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/lazaret-dev/lazaret/internal/coordinator/escalation"
-	"github.com/lazaret-dev/lazaret/internal/coordinator/proposals"
 	"github.com/lazaret-dev/lazaret/internal/coordinator/sidecar"
 	"github.com/lazaret-dev/lazaret/internal/engine/proposal"
 )
@@ -19,8 +18,8 @@ func withProposals(d *Deps, esc *escalation.Component) *escalation.Component {
 		return esc
 	}
 	m := proposal.New(context.Background(), proposal.Options{Mode: d.Config.Policy.Proposals, Config: d.Config, Profile: d.Profile,
-		Workspace: d.Anchor.Workspace, Registry: proposals.Hub(d.Approvals), Netd: sidecar.Client(d.Anchor), Rules: esc.Policy(), Audit: d.Audit, Log: d.Log})
-	for typ, h := range proposals.Handlers(m) {
+		Workspace: d.Anchor.Workspace, Registry: proposal.Hub(d.Approvals), Netd: sidecar.Client(d.Anchor), Rules: esc.Policy(), Audit: d.Audit, Log: d.Log})
+	for typ, h := range proposal.Handlers(m) {
 		d.Server.Handle(typ, h)
 	}
 	return esc.WithProposals(m)

@@ -24,9 +24,8 @@ func TestProcessOf(t *testing.T) {
 		Module + "/internal/adapter/kube":          "",
 		// The control server and the hubs a sandbox's sessions are held
 		// by: the coordinator's and lazaret-kube's.
-		Module + "/internal/engine/ctlserver":      "",
-		Module + "/internal/engine/approvals":      "",
-		Module + "/internal/coordinator/proposals": "coordinator",
+		Module + "/internal/engine/ctlserver": "",
+		Module + "/internal/engine/approvals": "",
 	} {
 		if got := ProcessOf(pkg); got != want {
 			t.Errorf("ProcessOf(%s) = %q, want %q", pkg, got, want)

@@ -8,7 +8,7 @@ import (
 )
 
 // Policy is the escalation server's live auto-approve engine: an
-// approved exec proposal joins it (internal/coordinator/proposals).
+// approved exec proposal joins it (internal/engine/proposal).
 func (c *Component) Policy() *eschost.Policy { return c.policy }
 
 // WithProposals hands the agent's policy proposals to h. Call it before

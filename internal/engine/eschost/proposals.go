@@ -44,7 +44,7 @@ type ProposalReply struct {
 }
 
 // ProposalHandler is the host's side of the proposal loop, which the
-// coordinator fills (internal/coordinator/proposals). The server has
+// coordinator fills (internal/engine/proposal). The server has
 // verified each call's request (mTLS, session, delegation, signature,
 // replay) and rate-limited its session's proposals.
 type ProposalHandler interface {

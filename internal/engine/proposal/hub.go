@@ -1,9 +1,10 @@
-// Package proposals is the coordinator's side of the policy proposal loop
-// (docs/POLICY.md; the logic is internal/engine/proposal's, shared with
-// lazaret-kube): a proposal waits in the sandbox's approvals hub as one
-// of its pending requests (kind "proposal"), and `lazaret proposals`
-// lists, shows and answers them on the control socket.
-package proposals
+package proposal
+
+// A sandbox's approvals hub as the proposals' Registry, and `lazaret
+// proposals`' control requests: the coordinator's (one hub per sandbox)
+// and a lazaret-kube session's (one hub per session, on its own control
+// socket) alike. A proposal waits in the hub as one of its pending
+// requests (kind "proposal").
 
 import (
 	"context"
@@ -11,24 +12,23 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/engine/approvals"
 	"github.com/lazaret-dev/lazaret/internal/engine/ctlserver"
-	"github.com/lazaret-dev/lazaret/internal/engine/proposal"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
-// Hub is the approvals hub as a proposal.Registry: every pending
+// Hub is the approvals hub as a Registry: every pending
 // proposal is one of the sandbox's pending requests.
-func Hub(h *approvals.Hub) proposal.Registry { return hubRegistry{h} }
+func Hub(h *approvals.Hub) Registry { return hubRegistry{h} }
 
 type hubRegistry struct{ h *approvals.Hub }
 
 type hubPending struct{ p *approvals.Pending }
 
-func (r hubRegistry) Add(req ctl.PendingRequest) proposal.Pending {
+func (r hubRegistry) Add(req ctl.PendingRequest) Pending {
 	req.Kind = ctl.RequestProposal
 	return hubPending{r.h.Add(req)}
 }
 
-func (r hubRegistry) Decide(p proposal.Pending, action, from string) bool {
+func (r hubRegistry) Decide(p Pending, action, from string) bool {
 	hp, ok := p.(hubPending)
 	if !ok {
 		return false
@@ -49,7 +49,7 @@ func (p hubPending) Outcome() (action, from string) {
 // may be answered from any terminal of that user whatever [escalation]
 // answer_from says: it runs nothing, and its human is asked for a rule,
 // not by a session's command.
-func Handlers(m *proposal.Manager) map[string]ctlserver.HandlerFunc {
+func Handlers(m *Manager) map[string]ctlserver.HandlerFunc {
 	return map[string]ctlserver.HandlerFunc{
 		ctl.TypeProposalsList: func(context.Context, *ctlserver.Request) (any, error) {
 			profile, workspace, mode := m.Target()

@@ -1,4 +1,4 @@
-package proposals
+package proposal
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/engine/approvals"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/eschost"
-	"github.com/lazaret-dev/lazaret/internal/engine/proposal"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 	"github.com/lazaret-dev/lazaret/internal/wire/netdapi/netdtest"
 )
@@ -26,7 +25,7 @@ func TestPendingInTheHub(t *testing.T) {
 	_, netd := netdtest.Serve(t, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := proposal.New(ctx, proposal.Options{Config: cfg, Profile: cfg.Profiles["dev"], Registry: Hub(hub), Netd: netd, Rules: &eschost.Policy{}})
+	m := New(ctx, Options{Config: cfg, Profile: cfg.Profiles["dev"], Registry: Hub(hub), Netd: netd, Rules: &eschost.Policy{}})
 	rep := m.Propose(ctx, eschost.Proposal{Kind: "net", Target: "example.org", Session: &eschost.Session{ID: "s1"}})
 	l := hub.List()
 	if len(l) != 1 || l[0].ID != rep.ID || l[0].Kind != ctl.RequestProposal || l[0].Session != "s1" {
