@@ -78,16 +78,23 @@ type victim struct {
 // read of its statm until the read returns), which is what a process
 // allocating at full speed does: a process still unread when the wait
 // ends is taken as the allocator and chosen before every process whose
-// size is known.
+// size is known to be under knownLarge. A loaded host can be slow to
+// answer for a small process too (measured: `head` feeding a 1.5 GiB
+// `tail` was taken for the allocator while tail held 500 MiB): a known
+// process of knownLarge or more is chosen instead, and if the busy one
+// was the allocator the next round, a few milliseconds later, takes it.
 const statmWait = 50 * time.Millisecond
+
+// knownLarge: a process at least this resident is chosen over a busy one.
+const knownLarge = 64 << 20
 
 // statmReaders bounds the concurrent statm reads.
 const statmReaders = 16
 
 // pickVictim returns the process of procRoot with the largest resident
-// memory (statm's second field), or one that was busy (its statm did not
-// answer within statmWait: the highest such pid, the most recent), skipping
-// PID 1 and self; pid 0 when none.
+// memory (statm's second field), or, when none holds knownLarge, one that
+// was busy (its statm did not answer within statmWait: the highest such
+// pid, the most recent), skipping PID 1 and self; pid 0 when none.
 func pickVictim(procRoot string, self int) (victim, error) {
 	ents, err := os.ReadDir(procRoot)
 	if err != nil {
@@ -143,7 +150,7 @@ collect:
 	}
 	mu.Lock()
 	for pid := range started {
-		if !answered[pid] && (best.rss >= 0 || pid > best.pid) {
+		if !answered[pid] && best.rss < knownLarge && (best.rss >= 0 || pid > best.pid) {
 			best = victim{pid: pid, rss: -1}
 		}
 	}

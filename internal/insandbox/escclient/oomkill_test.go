@@ -1,6 +1,7 @@
 package escclient
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,23 +58,37 @@ func TestOOMKillServe(t *testing.T) {
 
 // TestPickVictimBusy: a process whose statm does not answer (a FIFO here,
 // as a busy process's blocks under gVisor) is chosen over every process
-// whose size is known.
+// whose size is known to be small; a known process of knownLarge or more
+// is chosen over it (a small process slow to answer on a loaded host is
+// not taken for the allocator).
 func TestPickVictimBusy(t *testing.T) {
-	root := t.TempDir()
-	for _, d := range []string{"5", "8"} {
-		os.MkdirAll(filepath.Join(root, d), 0o755)
-		os.WriteFile(filepath.Join(root, d, "comm"), []byte("p"+d+"\n"), 0o644)
-	}
-	os.WriteFile(filepath.Join(root, "5", "statm"), []byte("9 999999 0\n"), 0o644)
-	if err := syscall.Mkfifo(filepath.Join(root, "8", "statm"), 0o644); err != nil {
-		t.Skip(err)
-	}
-	v, err := pickVictim(root, 1)
-	if err != nil || v.pid != 8 || v.rss != -1 || v.comm != "p8" {
-		t.Fatalf("victim %+v %v", v, err)
-	}
-	// Unblock the reader left waiting on the FIFO.
-	if f, err := os.OpenFile(filepath.Join(root, "8", "statm"), os.O_WRONLY, 0); err == nil {
-		f.Close()
+	page := int64(os.Getpagesize())
+	for _, c := range []struct {
+		knownPages int64
+		want       int
+	}{
+		{knownLarge/page - 1, 8}, // the known one is small: the busy one goes
+		{knownLarge / page, 5},   // the control: a large known one goes first
+	} {
+		root := t.TempDir()
+		for _, d := range []string{"5", "8"} {
+			os.MkdirAll(filepath.Join(root, d), 0o755)
+			os.WriteFile(filepath.Join(root, d, "comm"), []byte("p"+d+"\n"), 0o644)
+		}
+		os.WriteFile(filepath.Join(root, "5", "statm"), []byte(fmt.Sprintf("9 %d 0\n", c.knownPages)), 0o644)
+		if err := syscall.Mkfifo(filepath.Join(root, "8", "statm"), 0o644); err != nil {
+			t.Skip(err)
+		}
+		v, err := pickVictim(root, 1)
+		if err != nil || v.pid != c.want {
+			t.Errorf("known %d pages: victim %+v %v, want pid %d", c.knownPages, v, err, c.want)
+		}
+		if c.want == 8 && (v.rss != -1 || v.comm != "p8") {
+			t.Errorf("busy victim %+v", v)
+		}
+		// Unblock the reader left waiting on the FIFO.
+		if f, err := os.OpenFile(filepath.Join(root, "8", "statm"), os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
 	}
 }
