@@ -98,6 +98,8 @@ func TestApprovalsAnswerFromAnotherTerminal(t *testing.T) {
 	time.Sleep(prompt.MinReadable + 500*time.Millisecond) // past the readability gate
 	b.send("d")
 	b.waitShown("rc=")
+	// As above: keys right after the prompt left are dropped.
+	time.Sleep(prompt.MinReadable + 500*time.Millisecond)
 	b.send("exit\r")
 	b.exit()
 	if _, err := os.Stat(filepath.Join(e.Workspace, "refused-file")); err == nil {
