@@ -62,6 +62,10 @@ func newEscRig(t *testing.T, auto ...[]string) *escRig {
 	env := NewEnv(t)
 	bin := binDir(t)
 	t.Setenv("LAZARET_ESCALATE", filepath.Join(bin, "lazaret-escalate"))
+	// The Go client of this build too: found on PATH otherwise, where an
+	// installed lazaret (make install) may be an older one, whose requests
+	// this build's coordinator rightly refuses (a new signed field).
+	t.Setenv("LAZARET_ESCALATE_GO", filepath.Join(bin, "lazaret-escalate-go"))
 	a, err := domain.New("default", env.Workspace, env.DataRoot, filepath.Join(env.Root, "run"), "")
 	if err != nil {
 		t.Fatal(err)
