@@ -5,25 +5,35 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/lazaret-dev/lazaret/internal/unixsock"
 )
 
-// queueFrames bounds what waits for an attached terminal: a client that
-// falls this far behind is dropped (it may attach again), never the
-// session blocked. With reads of readChunk bytes, at most 1 MiB.
+// queueFrames bounds what waits for an attached terminal (with reads of
+// readChunk bytes, at most 1 MiB). A terminal slower than the session's
+// output holds it back, as a real terminal does (the session's writes
+// wait: measured, a 20 MB flood dropped the bench's own terminal when it
+// did not); one that takes nothing for stallLimit is let go (it may
+// attach again) and the session runs on.
 const (
 	queueFrames = 256
 	readChunk   = 4096
 )
 
+// stallLimit: how long a full queue waits for the terminal to take a
+// frame before the terminal is dropped (a var for the tests).
+var stallLimit = 10 * time.Second
+
 // peer is one attached terminal's connection.
 type peer struct {
 	conn net.Conn
 	out  chan []byte
-	done chan struct{} // closed when the writer stopped
+	// space is signalled when the writer took a frame off out.
+	space chan struct{}
+	done  chan struct{} // closed when the writer stopped
 	// dropped: the keeper let it go (too slow, taken over), so its
 	// closing is no terminal closing.
 	mu      sync.Mutex
@@ -31,7 +41,7 @@ type peer struct {
 }
 
 func newPeer(conn net.Conn) *peer {
-	p := &peer{conn: conn, out: make(chan []byte, queueFrames), done: make(chan struct{})}
+	p := &peer{conn: conn, out: make(chan []byte, queueFrames), space: make(chan struct{}, 1), done: make(chan struct{})}
 	go p.write()
 	return p
 }
@@ -40,6 +50,10 @@ func newPeer(conn net.Conn) *peer {
 func (p *peer) write() {
 	defer close(p.done)
 	for b := range p.out {
+		select {
+		case p.space <- struct{}{}:
+		default:
+		}
 		if _, err := p.conn.Write(b); err != nil {
 			p.drop()
 			for range p.out {
@@ -49,22 +63,38 @@ func (p *peer) write() {
 	}
 }
 
-// send queues one frame, or drops the peer when its queue is full.
+// send queues one frame; with the queue full it waits for the terminal,
+// and drops it after stallLimit without progress.
 func (p *peer) send(typ byte, payload []byte) {
 	b := make([]byte, 0, frameHeader+len(payload))
 	b = append(b, typ, byte(len(payload)>>24), byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload)))
 	b = append(b, payload...)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.dropped {
-		return
-	}
-	select {
-	case p.out <- b:
-	default:
-		p.dropped = true
-		close(p.out)
-		_ = p.conn.Close()
+	var stall *time.Timer
+	for {
+		p.mu.Lock()
+		if p.dropped {
+			p.mu.Unlock()
+			return
+		}
+		select {
+		case p.out <- b:
+			p.mu.Unlock()
+			return
+		default:
+		}
+		p.mu.Unlock()
+		if stall == nil {
+			stall = time.NewTimer(stallLimit)
+			defer stall.Stop()
+		}
+		select {
+		case <-p.space:
+		case <-p.done: // the writer stopped: the terminal is gone
+			return
+		case <-stall.C:
+			p.drop()
+			return
+		}
 	}
 }
 

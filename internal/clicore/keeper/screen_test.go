@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/charmbracelet/x/vt"
 	"golang.org/x/sys/unix"
@@ -65,7 +66,8 @@ func TestDeviceQueryControl(t *testing.T) {
 // TestChattyDetachedSessionBounded: 8 MB of output (over 2000 screens) into a detached
 // session's screen leaves the keeper's heap where it was (one screen, one
 // line of scrollback), and a terminal that reads nothing is dropped
-// after a bounded queue instead of holding the output.
+// once its queue is full and stalled (stallLimit) instead of holding the
+// output for good.
 func TestChattyDetachedSessionBounded(t *testing.T) {
 	s := newScreen(Size{Rows: 50, Cols: 200}, nil)
 	var line bytes.Buffer
@@ -95,10 +97,16 @@ func TestChattyDetachedSessionBounded(t *testing.T) {
 	if after > before+8<<20 {
 		t.Fatalf("heap grew from %d to %d bytes after %d bytes of output", before, after, total)
 	}
-	if n := s.emu.ScrollbackLen(); n > scrollbackLines {
+	s.sync()
+	s.emuMu.Lock()
+	n := s.emu.ScrollbackLen()
+	s.emuMu.Unlock()
+	if n > scrollbackLines {
 		t.Fatalf("scrollback of %d lines", n)
 	}
 
+	defer func(d time.Duration) { stallLimit = d }(stallLimit)
+	stallLimit = 50 * time.Millisecond
 	a, b := net.Pipe() // b is never read: the slowest terminal
 	defer a.Close()
 	defer b.Close()
@@ -193,5 +201,42 @@ func TestScreenOrderAfterLoss(t *testing.T) {
 	txt := s.text()
 	if !strings.Contains(txt, "one") || strings.Index(txt, "one") > strings.Index(txt, "two") {
 		t.Fatalf("screen after a loss:\n%s", txt)
+	}
+}
+
+// TestSlowTerminalHoldsOutput: a terminal slower than the session's
+// output is not dropped: the output waits for it, as on a real terminal,
+// and every frame arrives in order. The control is the terminal that
+// reads nothing (TestChattyDetachedSessionBounded), which is dropped.
+func TestSlowTerminalHoldsOutput(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	p := newPeer(a)
+	const frames = 3 * queueFrames
+	got := make(chan int, 1)
+	go func() {
+		n := 0
+		for {
+			typ, payload, err := ReadFrame(b)
+			if err != nil || typ != FrameOutput || len(payload) != 8 || int(payload[0])|int(payload[1])<<8 != n {
+				got <- n
+				return
+			}
+			n++
+			if n == frames {
+				got <- n
+				return
+			}
+			if n%64 == 0 {
+				time.Sleep(time.Millisecond) // slower than the sender
+			}
+		}
+	}()
+	for i := range frames {
+		p.send(FrameOutput, []byte{byte(i), byte(i >> 8), 0, 0, 0, 0, 0, 0})
+	}
+	if n := <-got; n != frames || p.wasDropped() {
+		t.Fatalf("%d of %d frames in order, dropped %v", n, frames, p.wasDropped())
 	}
 }
