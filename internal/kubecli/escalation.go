@@ -51,7 +51,7 @@ type escSession struct {
 // startEscalation sets Host Escalation up for one session in pod, or
 // returns nil when the configuration turns it off. Nothing it started
 // outlives an error.
-func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *kube.Client, t *target, pod string, command []string, ask escprompt.Prompter) (*escSession, error) {
+func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *kube.Client, t *target, pod string, command []string, ask escprompt.Prompter, id string) (*escSession, error) {
 	if !cfg.Escalation.Enabled {
 		return nil, nil
 	}
@@ -63,6 +63,9 @@ func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *ku
 	sess, err := session.New()
 	if err != nil {
 		return nil, err
+	}
+	if id != "" {
+		sess.ID = id // the session's own id (its control socket's, ps's), before any delegation names it
 	}
 	reg := eschost.NewRegistry()
 	// Without a terminal (ask nil) a request that is not auto-approved is

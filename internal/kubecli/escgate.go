@@ -11,6 +11,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
 	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/clicore/termgate"
+	"github.com/lazaret-dev/lazaret/internal/engine/approvals"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/prompt"
 	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
@@ -52,26 +53,33 @@ type sessionIO struct {
 	stdin  io.Reader
 	stdout io.Writer
 	once   sync.Once
-	// id is a session's own id without Host Escalation.
-	id string
+	// id is the session's id; hub its hubs and control socket (nil when
+	// they could not be made).
+	id  string
+	hub *sessionHub
 }
 
-// startSessionIO starts Host Escalation for the session (a failure leaves
-// the session without it, as locally) and assembles its streams: the
-// holder's handshake, and with a terminal the prompt's gate.
+// startSessionIO starts the session's hubs and control socket and Host
+// Escalation (a failure of either leaves the session without it, as
+// locally) and assembles its streams: the holder's handshake, and with a
+// terminal the prompt's gate.
 func (g *globals) startSessionIO(ctx context.Context, cfg *config.Config, c *kube.Client, t *target, pod string, command []string, tty bool, abort func()) *sessionIO {
-	s := &sessionIO{stdin: g.io.In, stdout: g.io.Out}
+	s := &sessionIO{stdin: g.io.In, stdout: g.io.Out, id: newSessionID()}
+	hub, err := g.openSessionHub(cfg, t, s.id, command, tty)
+	if err != nil {
+		g.log.Warn("pending approvals and events are unavailable in this session", "err", err)
+	} else {
+		hub.setPod(pod)
+		s.hub = hub
+	}
 	var gate *termgate.Gate
-	var ask escprompt.Prompter
 	if in, _, _ := g.io.Files(); tty && cfg.Escalation.Enabled {
 		gate = termgate.NewGate()
-		if s.runner = sessionPrompter(in, gate, abort); s.runner != nil {
-			ask = s.runner
-		} else {
+		if s.runner = sessionPrompter(in, gate, abort); s.runner == nil {
 			gate = nil
 		}
 	}
-	esc, err := g.startEscalation(ctx, cfg, c, t, pod, command, ask)
+	esc, err := g.startEscalation(ctx, cfg, c, t, pod, command, s.prompter(), s.id)
 	if err != nil {
 		g.log.Warn("host escalation is unavailable in this session", "err", err)
 		return s
@@ -87,25 +95,44 @@ func (g *globals) startSessionIO(ctx context.Context, cfg *config.Config, c *kub
 	return s
 }
 
-// sessionID is the session's id: its Session Anchor's with Host
-// Escalation, else one of its own.
-func (s *sessionIO) sessionID() string {
-	if s.esc != nil {
-		return s.esc.id
+// prompter is the session's escalation prompter: its terminal's prompt,
+// each request registered in its approvals hub (answerable by `lazaret
+// approvals answer` with answer_from = "any"); nil (every request that
+// is not auto-approved denied) without a terminal or a hub.
+func (s *sessionIO) prompter() escprompt.Prompter {
+	if s.hub == nil {
+		if s.runner == nil {
+			return nil
+		}
+		return s.runner
 	}
-	if s.id == "" {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		s.id = hex.EncodeToString(b[:])
+	p := &approvals.Prompter{Hub: s.hub.approvals, Session: s.hub.session, Timeout: s.hub.timeout}
+	if s.runner != nil {
+		p.Terminal = s.runner
 	}
-	return s.id
+	return p
 }
 
+// newSessionID is a session's id: 32 lowercase hex characters.
+func newSessionID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// sessionID is the session's id (its Session Anchor's, its control
+// socket's, the keeper's).
+func (s *sessionIO) sessionID() string { return s.id }
+
 // keptState is a kept session's keeper reporting its terminal: while
-// detached, a prompt is taken down and waits (prompt.Runner.SetAttached).
+// detached, a prompt is taken down and waits (prompt.Runner.SetAttached);
+// the hub publishes the change.
 func (s *sessionIO) keptState(st clicore.KeptState) {
 	if s.runner != nil && !st.Attention {
 		s.runner.SetAttached(st.Attached)
+	}
+	if s.hub != nil {
+		s.hub.keptState(st)
 	}
 }
 
@@ -116,5 +143,6 @@ func (s *sessionIO) close() {
 			s.runner.Close()
 		}
 		s.esc.close()
+		s.hub.close()
 	})
 }

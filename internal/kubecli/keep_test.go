@@ -2,9 +2,10 @@ package kubecli
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 )
 
 // TestKeptStartRefusedBeforeAnyKeeper: a detached start that cannot run
@@ -13,7 +14,11 @@ import (
 // says how to list them.
 func TestKeptStartRefusedBeforeAnyKeeper(t *testing.T) {
 	e := newEnv(t, plainCfg)
-	keepers := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "lazaret", "keepers")
+	rt, err := domain.RuntimeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keepers := domain.KeeperDir(rt)
 	for _, c := range []struct {
 		args []string
 		code int

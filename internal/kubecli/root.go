@@ -42,6 +42,9 @@ type globals struct {
 	// poll is the interval of the waits on the cluster.
 	poll time.Duration
 	cfg  *config.Config
+	// uid is the only user a session's control socket admits
+	// (SO_PEERCRED): this process's (tests: another, the refusal).
+	uid int
 }
 
 // Main runs lazaret-kube with args (args[0] is the program name) and
@@ -52,7 +55,7 @@ func Main(args []string) int {
 }
 
 func newGlobals(streams IO) *globals {
-	return &globals{io: streams, now: time.Now, poll: time.Second, connect: func(c config.Cluster) (*kube.Client, error) {
+	return &globals{io: streams, now: time.Now, poll: time.Second, uid: os.Getuid(), connect: func(c config.Cluster) (*kube.Client, error) {
 		return kube.Connect(kube.Options{Kubeconfig: c.Kubeconfig, Context: c.Context, Namespace: c.Namespace})
 	}}
 }

@@ -223,6 +223,17 @@ func (a *Anchor) Resources() []Resource {
 // runtime directory, made 0700 by its first keeper.
 func KeeperDir(runtimeDir string) string { return filepath.Join(runtimeDir, "keep") }
 
+// KubeSessionDir holds a control socket per running lazaret-kube session
+// (a cluster session's pending approvals, its events): a directory of
+// the runtime directory, made 0700 by its first session.
+func KubeSessionDir(runtimeDir string) string { return filepath.Join(runtimeDir, "kube") }
+
+// KubeSessionSocket is the control socket of the lazaret-kube session id
+// ("*" gives the pattern of them all).
+func KubeSessionSocket(runtimeDir, id string) string {
+	return filepath.Join(KubeSessionDir(runtimeDir), "session-"+id+".sock")
+}
+
 // RuntimeDir returns the per-user runtime directory: $XDG_RUNTIME_DIR/lazaret,
 // else /tmp/lazaret-<uid>. It is created 0700 and its owner is checked, so a
 // directory planted by another user in a shared /tmp is refused.

@@ -1,0 +1,146 @@
+package kubecli
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/clicore"
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
+	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
+	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
+)
+
+// hubEnv opens a session hub as a cluster session does, with cfg.
+func hubEnv(t *testing.T, cfg string, uid int) (*sessionHub, *sessionIO) {
+	t.Helper()
+	e := newEnv(t, cfg)
+	// A short runtime directory: a socket's path has 107 bytes at most.
+	short, err := os.MkdirTemp("", "lzk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(short) })
+	t.Setenv("XDG_RUNTIME_DIR", short)
+	g := newGlobals(IO{})
+	g.configPath, g.workspace, g.log, g.uid = e.cfgFile, e.ws, discardLog(), uid
+	c, err := g.loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := g.resolve(c, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sessionIO{id: newSessionID()}
+	h, err := g.openSessionHub(c, tg, s.id, []string{"shell"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.setPod("pod-a")
+	s.hub = h
+	t.Cleanup(h.close)
+	return h, s
+}
+
+func dialHub(t *testing.T, h *sessionHub) (*ctl.Client, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := ctl.NewClient(discardLog())
+	if err := c.Connect(ctx, h.sock, ctl.Hello{}); err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, nil
+}
+
+// TestSessionHubAnsweredFromAnotherProcess: a cluster session's
+// escalation prompt (no terminal, answer_from = "any") is a pending
+// request on the session's control socket, in its status and its event
+// stream; `approvals answer` through the socket, bound to the hash,
+// approves it (a stale hash refused first); the socket goes with the
+// session and session.ended closes the stream.
+func TestSessionHubAnsweredFromAnotherProcess(t *testing.T) {
+	h, s := hubEnv(t, "[escalation]\nanswer_from = \"any\"\n[cluster]\nnamespace = \"agents\"\n", os.Getuid())
+	if fi, err := os.Stat(h.sock); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("control socket %v %v", fi, err)
+	}
+	rt, _ := domain.RuntimeDir()
+	if filepath.Dir(h.sock) != domain.KubeSessionDir(rt) {
+		t.Fatalf("socket %s is not in the table's directory", h.sock)
+	}
+	c, err := dialHub(t, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan ctl.Event, 16)
+	if err := c.SubscribeEvents(context.Background(), 0, func(e ctl.Event) { seen <- e }); err != nil {
+		t.Fatal(err)
+	}
+	if e := <-seen; e.Kind != ctl.EventSessionStarted || e.Session != s.id {
+		t.Fatalf("first event %+v", e)
+	}
+	res := make(chan escprompt.Answer, 1)
+	go func() {
+		a, _ := s.prompter().Prompt(context.Background(), escprompt.PromptRequest{RequestID: "r1", RequestHash: "h1", Executable: "/usr/bin/touch", Argv: []string{"touch", "f"}})
+		res <- a
+	}()
+	e := <-seen
+	if e.Kind != ctl.EventApprovalPending || e.Request == "" {
+		t.Fatalf("event %+v", e)
+	}
+	st, err := c.Status(context.Background())
+	if err != nil || len(st.Sessions) != 1 || st.Sessions[0].ID != s.id || len(st.Sessions[0].Pending) != 1 || st.Container.Name != "pod/pod-a" {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	if _, err := c.ApprovalAnswer(context.Background(), ctl.ApprovalAnswer{ID: e.Request, Hash: "stale", Action: ctl.ActionApprove}); !errors.Is(err, ctl.ErrStaleRequest) {
+		t.Fatalf("a stale hash: %v", err)
+	}
+	if _, err := c.ApprovalAnswer(context.Background(), ctl.ApprovalAnswer{ID: e.Request, Hash: "h1", Action: ctl.ActionApprove}); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-res; a.Action != escprompt.Approve || a.AnsweredFrom == "" {
+		t.Fatalf("answer %+v", a)
+	}
+	s.keptState(clicore.KeptState{})
+	s.keptState(clicore.KeptState{Attached: true})
+	h.close()
+	var kinds []string
+	for e := range seen {
+		kinds = append(kinds, e.Kind)
+		if e.Kind == ctl.EventSessionEnded {
+			break
+		}
+	}
+	want := []string{ctl.EventApprovalDecided, ctl.EventSessionDetached, ctl.EventSessionAttached, ctl.EventSessionEnded}
+	if len(kinds) != len(want) {
+		t.Fatalf("events %q, want %q", kinds, want)
+	}
+	for i := range want {
+		if kinds[i] != want[i] {
+			t.Fatalf("events %q, want %q", kinds, want)
+		}
+	}
+	if _, err := os.Stat(h.sock); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the control socket outlived its session: %v", err)
+	}
+}
+
+// TestSessionHubOnlyItsUser: the control socket admits only its user
+// (SO_PEERCRED): a hub expecting another uid closes the connection
+// unanswered; the same client against one expecting ours (the positive
+// control) completes the hello.
+func TestSessionHubOnlyItsUser(t *testing.T) {
+	ok, _ := hubEnv(t, plainCfg, os.Getuid())
+	if _, err := dialHub(t, ok); err != nil {
+		t.Fatalf("positive control: %v", err)
+	}
+	other, _ := hubEnv(t, plainCfg, os.Getuid()+1)
+	if _, err := dialHub(t, other); err == nil || !errors.Is(err, ctl.ErrClosed) {
+		t.Fatalf("another user was answered: %v", err)
+	}
+}
