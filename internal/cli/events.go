@@ -2,17 +2,13 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/connect"
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
 )
 
@@ -57,8 +53,8 @@ func runEvents(ctx context.Context, g *globalOptions, o *eventsOptions, profile 
 		return err
 	}
 	defer c.Close()
-	p := &eventPrinter{w: g.io.Out, json: o.json}
-	if err := c.SubscribeEvents(dctx, o.since, p.print); err != nil {
+	p := &clicore.EventPrinter{W: g.io.Out, JSON: o.json}
+	if err := c.SubscribeEvents(dctx, o.since, p.Print); err != nil {
 		if errors.Is(err, ctl.ErrUnknownType) {
 			return withHint(errors.New("the sandbox's coordinator is older than this lazaret and has no event stream"), exitFailure, "restart the sandbox")
 		}
@@ -69,63 +65,8 @@ func runEvents(ctx context.Context, g *globalOptions, o *eventsOptions, profile 
 		return nil // Ctrl-C
 	case <-c.Done():
 	}
-	if p.stopped() {
+	if p.Ended() {
 		return nil
 	}
 	return errors.New("events: the event stream ended before the sandbox stopped (this reader fell too far behind, or the coordinator went away)")
-}
-
-// eventPrinter prints events in order (the client hands them over one at
-// a time).
-type eventPrinter struct {
-	w    io.Writer
-	json bool
-	mu   sync.Mutex
-	stop bool
-}
-
-func (p *eventPrinter) stopped() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stop
-}
-
-func (p *eventPrinter) print(e ctl.Event) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if e.Kind == ctl.EventSandboxStopped {
-		p.stop = true
-	}
-	if p.json {
-		// The coordinator's own encoding of the event; Detail is escaped
-		// already, and encoding/json escapes what JSON must.
-		b, _ := json.Marshal(e)
-		fmt.Fprintf(p.w, "%s\n", b)
-		return
-	}
-	fmt.Fprintln(p.w, eventLine(e))
-}
-
-// eventLine is one readable line: time, sequence, kind and the fields
-// the event has; every field escaped (field), so that nothing in it
-// breaks the line or acts on the terminal.
-func eventLine(e ctl.Event) string {
-	parts := []string{e.Time.Local().Format(time.TimeOnly), fmt.Sprintf("#%d", e.Seq), field(e.Kind)}
-	add := func(k, v string) {
-		if v != "" {
-			parts = append(parts, k+"="+field(v))
-		}
-	}
-	if e.Session != "" {
-		add("session", e.Session[:min(12, len(e.Session))])
-	}
-	add("request", e.Request)
-	add("kind", e.RequestKind)
-	add("decision", e.Decision)
-	add("from", e.From)
-	add("reason", e.Reason)
-	if e.Detail != "" {
-		parts = append(parts, "detail="+truncate(field(e.Detail), 120))
-	}
-	return strings.Join(parts, " ")
 }

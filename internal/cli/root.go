@@ -91,7 +91,7 @@ real git on an agent branch, and human-approved host escalation.`,
 		newNetCmd(g),
 		newPolicyCmd(g),
 		newProposalsCmd(g),
-		newApprovalsCmd(g), newEventsCmd(g),
+		clicore.NewApprovalsCmd(&clicore.Approvals{IO: g.io, Log: func() *slog.Logger { return g.log }, Invocation: "lazaret"}), newEventsCmd(g),
 	)
 	root.InitDefaultCompletionCmd() // now, so that the walks below see it
 	clicore.GroupCommands(root)

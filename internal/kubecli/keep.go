@@ -69,11 +69,32 @@ func (g *globals) runAttach(args []string) error {
 	return clicore.AttachKept(g.io, invocation, cfg, i)
 }
 
-// printKept lists this user's kept cluster sessions after ps's claims.
-func (g *globals) printKept(context.Context) error {
+// printKept lists this user's kept cluster sessions after ps's claims,
+// with what each waits on (its pending requests, from its control
+// socket).
+func (g *globals) printKept(ctx context.Context) error {
 	list, err := clicore.KeptList(backendName)
+	if err != nil || len(list) == 0 {
+		return err
+	}
+	pending := map[string][]string{}
+	socks, err := clicore.ControlSockets()
 	if err != nil {
 		return err
 	}
-	return clicore.PrintKept(g.io.Out, list, nil)
+	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
+	for _, s := range socks {
+		c, err := clicore.DialControl(ctx, s, g.log)
+		if err != nil {
+			continue
+		}
+		if st, err := c.Status(ctx); err == nil {
+			for _, ss := range st.Sessions {
+				pending[ss.ID] = ss.Pending
+			}
+		}
+		c.Close()
+	}
+	return clicore.PrintKept(g.io.Out, list, pending)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,11 @@ import (
 
 // hubEnv opens a session hub as a cluster session does, with cfg.
 func hubEnv(t *testing.T, cfg string, uid int) (*sessionHub, *sessionIO) {
+	h, s, _ := hubEnvIn(t, cfg, uid)
+	return h, s
+}
+
+func hubEnvIn(t *testing.T, cfg string, uid int) (*sessionHub, *sessionIO, *env) {
 	t.Helper()
 	e := newEnv(t, cfg)
 	// A short runtime directory: a socket's path has 107 bytes at most.
@@ -43,7 +49,7 @@ func hubEnv(t *testing.T, cfg string, uid int) (*sessionHub, *sessionIO) {
 	h.setPod("pod-a")
 	s.hub = h
 	t.Cleanup(h.close)
-	return h, s
+	return h, s, e
 }
 
 func dialHub(t *testing.T, h *sessionHub) (*ctl.Client, error) {
@@ -142,5 +148,43 @@ func TestSessionHubOnlyItsUser(t *testing.T) {
 	other, _ := hubEnv(t, plainCfg, os.Getuid()+1)
 	if _, err := dialHub(t, other); err == nil || !errors.Is(err, ctl.ErrClosed) {
 		t.Fatalf("another user was answered: %v", err)
+	}
+}
+
+// TestApprovalsVerbAnswersAClusterSession: `lazaret --backend kubernetes
+// approvals` lists a cluster session's pending request (escaped) and
+// `approvals answer ID approve --hash H` decides it; without --hash and
+// a terminal it is a usage error naming the flag, nothing answered.
+func TestApprovalsVerbAnswersAClusterSession(t *testing.T) {
+	h, s, e := hubEnvIn(t, "[escalation]\nanswer_from = \"any\"\n[cluster]\nnamespace = \"agents\"\n", os.Getuid())
+	pending, stop := h.events.Subscribe(0)
+	defer stop()
+	res := make(chan escprompt.Answer, 1)
+	go func() {
+		a, _ := s.prompter().Prompt(context.Background(), escprompt.PromptRequest{RequestID: "r1", RequestHash: "h1",
+			Executable: "/usr/bin/touch", Argv: []string{"touch", "x\x1b[2J"}})
+		res <- a
+	}()
+	var id string
+	for ev := range pending {
+		if ev.Kind == ctl.EventApprovalPending {
+			id = ev.Request
+			break
+		}
+	}
+	if code := e.run("approvals"); code != 0 || !strings.Contains(e.out.String(), id) || strings.Contains(e.out.String(), "\x1b") {
+		t.Fatalf("approvals: %d %q %s", code, e.out.String(), e.errOut.String())
+	}
+	if code := e.run("approvals", "answer", id, "approve"); code != 2 || !strings.Contains(e.errOut.String(), "--hash") {
+		t.Fatalf("answer without --hash: %d %s", code, e.errOut.String())
+	}
+	if len(h.approvals.List()) != 1 {
+		t.Fatal("a refused answer decided the request")
+	}
+	if code := e.run("approvals", "answer", id, "approve", "--hash", "h1"); code != 0 {
+		t.Fatalf("answer: %d %s", code, e.errOut.String())
+	}
+	if a := <-res; a.Action != escprompt.Approve {
+		t.Fatalf("answer %+v", a)
 	}
 }

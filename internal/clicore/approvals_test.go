@@ -1,4 +1,4 @@
-package cli
+package clicore
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
-	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 	"github.com/lazaret-dev/lazaret/internal/engine/prompt"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
@@ -97,7 +96,7 @@ func startFakeCoordinator(t *testing.T) *fakeCoordinator {
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	g := &globalOptions{io: IO{In: strings.NewReader(""), Out: &out, ErrOut: &out}, log: slog.New(slog.DiscardHandler)}
+	g := &Approvals{IO: IO{In: strings.NewReader(""), Out: &out, ErrOut: &out}, Log: func() *slog.Logger { return slog.New(slog.DiscardHandler) }, Invocation: "lazaret"}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var err error
@@ -195,7 +194,7 @@ func TestApprovalsRefusalsHaveHints(t *testing.T) {
 
 // exitCodeAndHint reads a withHint error.
 func exitCodeAndHint(err error) (int, string) {
-	var h *clicore.HintError
+	var h *HintError
 	if errors.As(err, &h) {
 		return h.Code, h.Hint
 	}
@@ -203,7 +202,7 @@ func exitCodeAndHint(err error) (int, string) {
 }
 
 func TestEventLineEscapes(t *testing.T) {
-	line := eventLine(ctl.Event{Seq: 7, Kind: ctl.EventApprovalDecided, Session: "0123456789abcdef0123", Request: fakeID,
+	line := EventLine(ctl.Event{Seq: 7, Kind: ctl.EventApprovalDecided, Session: "0123456789abcdef0123", Request: fakeID,
 		Decision: "approve", From: "lazaret approvals (pid 1, uid 2)", Detail: "x\n\x1b[2Jy"})
 	if strings.ContainsAny(line, "\n\x1b") || !strings.Contains(line, "#7 approval.decided session=0123456789ab request="+fakeID+" decision=approve") {
 		t.Fatalf("line %q", line)
@@ -218,7 +217,7 @@ func TestApprovalsAnswerOnTerminal(t *testing.T) {
 	f := startFakeCoordinator(t)
 	for _, early := range []bool{true, false} {
 		p := ptytest.Open(t)
-		g := &globalOptions{io: IO{In: p.TTY, Out: p.TTY, ErrOut: p.TTY}, log: slog.New(slog.DiscardHandler)}
+		g := &Approvals{IO: IO{In: p.TTY, Out: p.TTY, ErrOut: p.TTY}, Log: func() *slog.Logger { return slog.New(slog.DiscardHandler) }, Invocation: "lazaret"}
 		done := make(chan error, 1)
 		go func() { done <- runApprovalsAnswer(context.Background(), g, &approvalsOptions{}, fakeID, "approve") }()
 		p.WaitFor(t, "Approve request "+fakeID+"? [y/N]")
