@@ -79,7 +79,7 @@ func (g *globals) startSessionIO(ctx context.Context, cfg *config.Config, c *kub
 			gate = nil
 		}
 	}
-	esc, err := g.startEscalation(ctx, cfg, c, t, pod, command, s.prompter(), s.id)
+	esc, err := g.startEscalation(ctx, cfg, c, t, pod, command, s.prompter(), s.id, s.hub)
 	if err != nil {
 		g.log.Warn("host escalation is unavailable in this session", "err", err)
 		return s
@@ -98,11 +98,12 @@ func (g *globals) startSessionIO(ctx context.Context, cfg *config.Config, c *kub
 // prompter is the session's escalation prompter: its terminal's prompt,
 // each request registered in its approvals hub (answerable by `lazaret
 // approvals answer` with answer_from = "any"); nil (every request that
-// is not auto-approved denied) without a terminal or a hub.
+// is not auto-approved denied) without a terminal, unless answer_from =
+// "any" lets it wait in the hub.
 func (s *sessionIO) prompter() escprompt.Prompter {
-	if s.hub == nil {
+	if s.hub == nil || (s.runner == nil && !s.hub.approvals.AnswerElsewhere()) {
 		if s.runner == nil {
-			return nil
+			return nil // denied at once, as before; a proposal refused for want of a terminal
 		}
 		return s.runner
 	}

@@ -141,7 +141,12 @@ func TestSessionHubAnsweredFromAnotherProcess(t *testing.T) {
 // unanswered; the same client against one expecting ours (the positive
 // control) completes the hello.
 func TestSessionHubOnlyItsUser(t *testing.T) {
-	ok, _ := hubEnv(t, plainCfg, os.Getuid())
+	ok, s := hubEnv(t, plainCfg, os.Getuid())
+	// answer_from = "session" (the default) without a terminal: no
+	// prompter, every request denied at once as before the hub.
+	if s.prompter() != nil {
+		t.Error("a session without a terminal got a prompter under answer_from = session")
+	}
 	if _, err := dialHub(t, ok); err != nil {
 		t.Fatalf("positive control: %v", err)
 	}
