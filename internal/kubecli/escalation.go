@@ -51,7 +51,7 @@ type escSession struct {
 // startEscalation sets Host Escalation up for one session in pod, or
 // returns nil when the configuration turns it off. Nothing it started
 // outlives an error.
-func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *kube.Client, t *target, pod string, command []string, ask escprompt.Prompter, id string) (*escSession, error) {
+func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *kube.Client, t *target, pod string, command []string, ask escprompt.Prompter, id string, hub *sessionHub) (*escSession, error) {
 	if !cfg.Escalation.Enabled {
 		return nil, nil
 	}
@@ -89,7 +89,7 @@ func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *ku
 		Profile: t.profile.Name, SandboxID: t.hash, Workspace: t.workspace, Registry: reg, Policy: policy,
 		Executor: &eschost.Executor{Env: eschost.MinimalEnv(os.Getenv("PATH"), home, os.Getenv("LANG"))},
 		Auditor:  eschost.EntryAuditor(g.auditTo(cfg, t)), Log: g.log,
-		Proposals: g.sessionProposals(sctx, cfg, t, policy, c, pod),
+		Proposals: g.sessionProposals(sctx, cfg, t, policy, c, pod, hub),
 	}, anchor.ServerConfig())
 	e := &escSession{id: sess.ID, dir: path.Join(escRunDir, sess.ID), frame: frame, ready: make(chan struct{}), done: make(chan struct{})}
 	e.cancel = cancel

@@ -79,7 +79,7 @@ func (g *globals) startSessionIO(ctx context.Context, cfg *config.Config, c *kub
 			gate = nil
 		}
 	}
-	esc, err := g.startEscalation(ctx, cfg, c, t, pod, command, s.prompter(), s.id)
+	esc, err := g.startEscalation(ctx, cfg, c, t, pod, command, s.prompter(), s.id, s.hub)
 	if err != nil {
 		g.log.Warn("host escalation is unavailable in this session", "err", err)
 		return s

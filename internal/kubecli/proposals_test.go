@@ -193,9 +193,9 @@ func TestNetProposalOnTheTerminal(t *testing.T) {
 
 // TestProposalsVerb: `lazaret --backend kubernetes proposals` is the
 // local CLI's verb (its syntax and usage errors); it resolves the target
-// first (a wrong profile is told as such, the control) and then says,
-// in one line and a hint, that a cluster session's proposals are decided
-// on its terminal. Nothing reaches the cluster.
+// first (a wrong profile is told as such, the control) and, with no
+// session of it running here, says in one line where proposals live.
+// Nothing reaches the cluster. With sessions: TestProposalsOverSessions.
 func TestProposalsVerb(t *testing.T) {
 	e := newEnv(t, "[cluster]\nnamespace = \"agents\"\n[profiles.dev]\nimage = \"agent:1\"\n")
 	for _, c := range []struct {
@@ -203,8 +203,8 @@ func TestProposalsVerb(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"proposals", "dev"}, 1, "session's terminal"},
-		{[]string{"proposals", "approve", "dev", "1a2b3c4d", "--save"}, 1, "wait in the lazaret-kube process of the session"},
+		{[]string{"proposals", "dev"}, 1, "no cluster session of profile dev runs"},
+		{[]string{"proposals", "approve", "dev", "1a2b3c4d", "--save"}, 1, "proposals wait in a running session's lazaret-kube process"},
 		{[]string{"proposals", "nope"}, 2, `"nope"`},
 		{[]string{"proposals", "approve"}, 2, "accepts between 1 and 2 arg(s)"},
 		{[]string{"proposals", "deny", "x", "--hash", "h"}, 2, "unknown flag: --hash"},
