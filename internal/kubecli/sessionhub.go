@@ -45,6 +45,7 @@ type sessionHub struct {
 	command  []string
 	kept     bool
 	attached bool
+	closing  bool
 	once     sync.Once
 }
 
@@ -145,8 +146,15 @@ func (h *sessionHub) subscribe(_ context.Context, r *ctlserver.Request) (any, er
 		return nil, err
 	}
 	conn := r.Conn
-	ch, cancel := h.events.Subscribe(req.Since)
+	// Counted under mu before close's wait begins, never beside it.
+	h.mu.Lock()
+	if h.closing {
+		h.mu.Unlock()
+		return nil, ctl.ErrShuttingDown
+	}
 	h.streams.Add(1)
+	h.mu.Unlock()
+	ch, cancel := h.events.Subscribe(req.Since)
 	go func() {
 		defer h.streams.Done()
 		defer cancel()
@@ -180,6 +188,9 @@ func (h *sessionHub) close() {
 	}
 	h.once.Do(func() {
 		h.events.Publish(ctl.Event{Kind: ctl.EventSessionEnded, Session: h.id})
+		h.mu.Lock()
+		h.closing = true
+		h.mu.Unlock()
 		h.events.Close()
 		drained := make(chan struct{})
 		go func() { h.streams.Wait(); close(drained) }()

@@ -193,3 +193,35 @@ func TestApprovalsVerbAnswersAClusterSession(t *testing.T) {
 		t.Fatalf("answer %+v", a)
 	}
 }
+
+// TestEventsVerbFollowsClusterSessions: `lazaret --backend kubernetes
+// events --json` streams this workspace's cluster session (escaped JSON
+// lines) and exits 0 once it sent session.ended; with no session running
+// it is one line and a hint, exit 1.
+func TestEventsVerbFollowsClusterSessions(t *testing.T) {
+	h, s, e := hubEnvIn(t, "[cluster]\nnamespace = \"agents\"\n", os.Getuid())
+	h.events.Publish(ctl.Event{Kind: ctl.EventAgentAttention, Session: s.id, Detail: "bell\x1b[2J"})
+	done := make(chan int, 1)
+	go func() { done <- e.run("events", "--json") }()
+	// The subscription is in place once the hub has a subscriber beyond
+	// none: close ends the stream either way, after session.ended.
+	for h.events.Subscribers() == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.close()
+	if code := <-done; code != 0 {
+		t.Fatalf("events: exit %d %s", code, e.errOut.String())
+	}
+	out := e.out.String()
+	for _, want := range []string{`"kind":"session.started"`, `"kind":"agent.attention"`, `"kind":"session.ended"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("events lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("an escape reached the output: %q", out)
+	}
+	if code := e.run("events"); code != 1 || !strings.Contains(e.errOut.String(), "no cluster session of profile default") {
+		t.Fatalf("events without a session: %d %s", code, e.errOut.String())
+	}
+}

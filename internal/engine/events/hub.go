@@ -112,3 +112,10 @@ func (h *Hub) Close() {
 		delete(h.subs, s)
 	}
 }
+
+// Subscribers is how many subscriptions are open (tests wait for one).
+func (h *Hub) Subscribers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}
