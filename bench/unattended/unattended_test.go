@@ -201,11 +201,6 @@ func (t *term) len() int {
 
 func (t *term) send(s string) { _, _ = t.ptmx.WriteString(s) }
 
-func (t *term) close() {
-	_ = t.ptmx.Close()
-	<-t.done
-}
-
 func median(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
