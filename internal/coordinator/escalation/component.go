@@ -329,7 +329,7 @@ func (c *Component) handleRegister(ctx context.Context, r *ctlserver.Request) (a
 		return nil, ctl.Errorf(ctl.ErrBadRequest.Code, "%s: public_key must be an Ed25519 key", escprompt.TypeRegister)
 	}
 	sess := r.Session
-	unregister, err := c.registry.Register(&eschost.Session{ID: sess.ID, Public: ed25519.PublicKey(req.PublicKey), Prompt: ctlPrompter{s: sess, hub: c.o.Approvals, timeout: c.o.PendingTimeout},
+	unregister, err := c.registry.Register(&eschost.Session{ID: sess.ID, Public: ed25519.PublicKey(req.PublicKey), Prompt: newPrompter(sess, c.o.Approvals, c.o.PendingTimeout),
 		Command: sess.Command, PID: sess.PeerPID, Started: sess.Attached})
 	if err != nil {
 		return nil, ctl.Errorf(ctl.ErrBadRequest.Code, "%s: %v", escprompt.TypeRegister, err)
@@ -342,126 +342,35 @@ func (c *Component) handleRegister(ctx context.Context, r *ctlserver.Request) (a
 	return &escprompt.RegisterReply{SandboxID: c.SandboxID()}, nil
 }
 
-// ctlPrompter asks the human of one session over its control connection
-// and, through the approvals hub when there is one, whoever answers
-// `lazaret approvals` first (answer_from = "any").
-type ctlPrompter struct {
-	s       *ctlserver.Session
-	hub     *approvals.Hub
-	timeout time.Duration
+// newPrompter asks the human of one session: on its terminal over its
+// control connection and, through the approvals hub when there is one,
+// whoever answers `lazaret approvals` first (answer_from = "any"); the
+// same prompter as a lazaret-kube session's, with the terminal reached
+// over the control socket.
+func newPrompter(s *ctlserver.Session, hub *approvals.Hub, timeout time.Duration) *approvals.Prompter {
+	return &approvals.Prompter{Hub: hub, Terminal: sessionTerminal{s}, Timeout: timeout,
+		Session: func() (string, []string) { return s.ID, s.Command }}
 }
 
-func (p ctlPrompter) Prompt(ctx context.Context, r escprompt.PromptRequest) (escprompt.Answer, error) {
-	if p.hub == nil {
-		return p.terminalOnly(ctx, r)
-	}
-	return p.pending(ctx, r)
-}
+// sessionTerminal is a session's own terminal, reached over its control
+// connection.
+type sessionTerminal struct{ s *ctlserver.Session }
 
-// terminalOnly asks the session's terminal and no one else.
-func (p ctlPrompter) terminalOnly(ctx context.Context, r escprompt.PromptRequest) (escprompt.Answer, error) {
+// Prompt asks the session's CLI. When the request ends first (its client
+// went away, the sandbox stops, another answer came first: the context's
+// cause says which), the prompt leaves the terminal and says why.
+func (t sessionTerminal) Prompt(ctx context.Context, r escprompt.PromptRequest) (escprompt.Answer, error) {
 	var a escprompt.Answer
-	err := p.s.Call(ctx, escprompt.TypePrompt, r, &a)
+	err := t.s.Call(ctx, escprompt.TypePrompt, r, &a)
 	if ctx.Err() != nil {
-		return p.withdraw(ctx, r)
+		reason := escprompt.WithdrawReason(ctx)
+		_ = t.s.Notify(escprompt.TypePromptCancel, escprompt.PromptCancel{RequestID: r.RequestID, Reason: reason})
+		return escprompt.Answer{Action: escprompt.Deny}, &escprompt.Withdrawn{Reason: reason}
 	}
 	if err != nil {
 		return escprompt.Answer{Action: escprompt.Deny}, fmt.Errorf("asking the session: %w", err)
 	}
 	return a, nil
-}
-
-// withdraw takes the prompt off the terminal because its request ended
-// (its client went away, the sandbox stops), and says why.
-func (p ctlPrompter) withdraw(ctx context.Context, r escprompt.PromptRequest) (escprompt.Answer, error) {
-	reason := escprompt.WithdrawReason(ctx)
-	_ = p.s.Notify(escprompt.TypePromptCancel, escprompt.PromptCancel{RequestID: r.RequestID, Reason: reason})
-	return escprompt.Answer{Action: escprompt.Deny}, &escprompt.Withdrawn{Reason: reason}
-}
-
-type termAnswer struct {
-	a   escprompt.Answer
-	err error
-}
-
-// pending registers r with the hub and waits for the first of: the
-// terminal's answer, an answer through the hub, pending_timeout, the
-// request's end. The side that did not answer is withdrawn.
-func (p ctlPrompter) pending(ctx context.Context, r escprompt.PromptRequest) (escprompt.Answer, error) {
-	r.AnswerElsewhere = p.hub.AnswerElsewhere()
-	pend := p.hub.Add(ctl.PendingRequest{Kind: ctl.RequestEscalation, Session: p.s.ID, SessionCommand: p.s.Command,
-		Detail: escprompt.Describe(r), Summary: escprompt.Summary(r), Hash: r.RequestHash})
-	r.PendingID = pend.ID
-	callCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	term := make(chan termAnswer, 1)
-	go func() {
-		var a escprompt.Answer
-		err := p.s.Call(callCtx, escprompt.TypePrompt, r, &a)
-		term <- termAnswer{a, err}
-	}()
-	var expire <-chan time.Time
-	if p.timeout > 0 {
-		t := time.NewTimer(p.timeout)
-		defer t.Stop()
-		expire = t.C
-	}
-	here := "terminal of session " + p.s.ID
-	for {
-		select {
-		case t := <-term:
-			if ctx.Err() != nil {
-				p.hub.Decide(pend, approvals.Decision{Action: ctl.DecisionWithdrawn, From: escprompt.WithdrawReason(ctx)})
-				return p.withdraw(ctx, r)
-			}
-			return p.fromTerminal(pend, t, here)
-		case <-pend.Done():
-			// Answered through the hub first.
-			_ = p.s.Notify(escprompt.TypePromptCancel, escprompt.PromptCancel{RequestID: r.RequestID, Reason: escprompt.WithdrawAnsweredElsewhere})
-			return p.answerOf(pend.Decision()), nil
-		case <-expire:
-			expire = nil
-			if p.hub.Decide(pend, approvals.Decision{Action: ctl.DecisionExpired, From: "timeout"}) {
-				_ = p.s.Notify(escprompt.TypePromptCancel, escprompt.PromptCancel{RequestID: r.RequestID, Reason: escprompt.WithdrawExpired})
-				return escprompt.Answer{Action: escprompt.Deny, Reason: "no answer within " + shortDuration(p.timeout),
-					AnsweredFrom: "timeout", AnswerFrom: p.hub.AnswerFrom(), Expired: true}, nil
-			}
-		case <-ctx.Done():
-			p.hub.Decide(pend, approvals.Decision{Action: ctl.DecisionWithdrawn, From: escprompt.WithdrawReason(ctx)})
-			return p.withdraw(ctx, r)
-		}
-	}
-}
-
-// fromTerminal takes the terminal's answer unless the hub's came first.
-func (p ctlPrompter) fromTerminal(pend *approvals.Pending, t termAnswer, here string) (escprompt.Answer, error) {
-	action := ctl.ActionDeny
-	if t.err == nil && t.a.Action == escprompt.Approve {
-		action = ctl.ActionApprove
-	}
-	if t.err != nil {
-		action = ctl.DecisionWithdrawn
-	}
-	if !p.hub.Decide(pend, approvals.Decision{Action: action, From: here}) {
-		return p.answerOf(pend.Decision()), nil
-	}
-	if t.err != nil {
-		return escprompt.Answer{Action: escprompt.Deny}, fmt.Errorf("asking the session: %w", t.err)
-	}
-	t.a.AnsweredFrom, t.a.AnswerFrom, t.a.Expired = here, p.hub.AnswerFrom(), false
-	return t.a, nil
-}
-
-// answerOf is the escalation answer of a decision made through the hub.
-func (p ctlPrompter) answerOf(d approvals.Decision) escprompt.Answer {
-	a := escprompt.Answer{Action: escprompt.Deny, AnsweredFrom: d.From, AnswerFrom: p.hub.AnswerFrom()}
-	switch d.Action {
-	case ctl.ActionApprove:
-		a.Action = escprompt.Approve
-	case ctl.DecisionExpired:
-		a.Reason, a.Expired = "no answer within "+shortDuration(p.timeout), true
-	}
-	return a
 }
 
 // RotateNow rotates the sandbox's client certificate at once (tests; the
@@ -484,16 +393,4 @@ func LogAuditor(log *slog.Logger) eschost.Auditor {
 			"session", e.SessionID, "argv", e.Argv, "command", e.Command, "decision", e.Decision, "exit", e.ExitCode)
 		return nil
 	})
-}
-
-// shortDuration writes 30m rather than 30m0s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

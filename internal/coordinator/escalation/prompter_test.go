@@ -89,7 +89,7 @@ func newPromptRig(t *testing.T, uid int, answerFrom string) *promptRig {
 }
 
 func (r *promptRig) ask(timeout time.Duration) <-chan escprompt.Answer {
-	p := ctlPrompter{s: r.sess, hub: r.hub, timeout: timeout}
+	p := newPrompter(r.sess, r.hub, timeout)
 	out := make(chan escprompt.Answer, 1)
 	go func() {
 		a, _ := p.Prompt(context.Background(), escprompt.PromptRequest{RequestID: "req-1", Argv: []string{"touch", "f"},
