@@ -89,7 +89,7 @@ real git on an agent branch, and human-approved host escalation.`,
 		newStateCmd(g),
 		newAuditCmd(g),
 		newNetCmd(g),
-		newPolicyCmd(g),
+		clicore.NewPolicyCmd(&g.io),
 		newProposalsCmd(g),
 		clicore.NewApprovalsCmd(&clicore.Approvals{IO: g.io, Log: func() *slog.Logger { return g.log }, Invocation: "lazaret"}), newEventsCmd(g),
 	)

@@ -1,4 +1,4 @@
-package cli
+package clicore
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/policycheck"
+	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
 type policyDiffOptions struct {
@@ -15,9 +16,11 @@ type policyDiffOptions struct {
 	exitCode bool
 }
 
-// newPolicyCmd is `lazaret policy`: reading policy changes before they
-// are made (the agent's proposals come through the escalation channel).
-func newPolicyCmd(g *globalOptions) *cobra.Command {
+// NewPolicyCmd is `lazaret policy` of both CLIs: reading policy changes
+// before they are made (the agent's proposals come through the escalation
+// channel). It reads configuration files only, so both backends answer
+// the same.
+func NewPolicyCmd(streams *IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
 		Short: "Review what a change of the configuration's policy opens",
@@ -35,7 +38,7 @@ over-broad rules are "refuse", rules a human must weigh "review".`,
 		Example: `  git show HEAD:lazaret.toml > /tmp/old.toml && lazaret policy diff /tmp/old.toml lazaret.toml
   lazaret policy diff --exit-code old.toml new.toml   # exit 1 when the change opens anything`,
 		Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error { return runPolicyDiff(g, o, args[0], args[1]) },
+		RunE: func(cmd *cobra.Command, args []string) error { return runPolicyDiff(streams, o, args[0], args[1]) },
 	}
 	diff.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	diff.Flags().BoolVar(&o.exitCode, "exit-code", false, "exit 1 when the change opens anything")
@@ -43,7 +46,7 @@ over-broad rules are "refuse", rules a human must weigh "review".`,
 	return cmd
 }
 
-func runPolicyDiff(g *globalOptions, o *policyDiffOptions, oldPath, newPath string) error {
+func runPolicyDiff(streams *IO, o *policyDiffOptions, oldPath, newPath string) error {
 	old, err := config.Load(oldPath)
 	if err != nil {
 		return err
@@ -54,17 +57,17 @@ func runPolicyDiff(g *globalOptions, o *policyDiffOptions, oldPath, newPath stri
 	}
 	changes := policycheck.Diff(old, new)
 	if o.json {
-		if err := writeJSON(g.io.Out, struct {
+		if err := WriteJSON(streams.Out, struct {
 			Version int                  `json:"checker_version"`
 			Changes []policycheck.Change `json:"changes"`
 		}{policycheck.Version, nonNil(changes)}); err != nil {
 			return err
 		}
 	} else {
-		printPolicyDiff(g.io.Out, changes)
+		printPolicyDiff(streams.Out, changes)
 	}
 	if o.exitCode && opens(changes) {
-		return exitError{1}
+		return ExitError{Code: 1}
 	}
 	return nil
 }
@@ -102,12 +105,12 @@ func printPolicyDiff(w io.Writer, changes []policycheck.Change) {
 		if c.Profile != "" {
 			where = "profiles." + c.Profile + "." + c.Key
 		}
-		fmt.Fprintf(w, "%s %s %s\n", sign, where, field(c.Rule))
+		fmt.Fprintf(w, "%s %s %s\n", sign, where, visible.Line(c.Rule))
 		if c.Check == nil {
 			continue
 		}
 		for _, f := range c.Check.Findings {
-			fmt.Fprintf(w, "    %-6s %s: %s\n", f.Severity, f.Code, field(f.Message))
+			fmt.Fprintf(w, "    %-6s %s: %s\n", f.Severity, f.Code, visible.Line(f.Message))
 		}
 	}
 	fmt.Fprintf(w, "(checker version %d)\n", policycheck.Version)
