@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/engine/netpolicy"
 	"github.com/lazaret-dev/lazaret/internal/engine/policycheck"
 	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
@@ -62,22 +63,5 @@ func runNetCheck(ctx context.Context, g *globalOptions, o *netOptions, target st
 	if err != nil {
 		return usageError{fmt.Errorf("net check: %w", err)}
 	}
-	if o.json {
-		if err := writeJSON(g.io.Out, struct {
-			policycheck.Decision
-			Source string `json:"policy"`
-		}{d, source}); err != nil {
-			return err
-		}
-	} else {
-		verdict, rule := "denied", ""
-		if d.Allowed {
-			verdict, rule = "allowed", " by "+d.Rule
-		}
-		fmt.Fprintf(g.io.Out, "%s: %s%s (%s; profile %s)\n  %s\n", verdict, d.Target, rule, source, a.Profile, d.Why)
-	}
-	if !d.Allowed {
-		return exitError{1}
-	}
-	return nil
+	return clicore.PrintNetCheck(g.io.Out, clicore.NetCheckResult{Decision: d, Source: source}, a.Profile, o.json)
 }

@@ -115,3 +115,36 @@ func printPolicyDiff(w io.Writer, changes []policycheck.Change) {
 	}
 	fmt.Fprintf(w, "(checker version %d)\n", policycheck.Version)
 }
+
+// NetCheckResult is `net check`'s answer on either backend: the decision
+// and which policy gave it.
+type NetCheckResult struct {
+	policycheck.Decision
+	Source string `json:"policy"`
+	// Note is what else limits an allowed name there (the cluster's
+	// NetworkPolicy), "" when nothing does.
+	Note string `json:"note,omitempty"`
+}
+
+// PrintNetCheck writes r (as JSON with asJSON) and returns the verb's
+// exit: nil when allowed, ExitError 1 when denied.
+func PrintNetCheck(w io.Writer, r NetCheckResult, profile string, asJSON bool) error {
+	if asJSON {
+		if err := WriteJSON(w, r); err != nil {
+			return err
+		}
+	} else {
+		verdict, rule := "denied", ""
+		if r.Allowed {
+			verdict, rule = "allowed", " by "+r.Rule
+		}
+		fmt.Fprintf(w, "%s: %s%s (%s; profile %s)\n  %s\n", verdict, r.Target, rule, r.Source, profile, r.Why)
+		if r.Note != "" {
+			fmt.Fprintf(w, "  %s\n", r.Note)
+		}
+	}
+	if !r.Allowed {
+		return ExitError{Code: 1}
+	}
+	return nil
+}
