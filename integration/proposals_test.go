@@ -4,10 +4,13 @@ package integration
 
 import (
 	"encoding/json"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
 )
 
 // TestProposals: the proposal loop against real rootless podman + runsc
@@ -22,6 +25,8 @@ import (
 // proposals and decisions with the checker's version and the policy hash.
 func TestProposals(t *testing.T) {
 	e := NewEnv(t)
+	// A comment of the user's, which --save keeps.
+	e.WriteConfig("# my network, reviewed\n[network]\nallow_domains = [\"pypi.org\"] # for pip\n")
 	background(t, e, nil, "exec", "--", "sleep", "600") // keeps the sandbox up
 	Eventually(t, 2*time.Minute, "the sandbox running", func() bool { return netRunning(e) })
 	agent := func(args ...string) Result {
@@ -60,9 +65,18 @@ func TestProposals(t *testing.T) {
 	if c := e.Run("net", "check", "example.org").Code; c != 1 {
 		t.Fatalf("a stale approval changed the policy (net check exit %d)", c)
 	}
-	ok := e.Run("proposals", "approve", id, "--hash", shown.Hash, "--reason", "docs")
+	ok := e.Run("proposals", "approve", id, "--hash", shown.Hash, "--reason", "docs", "--save")
 	if ok.Code != 0 || !strings.Contains(ok.Stdout, "is in force") {
 		t.Fatalf("approve: %+v", ok)
+	}
+	// --save wrote the rule into the file, comments and all, and said so.
+	saved, err := os.ReadFile(e.Config)
+	if err != nil || !strings.Contains(string(saved), "# my network, reviewed\n") || !strings.Contains(string(saved), "# for pip") ||
+		!strings.Contains(string(saved), `"example.org"`) || !strings.Contains(ok.Stdout+ok.Stderr, "+") {
+		t.Fatalf("--save: %v\n%s\n%+v", err, saved, ok)
+	}
+	if _, err := config.Load(e.Config); err != nil {
+		t.Fatalf("the saved file does not load: %v", err)
 	}
 	if c := e.Run("net", "check", "example.org").Code; c != 0 {
 		t.Fatalf("approved name not allowed (net check exit %d)", c)
