@@ -39,26 +39,7 @@ func (c *coordinator) handleEventsSubscribe(_ context.Context, r *ctlserver.Requ
 	if err := r.Decode(&req); err != nil {
 		return nil, err
 	}
-	conn := r.Conn
-	ch, cancel := c.events.Subscribe(req.Since)
-	go func() {
-		defer cancel()
-		for {
-			select {
-			case e, ok := <-ch:
-				if !ok {
-					_ = conn.Close()
-					return
-				}
-				if err := conn.Call(conn.Context(), ctl.TypeEvent, e, nil); err != nil {
-					_ = conn.Close()
-					return
-				}
-			case <-conn.Done():
-				return
-			}
-		}
-	}()
+	c.events.Stream(r.Conn, req.Since, nil)
 	return struct{}{}, nil
 }
 

@@ -154,26 +154,7 @@ func (h *sessionHub) subscribe(_ context.Context, r *ctlserver.Request) (any, er
 	}
 	h.streams.Add(1)
 	h.mu.Unlock()
-	ch, cancel := h.events.Subscribe(req.Since)
-	go func() {
-		defer h.streams.Done()
-		defer cancel()
-		for {
-			select {
-			case e, ok := <-ch:
-				if !ok {
-					_ = conn.Close()
-					return
-				}
-				if err := conn.Call(conn.Context(), ctl.TypeEvent, e, nil); err != nil {
-					_ = conn.Close()
-					return
-				}
-			case <-conn.Done():
-				return
-			}
-		}
-	}()
+	h.events.Stream(conn, req.Since, h.streams.Done)
 	return struct{}{}, nil
 }
 

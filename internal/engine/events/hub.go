@@ -119,3 +119,36 @@ func (h *Hub) Subscribers() int {
 	defer h.mu.Unlock()
 	return len(h.subs)
 }
+
+// Stream sends conn the events after since, each as a ctl.TypeEvent
+// request and the next only after its reply, so that they arrive in
+// order (a connection serves each notification in a goroutine of its
+// own). It returns at once; the stream ends, and done runs (nil: nothing),
+// when the subscription ends (the hub closed, or conn fell behind: conn
+// is then closed) or conn goes away.
+func (h *Hub) Stream(conn *ctl.Conn, since uint64, done func()) {
+	ch, cancel := h.Subscribe(since)
+	go func() {
+		defer func() {
+			cancel()
+			if done != nil {
+				done()
+			}
+		}()
+		for {
+			select {
+			case e, ok := <-ch:
+				if !ok {
+					_ = conn.Close()
+					return
+				}
+				if err := conn.Call(conn.Context(), ctl.TypeEvent, e, nil); err != nil {
+					_ = conn.Close()
+					return
+				}
+			case <-conn.Done():
+				return
+			}
+		}
+	}()
+}
