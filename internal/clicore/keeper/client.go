@@ -67,9 +67,9 @@ func Attach(conn net.Conn, in, out *os.File, keys []byte) (Result, error) {
 			_ = send(FrameHangup, nil)
 		}
 	}()
-	detached := make(chan struct{})
-	go relayKeys(in, keys, send, detached)
-	return readSession(conn, out, detached)
+	d := newDetachSignal()
+	go relayKeys(in, keys, send, d)
+	return readSession(conn, out, d)
 }
 
 // termSize is in's size, or defaultSize.
@@ -82,9 +82,31 @@ func termSize(in *os.File, isTerm bool) Size {
 	return defaultSize
 }
 
+// detachSignal tells readSession the user detached. asked closes before
+// FrameDetach goes out, sent after: the keeper closes the connection on
+// FrameDetach, and that EOF can reach readSession before sent closes (it
+// did, under load in CI: the detach was reported as a lost terminal).
+type detachSignal struct {
+	asked, sent chan struct{}
+}
+
+func newDetachSignal() detachSignal {
+	return detachSignal{asked: make(chan struct{}), sent: make(chan struct{})}
+}
+
+// wasAsked reports whether the detach keys were typed.
+func (d detachSignal) wasAsked() bool {
+	select {
+	case <-d.asked:
+		return true
+	default:
+		return false
+	}
+}
+
 // relayKeys sends what the user types, holding back a started detach
-// sequence; the whole sequence sends FrameDetach and closes detached.
-func relayKeys(in io.Reader, keys []byte, send func(byte, []byte) error, detached chan struct{}) {
+// sequence; the whole sequence sends FrameDetach (see detachSignal).
+func relayKeys(in io.Reader, keys []byte, send func(byte, []byte) error, d detachSignal) {
 	m := &keyMatcher{keys: keys}
 	buf := make([]byte, readChunk)
 	for {
@@ -94,8 +116,9 @@ func relayKeys(in io.Reader, keys []byte, send func(byte, []byte) error, detache
 			return
 		}
 		if detach {
+			close(d.asked)
 			_ = send(FrameDetach, nil)
-			close(detached)
+			close(d.sent)
 			return
 		}
 		if err != nil {
@@ -107,7 +130,7 @@ func relayKeys(in io.Reader, keys []byte, send func(byte, []byte) error, detache
 
 // readSession writes the session's output until it ends, the user
 // detaches or another terminal takes over.
-func readSession(conn net.Conn, out io.Writer, detached chan struct{}) (Result, error) {
+func readSession(conn net.Conn, out io.Writer, d detachSignal) (Result, error) {
 	frames := make(chan error, 1)
 	var res Result
 	go func() {
@@ -133,11 +156,14 @@ func readSession(conn net.Conn, out io.Writer, detached chan struct{}) (Result, 
 		}
 	}()
 	select {
-	case <-detached:
+	case <-d.sent:
 		conn.Close()
 		return Result{Detached: true}, nil
 	case err := <-frames:
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+			if d.wasAsked() {
+				return Result{Detached: true}, nil
+			}
 			return Result{Lost: true}, nil
 		}
 		if err != nil {

@@ -2,7 +2,11 @@ package keeper
 
 import (
 	"bytes"
+	"io"
+	"net"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestKeyMatcher(t *testing.T) {
@@ -55,4 +59,28 @@ func FuzzKeyMatcher(f *testing.F) {
 			t.Fatalf("in %q keys %q: pass %q held %q", in, keys, pass, held)
 		}
 	})
+}
+
+// TestDetachBeatenByEOF: the keeper closes the connection as soon as it
+// reads FrameDetach; that EOF reaching readSession before relayKeys says
+// the frame went out is still the user's detach, not a lost terminal.
+func TestDetachBeatenByEOF(t *testing.T) {
+	for range 20 {
+		client, keeperEnd := net.Pipe()
+		d := newDetachSignal()
+		send := func(typ byte, p []byte) error {
+			if typ == FrameDetach {
+				// The keeper reads it and closes at once; the sender is
+				// slow to come back (preempted, a loaded machine).
+				keeperEnd.Close()
+				time.Sleep(20 * time.Millisecond)
+			}
+			return nil
+		}
+		go relayKeys(strings.NewReader("ls\x1cd"), []byte{0x1c, 'd'}, send, d)
+		res, err := readSession(client, io.Discard, d)
+		if err != nil || !res.Detached || res.Lost {
+			t.Fatalf("result %+v, err %v: want Detached", res, err)
+		}
+	}
 }
