@@ -51,7 +51,7 @@ func (g *globalOptions) openReview(ctx context.Context, profile string) (*review
 	}
 	return &reviewTarget{
 		anchor: a,
-		review: &review.Review{Git: git, Repo: repo, Map: gitrepo.RefMap{Profile: a.Profile}},
+		review: &review.Review{Git: git, Repo: repo, Map: gitrepo.RefMapOf(a)},
 		podman: g.podmanClient(),
 	}, nil
 }

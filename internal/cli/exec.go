@@ -274,7 +274,7 @@ func (s *session) connect(ctx context.Context) (context.Context, context.CancelF
 	})
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	cancelLast := func() { cancel() }
-	args, err := s.g.coordinatorArgs(s.cfg, s.p.Name, s.a.Workspace, s.r.choices.withChanges)
+	args, err := s.g.coordinatorArgs(s.cfg, s.a, s.r.choices.withChanges)
 	if err != nil {
 		return cctx, cancelLast, err
 	}
@@ -556,10 +556,9 @@ func (g *globalOptions) files() (in, out, errOut *os.File) {
 func isTerminal(f *os.File) bool { return f != nil && term.IsTerminal(int(f.Fd())) }
 
 // coordinatorArgs are the arguments of the coordinator process
-// (coordargs) for profile and workspace, carrying the global flags that
-// matter.
-func (g *globalOptions) coordinatorArgs(cfg *config.Config, profile, workspace string, withChanges bool) ([]string, error) {
-	a := coordargs.Args{Verbose: g.verbose, AllowRoot: g.allowRoot, Profile: profile, Workspace: workspace, WithChanges: withChanges}
+// (coordargs) of domain d, carrying the global flags that matter.
+func (g *globalOptions) coordinatorArgs(cfg *config.Config, d *domain.Anchor, withChanges bool) ([]string, error) {
+	a := coordargs.Args{Verbose: g.verbose, AllowRoot: g.allowRoot, Profile: d.Profile, Workspace: d.Workspace, Attempt: d.Attempt, WithChanges: withChanges}
 	if cfg.File != "" {
 		abs, err := filepath.Abs(cfg.File)
 		if err != nil {

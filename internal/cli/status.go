@@ -86,7 +86,7 @@ func sideBranches(ctx context.Context, g *globalOptions, gitMode string, a *doma
 		g.log.Debug("status: host repository", "err", err)
 		return nil
 	}
-	r := &review.Review{Git: git, Repo: repo, Map: gitrepo.RefMap{Profile: a.Profile}}
+	r := &review.Review{Git: git, Repo: repo, Map: gitrepo.RefMapOf(a)}
 	bs, err := r.SideBranches(ctx)
 	if err != nil {
 		g.log.Warn("status: listing the agent's side branches", "err", err)

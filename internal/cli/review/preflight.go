@@ -29,7 +29,7 @@ func Preflight(ctx context.Context, g *hostgit.Git, a *domain.Anchor, gitMode st
 	if _, err := os.Lstat(a.AgentClone()); err == nil {
 		return "", nil
 	}
-	m := gitrepo.RefMap{Profile: a.Profile}
+	m := gitrepo.RefMapOf(a)
 	if repo.ResolveRef(ctx, g, m.AgentRef()) != "" {
 		return "", nil
 	}
@@ -65,7 +65,7 @@ func AgentBranchLag(ctx context.Context, g *hostgit.Git, a *domain.Anchor, gitMo
 	if err != nil {
 		return Lag{}, err
 	}
-	agent := repo.ResolveRef(ctx, g, gitrepo.RefMap{Profile: a.Profile}.AgentRef())
+	agent := repo.ResolveRef(ctx, g, gitrepo.RefMapOf(a).AgentRef())
 	head, err := repo.Head(ctx, g)
 	if agent == "" || err != nil {
 		return Lag{}, nil

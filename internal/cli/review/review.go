@@ -307,7 +307,7 @@ func ResetBranch(ctx context.Context, g *hostgit.Git, pc *podman.Client, repo *g
 	if running {
 		return nil, fmt.Errorf("%s: %w", a.Container(), ErrSandboxRunning)
 	}
-	m := gitrepo.RefMap{Profile: a.Profile}
+	m := gitrepo.RefMapOf(a)
 	head, err := repo.Head(ctx, g)
 	if err != nil {
 		return nil, err

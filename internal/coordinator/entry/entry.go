@@ -6,6 +6,7 @@
 package entry
 
 import (
+	"github.com/lazaret-dev/lazaret/internal/engine/attempt"
 	"context"
 	"errors"
 	"fmt"
@@ -106,6 +107,11 @@ func resolve(a coordargs.Args, stderr io.Writer) (coordinator.Options, error) {
 	anchor, err := domain.New(p.Name, ws, cfg.DataRoot, runtimeDir, cfg.Escalation.SocketDir)
 	if err != nil {
 		return coordinator.Options{}, err
+	}
+	if a.Attempt != "" {
+		if anchor, err = attempt.Open(anchor, a.Attempt); err != nil {
+			return coordinator.Options{}, err
+		}
 	}
 	vols, err := p.ResolveVolumes(config.AnchorTokens(anchor))
 	if err != nil {

@@ -192,7 +192,7 @@ func EnsureCloneWith(ctx context.Context, g *hostgit.Git, repo *gitrepo.HostRepo
 			return nil, err
 		}
 	}
-	m := gitrepo.RefMap{Profile: a.Profile}
+	m := gitrepo.RefMapOf(a)
 	start := repo.ResolveRef(ctx, g, m.AgentRef())
 	head, err := repo.Head(ctx, g)
 	if start == "" {
@@ -242,7 +242,7 @@ func (c *Component) Started(ctx context.Context, container string) error {
 		return nil
 	}
 	skipped := gitrepo.SkippedRefsFile(c.Anchor.Root())
-	syncer := &refsync.Syncer{Git: c.Git, Repo: c.repo, Map: gitrepo.RefMap{Profile: c.Anchor.Profile},
+	syncer := &refsync.Syncer{Git: c.Git, Repo: c.repo, Map: gitrepo.RefMapOf(c.Anchor),
 		Sandbox: podmanSandbox{podman: c.Podman, container: container, isolated: c.Isolated}, Log: c.Log, Audit: c.Audit,
 		WriteSkipped: func(list string) error { return writeMountedFile(skipped, list) },
 		RefsDir:      c.clone.Path() + "/.git"}

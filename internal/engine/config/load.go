@@ -29,6 +29,7 @@ type fileConfig struct {
 	Session    fileSession             `toml:"session"`
 	Notify     fileNotify              `toml:"notify"`
 	Policy     filePolicy              `toml:"policy"`
+	Attempts   fileAttempts            `toml:"attempts"`
 }
 
 type fileNetwork struct {
@@ -310,7 +311,7 @@ func expectedType(key keyPath) string {
 		return "a boolean"
 	case "with_changes":
 		return "a boolean"
-	case "warm_pool":
+	case "warm_pool", "max":
 		return "an integer"
 	case "allow_egress", "allow_domains", "auto_approve", "persistent_dirs", "hosts", "command", "dns":
 		return "an array of strings"
@@ -368,6 +369,7 @@ func (v *validator) build(fc *fileConfig) *Config {
 	v.sessionTable(fc, cfg)
 	v.notifyTable(fc, cfg)
 	v.policyTable(fc, cfg)
+	v.attemptsTable(fc, cfg)
 	v.secretsTable(fc, cfg)
 	guard := newHostGuard(cfg.DataRoot, v.file)
 	names := make([]string, 0, len(fc.Profiles))

@@ -43,6 +43,9 @@ type Config struct {
 	Notify Notify
 	// Policy is the [policy] section: the agent's proposals (policy.go).
 	Policy Policy
+	// Attempts is the [attempts] section: the bound on `lazaret fork`
+	// (attempts.go).
+	Attempts Attempts
 	// Warnings are non-fatal findings (for example an unpinned image).
 	Warnings []string
 }

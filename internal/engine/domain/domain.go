@@ -34,8 +34,13 @@ func Canonical(dir string) (string, error) {
 
 // Anchor is one Domain Anchor with every host resource it scopes.
 type Anchor struct {
-	Profile    string
-	Workspace  string // canonical host workspace
+	Profile   string
+	Workspace string // canonical host workspace
+	// Attempt names a parallel attempt of (Profile, Workspace) made by
+	// `lazaret fork` ("" for the workspace's own sandbox): a Domain
+	// Anchor of its own (hash, container, clone, agent branch, Trust
+	// Anchor) beside its parent's (ForAttempt).
+	Attempt    string
 	Hash       string
 	DataRoot   string // Storage Root
 	RuntimeDir string // per-user runtime dir ($XDG_RUNTIME_DIR/lazaret)
@@ -60,6 +65,71 @@ func New(profile, workspace, dataRoot, runtimeDir, socketDir string) (*Anchor, e
 		RuntimeDir: runtimeDir,
 		SocketDir:  socketDir,
 	}, nil
+}
+
+// AttemptHash is the Domain Anchor of attempt name of (profile,
+// workspace): the workspace's hash input with the name after a NUL, a
+// byte no path holds, so no workspace's own hash is an attempt's.
+func AttemptHash(profile, canonicalWorkspace, name string) string {
+	return Hash(profile, canonicalWorkspace+"\x00attempt\x00"+name)
+}
+
+// ForAttempt returns the Anchor of attempt name of a's profile and
+// workspace (name checked by ValidAttemptName first).
+func (a *Anchor) ForAttempt(name string) (*Anchor, error) {
+	if err := ValidAttemptName(name); err != nil {
+		return nil, err
+	}
+	b := *a
+	b.Attempt = name
+	b.Hash = AttemptHash(a.Profile, a.Workspace, name)
+	return &b, nil
+}
+
+// Parent is the workspace's own Anchor of an attempt's (a itself when a
+// is no attempt).
+func (a *Anchor) Parent() *Anchor {
+	if a.Attempt == "" {
+		return a
+	}
+	b := *a
+	b.Attempt = ""
+	b.Hash = Hash(a.Profile, a.Workspace)
+	return &b
+}
+
+// MaxAttemptName bounds an attempt's name (it goes into the agent branch
+// and the container's name).
+const MaxAttemptName = 32
+
+// ValidAttemptName accepts lower-case letters, digits and '-' inside,
+// beginning with a letter or digit: a name that is a valid git ref
+// component and a container name's part, and shows on a terminal as is.
+func ValidAttemptName(name string) error {
+	if name == "" || len(name) > MaxAttemptName {
+		return fmt.Errorf("attempt name %q: want 1 to %d characters", name, MaxAttemptName)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-' && i > 0 && i < len(name)-1:
+		default:
+			return fmt.Errorf("attempt name %q: only a-z, 0-9 and '-' inside (not first or last) are allowed", name)
+		}
+	}
+	return nil
+}
+
+// AgentKey is what names the agent's refs of a domain: the profile, or
+// <profile>.<attempt> for an attempt. The '.' is outside the profile
+// alphabet, so no profile's key is another profile's attempt's (with
+// '-', profile a-b and attempt b of profile a would share a branch).
+func AgentKey(profile, attempt string) string {
+	if attempt == "" {
+		return profile
+	}
+	return profile + "." + attempt
 }
 
 // DomainsDirName is the directory of the data_root that holds every
@@ -186,7 +256,11 @@ const LabelSpare = "lazaret.spare"
 const LabelDataRoot = "lazaret.data_root"
 
 // AgentBranch is the branch the agent works on in branch mode.
-func (a *Anchor) AgentBranch() string { return "lazaret/agent-" + a.Profile }
+func (a *Anchor) AgentBranch() string { return "lazaret/agent-" + AgentKey(a.Profile, a.Attempt) }
+
+// AttemptRecord is the record of an attempt's origin in its Domain Root
+// (internal/engine/attempt reads and writes it).
+func (a *Anchor) AttemptRecord() string { return filepath.Join(a.Root(), "attempt.json") }
 
 // Resource is one row of the resource table, for `lazaret domain`.
 type Resource struct {
@@ -215,6 +289,7 @@ func (a *Anchor) Resources() []Resource {
 		{"sidecar", a.Sidecar()},
 		{"label", LabelKey + "=" + a.Hash},
 		{"agent_branch", a.AgentBranch()},
+		{"attempt", a.Attempt},
 	}
 }
 

@@ -3,6 +3,8 @@ package gitrepo
 import (
 	"fmt"
 	"strings"
+
+	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 )
 
 // maxRefLen bounds a ref name coming from the sandbox.
@@ -49,24 +51,32 @@ func ValidOID(s string, n int) bool {
 	return strings.Trim(s, "0") != ""
 }
 
-// RefMap maps the agent clone's branches to host refs for one profile:
-// the agent branch lazaret/agent-<p> to refs/heads/lazaret/agent-<p>,
-// every other branch X to refs/lazaret/<p>/heads/X.
+// RefMap maps the agent clone's branches to host refs for one profile
+// (and attempt: its key is domain.AgentKey, <p>.<attempt>): the agent
+// branch lazaret/agent-<key> to refs/heads/lazaret/agent-<key>, every
+// other branch X to refs/lazaret/<key>/heads/X.
 type RefMap struct {
 	Profile string
+	Attempt string
 }
 
+// RefMapOf is the RefMap of domain a.
+func RefMapOf(a *domain.Anchor) RefMap { return RefMap{Profile: a.Profile, Attempt: a.Attempt} }
+
+// key names the domain's refs.
+func (m RefMap) key() string { return domain.AgentKey(m.Profile, m.Attempt) }
+
 // AgentBranch is the agent's branch name in the clone.
-func (m RefMap) AgentBranch() string { return "lazaret/agent-" + m.Profile }
+func (m RefMap) AgentBranch() string { return "lazaret/agent-" + m.key() }
 
 // AgentRef is the host ref of the agent branch.
 func (m RefMap) AgentRef() string { return "refs/heads/" + m.AgentBranch() }
 
 // SideRefPrefix holds the host copies of the agent's other branches.
-func (m RefMap) SideRefPrefix() string { return "refs/lazaret/" + m.Profile + "/heads/" }
+func (m RefMap) SideRefPrefix() string { return "refs/lazaret/" + m.key() + "/heads/" }
 
 // OldRefPrefix holds agent tips kept by reset-branch.
-func (m RefMap) OldRefPrefix() string { return "refs/lazaret/" + m.Profile + "/old/" }
+func (m RefMap) OldRefPrefix() string { return "refs/lazaret/" + m.key() + "/old/" }
 
 // HostRef maps a clone ref (refs/heads/<branch>) to its host ref. It fails
 // for anything else and for names ValidBranch refuses.

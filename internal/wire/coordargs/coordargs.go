@@ -27,6 +27,9 @@ type Args struct {
 	Profile   string
 	// Workspace is the canonical workspace directory the CLI resolved.
 	Workspace string
+	// Attempt names the parallel attempt (`lazaret fork`) whose sandbox
+	// this is; "" for the workspace's own.
+	Attempt string
 	// WithChanges is the starting CLI's --with-changes.
 	WithChanges bool
 	Recover     bool
@@ -45,6 +48,9 @@ func (a Args) Argv() []string {
 		argv = append(argv, "--allow-root")
 	}
 	argv = append(argv, "--profile", a.Profile, "--workspace", a.Workspace)
+	if a.Attempt != "" {
+		argv = append(argv, "--attempt", a.Attempt)
+	}
 	if a.WithChanges {
 		argv = append(argv, "--with-changes")
 	}
@@ -64,6 +70,7 @@ func Parse(argv []string) (Args, error) {
 	fs.BoolVar(&a.AllowRoot, "allow-root", false, "allow running as root")
 	fs.StringVar(&a.Profile, "profile", "", "profile")
 	fs.StringVar(&a.Workspace, "workspace", "", "canonical workspace directory")
+	fs.StringVar(&a.Attempt, "attempt", "", "the attempt's name")
 	fs.BoolVar(&a.WithChanges, "with-changes", false, "carry the host's uncommitted changes into a new agent clone")
 	fs.BoolVar(&a.Recover, "recover", false, "remove the domain's leftover containers first")
 	if err := fs.Parse(argv); err != nil {

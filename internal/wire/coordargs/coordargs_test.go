@@ -5,7 +5,7 @@ import "testing"
 func TestRoundTrip(t *testing.T) {
 	for _, a := range []Args{
 		{Profile: "default", Workspace: "/w"},
-		{Config: "/c.toml", Verbose: true, AllowRoot: true, Profile: "claude", Workspace: "/w x", WithChanges: true, Recover: true},
+		{Config: "/c.toml", Verbose: true, AllowRoot: true, Profile: "claude", Workspace: "/w x", Attempt: "try-2", WithChanges: true, Recover: true},
 	} {
 		argv := a.Argv()
 		if argv[0] != Verb {
