@@ -45,9 +45,12 @@ func ProfileRoot(a *domain.Anchor) string { return filepath.Join(a.ProfileDir(),
 // or made before the State Anchor was per profile) keeps using them: they
 // are never lost or merged behind the user's back; `lazaret state reset`
 // in that workspace discards them and the domain joins the profile's.
+//
+// An attempt's (`lazaret fork`) is always its own: its changes stay in
+// the attempt until `lazaret attempts keep` makes them the profile's.
 func Locate(a *domain.Anchor, persist string) Store {
 	own := DomainRoot(a)
-	if persist != config.PersistProfile {
+	if persist != config.PersistProfile || a.Attempt != "" {
 		return Store{Root: own, DataRoot: a.DataRoot}
 	}
 	if hasChanges(own) {
