@@ -45,7 +45,16 @@ type Record struct {
 	// profile's layer (`attempts keep` drops them with the profile's
 	// layer it replaces).
 	Layers []string `json:"layers,omitempty"`
+	// Backend is where the attempt runs: "" for the local backend,
+	// BackendKubernetes for a cluster attempt (a claim of its own, its
+	// persistent dirs on a PVC of its own, not under its Domain Root).
+	// The branches are on the host either way; each backend's sandbox
+	// verbs (exec, rm, keep) take only their own attempts.
+	Backend string `json:"backend,omitempty"`
 }
+
+// BackendKubernetes is Record.Backend of an attempt lazaret-kube made.
+const BackendKubernetes = "kubernetes"
 
 // maxRecord bounds attempt.json.
 const maxRecord = 64 << 10
@@ -128,7 +137,8 @@ func Open(parent *domain.Anchor, name string) (*domain.Anchor, error) {
 	return a, nil
 }
 
-// List returns the attempts of parent's profile and workspace, by name.
+// List returns the attempts of parent's profile and workspace, by name
+// (an attempt forked from another is its workspace's too).
 func List(parent *domain.Anchor) ([]Record, error) {
 	es, err := os.ReadDir(parent.DomainsDir())
 	if errors.Is(err, fs.ErrNotExist) {
@@ -146,7 +156,7 @@ func List(parent *domain.Anchor) ([]Record, error) {
 		if err != nil {
 			continue // not an attempt (or not one lazaret finished making)
 		}
-		if r.Parent != parent.Hash || r.Profile != parent.Profile || r.Workspace != parent.Workspace || e.Name() != r.Hash ||
+		if r.Profile != parent.Profile || r.Workspace != parent.Workspace || e.Name() != r.Hash ||
 			domain.AttemptHash(r.Profile, r.Workspace, r.Name) != r.Hash {
 			continue
 		}
