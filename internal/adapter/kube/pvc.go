@@ -80,3 +80,17 @@ func (c *Client) DefaultStorageClass(ctx context.Context) (string, string, error
 	}
 	return "", "", nil
 }
+
+// CSIDriverExists reports whether a CSIDriver of name is registered: a
+// StorageClass whose provisioner is one provisions through CSI, the only
+// way a PVC's dataSource (a clone of another PVC) is honoured.
+func (c *Client) CSIDriverExists(ctx context.Context, name string) (bool, error) {
+	_, err := c.Core.StorageV1().CSIDrivers().Get(ctx, name, metav1.GetOptions{})
+	if err == nil {
+		return true, nil
+	}
+	if kindOf(err, false) == ErrNotFound {
+		return false, nil
+	}
+	return false, wrap("reading csidriver "+name, err, false)
+}

@@ -23,12 +23,18 @@ type ClaimInput struct {
 	DomainHash string
 	Workspace  string // the host workspace, shown by status
 	WarmPool   string
+	// Attempt names the attempt whose claim this is ("" for the
+	// workspace's own sandbox); DomainHash is then the attempt's.
+	Attempt string
 }
 
 // Claim is the SandboxClaim of a Domain Anchor on warm pool in.WarmPool.
 func Claim(in ClaimInput) *SandboxClaim {
 	labels := managedLabels(in.Profile)
 	labels[LabelDomain] = in.DomainHash
+	if in.Attempt != "" {
+		labels[LabelAttempt] = in.Attempt
+	}
 	return &SandboxClaim{
 		TypeMeta: metav1.TypeMeta{APIVersion: ExtensionsGroup + "/" + Version, Kind: KindSandboxClaim},
 		ObjectMeta: metav1.ObjectMeta{

@@ -19,6 +19,9 @@ const (
 	LabelProfile        = "lazaret.dev/profile"
 	LabelDomain         = "lazaret.dev/domain"
 	AnnotationWorkspace = "lazaret.dev/workspace"
+	// LabelAttempt names the attempt (`lazaret fork`) a claim, PVC or
+	// copy pod belongs to; absent on the workspace's own.
+	LabelAttempt = "lazaret.dev/attempt"
 	// PodLabelDomain is the Domain Anchor on the sandbox's pod.
 	PodLabelDomain = "lazaret.sandbox.users.io/domain"
 	// ContainerName is the agent's container in the pod.

@@ -43,6 +43,14 @@ type StateInput struct {
 	DomainHash, Workspace string
 	StorageClass          string // empty: the cluster's default class
 	Size                  string
+	// Attempt, with DomainHash the attempt's, is the PVC of an attempt
+	// (`lazaret fork`): a Domain Anchor's own, whatever the profile's
+	// persist says, so that its persistent dirs never write the
+	// profile's.
+	Attempt string
+	// CloneFrom, when set, makes the PVC a clone of that PVC of the
+	// namespace (a dataSource: CSI volume cloning, same class).
+	CloneFrom string
 }
 
 // StateName is the PVC of a scope: lazaret-state-<Domain Anchor hash> for
@@ -72,6 +80,9 @@ func StatePVC(in StateInput) (*corev1.PersistentVolumeClaim, error) {
 		labels[LabelDomain] = in.DomainHash
 		ann = map[string]string{AnnotationWorkspace: in.Workspace}
 	}
+	if in.Attempt != "" {
+		labels[LabelAttempt] = in.Attempt
+	}
 	pvc := &corev1.PersistentVolumeClaim{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 		ObjectMeta: metav1.ObjectMeta{Name: StateName(in.Profile, in.DomainHash), Labels: labels, Annotations: ann},
@@ -83,6 +94,9 @@ func StatePVC(in StateInput) (*corev1.PersistentVolumeClaim, error) {
 	if in.StorageClass != "" {
 		class := in.StorageClass
 		pvc.Spec.StorageClassName = &class
+	}
+	if in.CloneFrom != "" {
+		pvc.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: in.CloneFrom}
 	}
 	return pvc, nil
 }

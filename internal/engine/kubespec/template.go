@@ -181,19 +181,26 @@ func agentPod(in Input) corev1.PodSpec {
 			Command:         InitCommand,
 			WorkingDir:      WorkspaceDir,
 			Env:             envVars(in.Env),
-			SecurityContext: &corev1.SecurityContext{
-				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				AllowPrivilegeEscalation: &f,
-				Privileged:               &f,
-				SeccompProfile:           seccomp,
-			},
-			VolumeMounts: []corev1.VolumeMount{{Name: "workspace", MountPath: WorkspaceDir}},
+			SecurityContext: agentSecurityContext(seccomp),
+			VolumeMounts:    []corev1.VolumeMount{{Name: "workspace", MountPath: WorkspaceDir}},
 		}},
 		Volumes: []corev1.Volume{{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		// Shells are execs: the pod itself never restarts the agent's
 		// work, but a crashed init loop comes back.
 		RestartPolicy:                 corev1.RestartPolicyAlways,
 		TerminationGracePeriodSeconds: ptr64(5),
+	}
+}
+
+// agentSecurityContext is the agent container's: no capability, no
+// privilege escalation, not privileged, seccomp.
+func agentSecurityContext(seccomp *corev1.SeccompProfile) *corev1.SecurityContext {
+	f := false
+	return &corev1.SecurityContext{
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		AllowPrivilegeEscalation: &f,
+		Privileged:               &f,
+		SeccompProfile:           seccomp,
 	}
 }
 
