@@ -6,7 +6,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/engine/audit"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/refsync"
@@ -23,7 +22,7 @@ const storeTimeout = 10 * time.Second
 // a cluster sandbox.
 func (g *globals) auditTo(cfg *config.Config, t *target) refsync.AuditFunc {
 	return func(ctx context.Context, e audit.Entry) (uint64, error) {
-		a, err := clicore.Anchor(cfg, t.profile, t.workspace)
+		a, err := g.anchorOf(cfg, t)
 		if err != nil {
 			return 0, err
 		}

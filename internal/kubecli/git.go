@@ -89,7 +89,7 @@ func (g *globals) gitTarget(ctx context.Context, cfg *config.Config, t *target) 
 	if err != nil {
 		return nil, fmt.Errorf("workspace %s: %w", t.workspace, err)
 	}
-	return &gitTarget{git: hg, repo: repo, refs: gitrepo.RefMap{Profile: t.profile.Name}, audit: g.auditTo(cfg, t)}, nil
+	return &gitTarget{git: hg, repo: repo, refs: gitrepo.RefMap{Profile: t.profile.Name, Attempt: t.attempt}, audit: g.auditTo(cfg, t)}, nil
 }
 
 // seed gives the pod its clone when it has none.

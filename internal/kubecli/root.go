@@ -30,6 +30,9 @@ type globals struct {
 	io         IO
 	configPath string
 	workspace  string
+	// attempt is --attempt: the verb works on that attempt of the
+	// workspace (`lazaret fork`).
+	attempt    string
 	verbose    bool
 	kubeconfig string
 	context    string
@@ -39,6 +42,8 @@ type globals struct {
 	connect func(config.Cluster) (*kube.Client, error)
 	// now is the clock (tests: fixed).
 	now func() time.Time
+	// copyTimeout bounds the copy pods of fork and attempts keep.
+	copyTimeout time.Duration
 	// poll is the interval of the waits on the cluster.
 	poll time.Duration
 	cfg  *config.Config
@@ -55,7 +60,7 @@ func Main(args []string) int {
 }
 
 func newGlobals(streams IO) *globals {
-	return &globals{io: streams, now: time.Now, poll: time.Second, uid: os.Getuid(), connect: func(c config.Cluster) (*kube.Client, error) {
+	return &globals{io: streams, now: time.Now, poll: time.Second, copyTimeout: defaultCopyTimeout, uid: os.Getuid(), connect: func(c config.Cluster) (*kube.Client, error) {
 		return kube.Connect(kube.Options{Kubeconfig: c.Kubeconfig, Context: c.Context, Namespace: c.Namespace})
 	}}
 }
@@ -86,7 +91,9 @@ It is what ` + "`lazaret --backend kubernetes VERB`" + ` (or LAZARET_BACKEND=kub
 	pf.StringVar(&g.kubeconfig, "kubeconfig", "", "kubeconfig file (default [cluster].kubeconfig, $KUBECONFIG, ~/.kube/config)")
 	pf.StringVar(&g.context, "context", "", "kubeconfig context (default [cluster].context, else the current one)")
 	pf.StringVarP(&g.namespace, "namespace", "n", "", "namespace (default [cluster].namespace, else the context's)")
+	pf.StringVar(&g.attempt, "attempt", "", "work on attempt NAME of this workspace (lazaret fork; lazaret attempts lists them)")
 	root.AddCommand(newExecCmd(g), newShellCmd(g), newStatusCmd(g), newPsCmd(g), newStopCmd(g), newDoctorCmd(g), newSyncCmd(g), newStateCmd(g), newProposalsCmd(g), newAttachCmd(g), newApprovalsCmd(g), newEventsCmd(g), clicore.NewPolicyCmd(&g.io), newNetCmd(g),
+		clicore.NewForkCmd(g.attemptsSpec()), clicore.NewAttemptsCmd(g.attemptsSpec()),
 		newReviewCmd(g, "diff", "Show what the agent changed on its branch"),
 		newReviewCmd(g, "log", "List the agent's commits"),
 		newReviewCmd(g, "merge", "Merge the agent's branch into your current branch"),

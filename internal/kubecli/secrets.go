@@ -69,8 +69,10 @@ func (s *podSecrets) identity() any {
 // template: the placeholders and CA of an earlier start with the same
 // configuration when its ConfigMap and Secret are still there and the CA
 // has time left, else f's fresh placeholders and a new CA limited to the
-// secrets' hosts.
-func prepareSecrets(ctx context.Context, c *kube.Client, p *config.Profile, f *secretfetch.Fetched) (*podSecrets, error) {
+// secrets' hosts. An attempt (`lazaret fork`; attempt is its Domain
+// Anchor, "" otherwise) reuses only its own: attempts never share a
+// placeholder or an interception CA with their parent or each other.
+func prepareSecrets(ctx context.Context, c *kube.Client, p *config.Profile, attempt string, f *secretfetch.Fetched) (*podSecrets, error) {
 	if f == nil {
 		return nil, nil
 	}
@@ -78,7 +80,7 @@ func prepareSecrets(ctx context.Context, c *kube.Client, p *config.Profile, f *s
 	if err != nil {
 		return nil, err
 	}
-	s := &podSecrets{list: slices.Clone(f.List), env: map[string]string{}, roots: roots, config: secretsConfigHash(f)}
+	s := &podSecrets{list: slices.Clone(f.List), env: map[string]string{}, roots: roots, config: secretsConfigHash(f, attempt)}
 	for i, sec := range f.List {
 		s.env[sec.Name] = f.EnvVars[i]
 	}
@@ -97,8 +99,9 @@ func prepareSecrets(ctx context.Context, c *kube.Client, p *config.Profile, f *s
 }
 
 // secretsConfigHash hashes what the agent's view and netd's behaviour
-// depend on: never a value, never a placeholder.
-func secretsConfigHash(f *secretfetch.Fetched) string {
+// depend on, and an attempt's Domain Anchor: never a value, never a
+// placeholder.
+func secretsConfigHash(f *secretfetch.Fetched, attempt string) string {
 	type entry struct {
 		Name, Header, Format, Env string
 		Hosts                     []string
@@ -108,6 +111,9 @@ func secretsConfigHash(f *secretfetch.Fetched) string {
 		es = append(es, entry{s.Name, s.Header, s.Format, f.EnvVars[i], s.Hosts})
 	}
 	b, _ := json.Marshal(es)
+	if attempt != "" {
+		b = append(b, "\x00attempt\x00"+attempt...)
+	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }

@@ -88,7 +88,7 @@ func (g *globals) podLimits(ctx context.Context, cfg *config.Config, c *kube.Cli
 // deleted again when the wait fails: nothing half-made stays behind (the
 // template and warm pool are shared and stay).
 func (g *globals) start(ctx context.Context, cfg *config.Config, c *kube.Client, t *target, o startOptions) (*running, error) {
-	secrets, err := prepareSecrets(ctx, c, t.profile, o.secrets)
+	secrets, err := prepareSecrets(ctx, c, t.profile, attemptScope(t), o.secrets)
 	if err != nil {
 		return nil, err
 	}
@@ -133,12 +133,12 @@ func (g *globals) start(ctx context.Context, cfg *config.Config, c *kube.Client,
 	if _, err := c.ApplyTemplate(ctx, objs.Template); err != nil {
 		return nil, err
 	}
-	pool := kubespec.WarmPool(objs.Template, cfg.WarmPoolOf(t.profile))
+	pool := kubespec.WarmPool(objs.Template, warmPoolOf(cfg, t))
 	if _, err := c.ApplyWarmPool(ctx, pool); err != nil {
 		return nil, err
 	}
 	claim, created, err := c.CreateClaim(ctx, kubespec.Claim(kubespec.ClaimInput{
-		Profile: t.profile.Name, DomainHash: t.hash, Workspace: t.workspace, WarmPool: pool.Name,
+		Profile: t.profile.Name, DomainHash: t.hash, Workspace: t.workspace, WarmPool: pool.Name, Attempt: t.attempt,
 	}))
 	if err != nil {
 		return nil, err
@@ -161,6 +161,24 @@ func (g *globals) start(ctx context.Context, cfg *config.Config, c *kube.Client,
 		}
 	}
 	return r, err
+}
+
+// attemptScope is t's Domain Anchor when t is an attempt, else "".
+func attemptScope(t *target) string {
+	if t.attempt == "" {
+		return ""
+	}
+	return t.hash
+}
+
+// warmPoolOf is the size of t's warm pool: none for an attempt, whose
+// template names its own PVC (a pool per attempt would keep pods for
+// every attempt ever started).
+func warmPoolOf(cfg *config.Config, t *target) int {
+	if t.attempt != "" {
+		return 0
+	}
+	return cfg.WarmPoolOf(t.profile)
 }
 
 // notReadyError is a claim that did not become Ready in time.

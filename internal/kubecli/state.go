@@ -15,15 +15,16 @@ import (
 
 // stateInput is the State Anchor scope of t on the cluster, as locally:
 // the profile's (persist = "profile") or the Domain Anchor's (persist =
-// "workspace"); nil when the profile has no persistent dirs.
+// "workspace"), an attempt's always its own (the copy its fork made);
+// nil when the profile has no persistent dirs.
 func stateInput(cfg *config.Config, t *target) *kubespec.StateInput {
 	p := t.profile
 	if len(p.PersistentDirs) == 0 {
 		return nil
 	}
 	in := &kubespec.StateInput{Profile: p.Name, StorageClass: cfg.Cluster.StorageClass, Size: cfg.Cluster.StateSize}
-	if p.Persist == config.PersistWorkspace {
-		in.DomainHash, in.Workspace = t.hash, t.workspace
+	if p.Persist == config.PersistWorkspace || t.attempt != "" {
+		in.DomainHash, in.Workspace, in.Attempt = t.hash, t.workspace, t.attempt
 	}
 	return in
 }
@@ -78,7 +79,8 @@ func sharedStateFree(ctx context.Context, c *kube.Client, t *target) error {
 		return err
 	}
 	for _, cl := range claims {
-		if cl.DeletionTimestamp != nil || cl.Labels[kubespec.LabelDomain] == t.hash {
+		// An attempt's pod mounts its own PVC, not the profile's.
+		if cl.DeletionTimestamp != nil || cl.Labels[kubespec.LabelDomain] == t.hash || cl.Labels[kubespec.LabelAttempt] != "" {
 			continue
 		}
 		return refusal{
@@ -156,9 +158,10 @@ func stateUser(ctx context.Context, c *kube.Client, p *corev1.PersistentVolumeCl
 		return "", err
 	}
 	for _, cl := range claims {
-		if cl.DeletionTimestamp == nil {
-			return cl.Name, nil
+		if cl.DeletionTimestamp != nil || p.Labels[kubespec.LabelStateScope] != "workspace" && cl.Labels[kubespec.LabelAttempt] != "" {
+			continue // an attempt's pod mounts its own PVC, not the profile's
 		}
+		return cl.Name, nil
 	}
 	return "", nil
 }

@@ -48,6 +48,9 @@ func (g *globals) runStatus(ctx context.Context, profile string) error {
 	row := func(k, v string) { fmt.Fprintf(w, "%s:\t%s\n", k, visible.Line(v)) }
 	row("profile", t.profile.Name)
 	row("workspace", t.workspace)
+	if t.attempt != "" {
+		row("attempt", t.attempt)
+	}
 	row("namespace", c.Namespace)
 	row("claim", claim.Name)
 	row("state", claimState(claim))

@@ -54,6 +54,9 @@ func (g *globals) runStop(ctx context.Context, profile string, o stopOptions) er
 	var names []string
 	var t *target
 	selector := kubespec.ManagedSelector
+	if o.all && g.attempt != "" {
+		return clicore.UsageError{Err: errors.New("stop: --all and --attempt: choose one (--all stops every sandbox, attempts included)")}
+	}
 	if o.all {
 		if profile != "" {
 			selector += "," + kubespec.LabelProfile + "=" + profile

@@ -122,6 +122,9 @@ func (g *globals) execLocal(args []string) error {
 	if g.workspace != "" {
 		argv = append(argv, "--workspace", g.workspace)
 	}
+	if g.attempt != "" {
+		argv = append(argv, "--attempt", g.attempt)
+	}
 	env := append(os.Environ(), "LAZARET_BACKEND=podman")
 	if err := syscall.Exec(path, append(argv, args...), env); err != nil {
 		return fmt.Errorf("running %s: %w", path, err)
