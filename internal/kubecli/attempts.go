@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/lazaret-dev/lazaret/internal/adapter/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
 	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/engine/attempt"
@@ -140,13 +141,28 @@ func (g *globals) listAttempts(ctx context.Context, profile string) ([]clicore.A
 		info := clicore.AttemptInfo{Name: r.Name, Branch: m.AgentBranch(), Running: ready[r.Hash], Bytes: r.StateBytes, Created: r.Created, State: r.State}
 		if gt != nil {
 			if head := gt.repo.ResolveRef(ctx, gt.git, m.AgentRef()); head != "" {
-				info.Head = head
-				info.Subject, _ = gt.git.Subject(ctx, gt.repo.TopLevel, head)
+				info.Head, info.Subject = head, commitSubject(ctx, gt, head)
 			}
 		}
 		out = append(out, info)
 	}
 	return out, nil
+}
+
+// commitSubject is the first line of commit oid's message ("" when it
+// cannot be read): the agent's text, which the printing escapes.
+func commitSubject(ctx context.Context, gt *gitTarget, oid string) string {
+	out, err := gt.git.CatFileBatch(ctx, gt.repo.Common(), strings.NewReader(oid+"\n"))
+	if err != nil {
+		return ""
+	}
+	objs, err := hostgit.ParseBatch(out, 1, "commit", 1<<20)
+	if err != nil || len(objs) != 1 {
+		return ""
+	}
+	_, msg, _ := strings.Cut(string(objs[0]), "\n\n")
+	subject, _, _ := strings.Cut(msg, "\n")
+	return subject
 }
 
 // removeAttempt stops the attempt's sandbox and deletes its PVC, its
