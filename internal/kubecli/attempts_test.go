@@ -352,3 +352,45 @@ func TestAttemptOwnSecrets(t *testing.T) {
 		t.Errorf("the attempt's second start made a new template (%d)", len(ts))
 	}
 }
+
+// TestReviewedAttempts: the attempts a review verb names (synced before
+// the local CLI runs it), with or without a profile, flags after them.
+func TestReviewedAttempts(t *testing.T) {
+	for _, c := range []struct {
+		verb    string
+		args    []string
+		profile string
+		names   string
+	}{
+		{"diff", []string{"a", "b"}, "", "a b"},
+		{"diff", []string{"dev", "a", "b", "--stat"}, "dev", "a b"},
+		{"merge", []string{"a", "--squash"}, "", "a"},
+		{"merge", []string{"dev", "a"}, "dev", "a"},
+		{"diff", []string{"a"}, "", ""},
+	} {
+		p, names := reviewedAttempts(c.verb, c.args)
+		if p != c.profile || strings.Join(names, " ") != c.names {
+			t.Errorf("%s %q: %q %q", c.verb, c.args, p, names)
+		}
+	}
+}
+
+// TestForkCountAndNamespace: on lazaret-kube -n is fork's count, as in
+// the local CLI, and --namespace still names the namespace there; ps
+// shows an attempt's claim as such.
+func TestForkCountAndNamespace(t *testing.T) {
+	e := newEnv(t, attemptsCfg)
+	e.parentPVC("fast")
+	e.copyPods(nil)
+	e.mustRun("fork", "--namespace", "agents", "dev", "n", "-n", "2")
+	wantLines(t, "fork", e.out.String(), "attempt n-1:", "attempt n-2:")
+	if code := e.run("fork", "--namespace", "Bad_NS", "dev", "m"); code != 2 || !strings.Contains(e.errOut.String(), "--namespace") {
+		t.Errorf("fork --namespace is not the namespace: exit %d %s", code, e.errOut.String())
+	}
+	c := kubespec.Claim(kubespec.ClaimInput{Profile: "dev", DomainHash: e.attemptAnchor("n-1").Hash, Workspace: e.ws, WarmPool: "p", Attempt: "n-1"})
+	if _, _, err := e.cluster.Client.CreateClaim(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	e.mustRun("ps")
+	wantLines(t, "ps", e.out.String(), e.ws+" (attempt n-1)")
+}

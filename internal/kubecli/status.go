@@ -151,8 +151,12 @@ func (g *globals) printClaims(out io.Writer, claims []kubespec.SandboxClaim) err
 		if s := claimState(cl); s != "Ready" {
 			state = "not ready"
 		}
+		ws := visible.Line(cl.Annotations[kubespec.AnnotationWorkspace])
+		if a := cl.Labels[kubespec.LabelAttempt]; a != "" {
+			ws += " (attempt " + visible.Line(a) + ")"
+		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", visible.Line(cl.Name), visible.Line(cl.Labels[kubespec.LabelProfile]), state,
-			visible.Line(cl.Status.Sandbox.Name), age(g.now(), cl.CreationTimestamp), visible.Line(cl.Annotations[kubespec.AnnotationWorkspace]))
+			visible.Line(cl.Status.Sandbox.Name), age(g.now(), cl.CreationTimestamp), ws)
 	}
 	return w.Flush()
 }
