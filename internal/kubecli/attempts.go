@@ -59,6 +59,7 @@ func (g *globals) setupAttempts(cmd *cobra.Command) {
 		ns := pflag.NewFlagSet("fork", pflag.ContinueOnError)
 		ns.StringVar(&g.namespace, "namespace", "", "namespace (default [cluster].namespace, else the context's; -n is the count here)")
 		cmd.Flags().AddFlagSet(ns)
+		cmd.Flags().BoolVar(&g.noClone, "no-clone", false, "copy the persistent dirs with a pod even where the storage class is a CSI driver's that could clone the volume")
 		fallthrough
 	case "keep":
 		cmd.Flags().DurationVar(&g.copyTimeout, "timeout", defaultCopyTimeout, "how long to wait for the copy of the persistent dirs")

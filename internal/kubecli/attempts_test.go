@@ -283,6 +283,10 @@ func TestForkClone(t *testing.T) {
 	if p.Spec.DataSource == nil || p.Spec.DataSource.Name != kubespec.StateName("dev", "") {
 		t.Errorf("PVC %+v", p.Spec)
 	}
+	e.mustRun("fork", "--no-clone", "dev", "d")
+	if p := e.pvcs()[kubespec.StateName("dev", e.attemptAnchor("d").Hash)]; p.Spec.DataSource != nil {
+		t.Errorf("--no-clone: PVC %+v", p.Spec)
+	}
 }
 
 // TestAttemptsKeep: keep copies the attempt's PVC back over the
@@ -393,4 +397,22 @@ func TestForkCountAndNamespace(t *testing.T) {
 	}
 	e.mustRun("ps")
 	wantLines(t, "ps", e.out.String(), e.ws+" (attempt n-1)")
+}
+
+// TestForkCopyTimesOut: a copy pod that never ends (its volume never
+// bound) fails the fork after --timeout, naming the volume claim, with
+// everything undone.
+func TestForkCopyTimesOut(t *testing.T) {
+	e := newEnv(t, attemptsCfg)
+	e.parentPVC("fast")
+	code := e.run("fork", "--timeout", "100ms", "dev", "slow")
+	if msg := e.errOut.String(); code != 3 || !strings.Contains(msg, "did not finish within 100ms: volume claim lazaret-state-") {
+		t.Fatalf("exit %d: %s", code, msg)
+	}
+	if len(e.pvcs()) != 1 || len(e.pods()) != 0 {
+		t.Errorf("left: PVCs %v, pods %d", e.pvcs(), len(e.pods()))
+	}
+	if _, err := os.Stat(e.attemptAnchor("slow").Root()); err == nil {
+		t.Error("left the attempt's Domain Root")
+	}
 }

@@ -219,7 +219,7 @@ func (j *forkJob) copyState(ctx context.Context) ([]copied, error) {
 		return nil, fmt.Errorf("the persistent dirs' volume claim %s is being deleted", srcName)
 	}
 	node := j.flushParent(ctx)
-	clone := canClone(ctx, j.c, src)
+	clone := !j.g.noClone && canClone(ctx, j.c, src)
 	var ins []kubespec.CopyInput
 	for _, a := range j.as {
 		dest, err := j.attemptPVC(ctx, a, src, clone)

@@ -44,6 +44,8 @@ type globals struct {
 	now func() time.Time
 	// copyTimeout bounds the copy pods of fork and attempts keep.
 	copyTimeout time.Duration
+	// noClone is fork --no-clone: a copy pod even where a clone could be.
+	noClone bool
 	// poll is the interval of the waits on the cluster.
 	poll time.Duration
 	cfg  *config.Config

@@ -135,8 +135,11 @@ func (g *globals) copyStuck(c *kube.Client, name, dest string, timeout time.Dura
 	defer cancel()
 	msg := fmt.Sprintf("copy pod %s did not finish within %s", name, timeout)
 	if pvc, err := c.PVC(ctx, dest); err == nil && pvc.Status.Phase != corev1.ClaimBound {
-		return setupError{fmt.Errorf("%s: volume claim %s is %s", msg, dest, visible.Line(string(pvc.Status.Phase))),
-			"the storage class must provision it (`kubectl describe pvc " + dest + "`); --timeout waits longer"}
+		hint := "the storage class must provision it (`kubectl describe pvc " + dest + "`); --timeout waits longer"
+		if pvc.Spec.DataSource != nil {
+			hint = "the storage class may not clone volumes (`kubectl describe pvc " + dest + "`): fork again with --no-clone"
+		}
+		return setupError{fmt.Errorf("%s: volume claim %s is %s", msg, dest, visible.Line(string(pvc.Status.Phase))), hint}
 	}
 	if p != nil {
 		for _, s := range p.Status.ContainerStatuses {
