@@ -20,7 +20,7 @@ const (
 )
 
 // valueFlags are lazaret's global flags that take a separate value word.
-var valueFlags = map[string]bool{"--config": true, "--workspace": true}
+var valueFlags = map[string]bool{"--config": true, "--workspace": true, "--attempt": true}
 
 // splitBackend takes --backend out of args (lazaret's own flags: before
 // "--", and for exec before its first argument, which starts the

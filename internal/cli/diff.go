@@ -10,6 +10,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
 	"github.com/lazaret-dev/lazaret/internal/cli/review"
+	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo"
@@ -28,6 +29,7 @@ type reviewTarget struct {
 // openReview resolves the domain of profile in the current directory and
 // the host repository, refusing direct mode (there is no agent branch).
 func (g *globalOptions) openReview(ctx context.Context, profile string) (*reviewTarget, error) {
+	g.attemptBackend = clicore.AnyBackend // the branches are the host's
 	cfg, err := g.loadConfig()
 	if err != nil {
 		return nil, err

@@ -63,6 +63,11 @@ func (g *globalOptions) resolveDomain(cfg *config.Config, profile, workspace str
 	if err != nil {
 		return nil, nil, err
 	}
+	if g.attempt != "" {
+		if a, err = clicore.OpenAttempt(a, g.attempt, g.attemptBackend); err != nil {
+			return nil, nil, err
+		}
+	}
 	// Volumes that are only dangerous for this workspace (its .git, the
 	// Domain Root) are refused here, in the user's terminal with exit code
 	// 5, before any command creates the domain's directories.

@@ -25,9 +25,13 @@ type globalOptions struct {
 	io         IO
 	configPath string
 	workspace  string // --workspace: the directory taken as is
-	verbose    bool
-	allowRoot  bool
-	log        *slog.Logger
+	attempt    string // --attempt: an attempt of the workspace (lazaret fork)
+	// attemptBackend is the backend whose attempts --attempt may name:
+	// the local one's, or clicore.AnyBackend for the review verbs.
+	attemptBackend string
+	verbose        bool
+	allowRoot      bool
+	log            *slog.Logger
 }
 
 // podmanClient is the podman adapter of every verb, logging to the CLI's
@@ -66,7 +70,7 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 		Long: `Lazaret runs AI coding agents inside rootless Podman containers under gVisor
 (runsc): no host network or namespaces, an egress allowlist, persistent tools,
 real git on an agent branch, and human-approved host escalation.`,
-		Flags:  clicore.GlobalFlags{Config: &g.configPath, Workspace: &g.workspace, Verbose: &g.verbose},
+		Flags:  clicore.GlobalFlags{Config: &g.configPath, Workspace: &g.workspace, Verbose: &g.verbose, Attempt: &g.attempt},
 		SetLog: func(l *slog.Logger) { g.log = l },
 	})
 	root.CompletionOptions = cobra.CompletionOptions{HiddenDefaultCmd: false}
@@ -91,6 +95,7 @@ real git on an agent branch, and human-approved host escalation.`,
 		newNetCmd(g),
 		clicore.NewPolicyCmd(&g.io),
 		newProposalsCmd(g),
+		clicore.NewForkCmd(g.attemptsSpec()), clicore.NewAttemptsCmd(g.attemptsSpec()),
 		clicore.NewApprovalsCmd(&clicore.Approvals{IO: g.io, Log: func() *slog.Logger { return g.log }, Invocation: "lazaret"}), newEventsCmd(g),
 	)
 	root.InitDefaultCompletionCmd() // now, so that the walks below see it

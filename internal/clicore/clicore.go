@@ -40,6 +40,9 @@ type GlobalFlags struct {
 	Config    *string
 	Workspace *string
 	Verbose   *bool
+	// Attempt is --attempt NAME: the verb works on that attempt (`lazaret
+	// fork`) of the workspace instead of its own sandbox.
+	Attempt *string
 }
 
 // Register declares the flags on pf, with one help text for both CLIs.
@@ -47,6 +50,9 @@ func (f GlobalFlags) Register(pf *pflag.FlagSet) {
 	pf.StringVar(f.Config, "config", "", "configuration file (default $XDG_CONFIG_HOME/lazaret/config.toml)")
 	pf.StringVar(f.Workspace, "workspace", "", "the Agent Workspace, taken as is (default: the current directory, or the top level of the git repository it is in)")
 	pf.BoolVarP(f.Verbose, "verbose", "v", false, "debug logs on stderr")
+	if f.Attempt != nil {
+		pf.StringVar(f.Attempt, "attempt", "", "work on attempt NAME of this workspace (lazaret fork; lazaret attempts lists them)")
+	}
 }
 
 // NewLog is a CLI's log: text on stderr, debug with --verbose, else

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/lazaret-dev/lazaret/internal/engine/attempt"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo"
@@ -110,4 +111,42 @@ func Anchor(cfg *config.Config, p *config.Profile, ws string) (*domain.Anchor, e
 			"set XDG_RUNTIME_DIR to a directory you own (mode 0700), e.g. /run/user/$(id -u)")
 	}
 	return domain.New(p.Name, ws, cfg.DataRoot, runtimeDir, cfg.Escalation.SocketDir)
+}
+
+// OpenAttempt is the Anchor of attempt name of parent's workspace
+// (--attempt) made by backend ("" local, attempt.BackendKubernetes, or
+// AnyBackend for the host's review verbs: the branches are the host's on
+// both): an unknown or invalid name, or another backend's attempt, is a
+// usage error naming it.
+func OpenAttempt(parent *domain.Anchor, name, backend string) (*domain.Anchor, error) {
+	a, err := attempt.Open(parent, name)
+	if err == nil {
+		r, rerr := attempt.Read(a)
+		if rerr != nil {
+			return nil, rerr
+		}
+		if backend != AnyBackend && r.Backend != backend {
+			return nil, WithHint(fmt.Errorf("attempt %s runs on the %s backend", name, backendName(r.Backend)), exitcode.Usage,
+				"run the verb with --backend "+backendName(r.Backend))
+		}
+		return a, nil
+	}
+	if errors.Is(err, attempt.ErrNotFound) {
+		return nil, WithHint(err, exitcode.Usage, "`lazaret attempts` lists this workspace's attempts; `lazaret fork NAME` makes one")
+	}
+	if err != nil && a == nil && domain.ValidAttemptName(name) != nil {
+		return nil, UsageError{Err: fmt.Errorf("--attempt: %w", err)}
+	}
+	return a, err
+}
+
+// AnyBackend lets OpenAttempt take either backend's attempt.
+const AnyBackend = "*"
+
+// backendName names a Record.Backend.
+func backendName(b string) string {
+	if b == "" {
+		return "podman"
+	}
+	return b
 }

@@ -178,6 +178,7 @@ func Run(ctx context.Context, o Options) error {
 	c.srv.Handle(ctl.TypeStop, c.handleStop)
 	c.srv.Handle(ctl.TypeExecSpec, c.handleExecSpec)
 	c.srv.Handle(ctl.TypeGitSync, c.handleGitSync)
+	c.srv.Handle(ctl.TypeForkState, c.handleForkState)
 	for typ, h := range ctlserver.AuditHandlers(auditStore{c}) {
 		c.srv.Handle(typ, h)
 	}

@@ -289,6 +289,12 @@ func (g *Git) LogSubjects(ctx context.Context, dir, tip, not string) (string, er
 	return g.line(ctx, dir, "log", "--format=* %s", tip, "--not", not)
 }
 
+// Subject is the subject line of commit oid in the working tree dir
+// (the agent's text: the caller escapes it before showing it).
+func (g *Git) Subject(ctx context.Context, dir, oid string) (string, error) {
+	return g.line(ctx, dir, "log", "-1", "--format=%s", oid, "--")
+}
+
 // ---- configuration
 
 // ConfigFileRegexp is `config --file file --null --get-regexp pattern` in

@@ -355,3 +355,24 @@ func removeClone(ctx context.Context, pc *podman.Client, a *domain.Anchor, now t
 	}
 	return nil
 }
+
+// DiffAgainst shows what this agent branch changes against other's
+// (`lazaret attempts diff A B`: B's against A's): git diff <A tip>..<B
+// tip>, rendered for view like Diff.
+func (r *Review) DiffAgainst(ctx context.Context, other gitrepo.RefMap, out, errOut io.Writer, stat bool, view View) error {
+	tip, err := r.agentTip(ctx)
+	if err != nil {
+		return err
+	}
+	base := r.Repo.ResolveRef(ctx, r.Git, other.AgentRef())
+	if base == "" {
+		return fmt.Errorf("%s: %w", other.AgentBranch(), ErrNoAgentBranch)
+	}
+	kind := kindPatch
+	if stat {
+		kind = kindText
+	}
+	return r.streamView(out, errOut, view, kind, func(stdout, stderr io.Writer) error {
+		return r.Git.StreamDiff(ctx, r.Repo.TopLevel, stdout, stderr, diffView(view, stat), base, tip)
+	})
+}

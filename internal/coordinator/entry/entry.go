@@ -6,10 +6,10 @@
 package entry
 
 import (
-	"github.com/lazaret-dev/lazaret/internal/engine/attempt"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lazaret-dev/lazaret/internal/engine/attempt"
 	"io"
 	"log/slog"
 	"os"

@@ -512,3 +512,34 @@ func totalRAM() uint64 {
 	}
 	return uint64(si.Totalram) * uint64(si.Unit)
 }
+
+// ErrNotWatched: the sandbox's processes are not reachable (the limits
+// are unenforced, or the watch has not begun), so it cannot be paused.
+var ErrNotWatched = errors.New("the sandbox's processes are not watched")
+
+// Freeze pauses the sandbox (its Sentry and gofer) until thaw is called,
+// for a copy of its files that must see one instant (`lazaret fork`). A
+// sandbox the disk reserve already paused stays paused after thaw.
+func (c *Component) Freeze() (thaw func(), err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.host == nil || c.stopping {
+		return nil, ErrNotWatched
+	}
+	if c.paused || c.memStop {
+		return func() {}, nil
+	}
+	h := c.host
+	if err := h.pause(); err != nil {
+		return nil, err
+	}
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.paused && !c.memStop {
+			if err := h.resume(); err != nil {
+				c.o.Log.Error("limits: resuming the sandbox after a fork's copy", "err", err)
+			}
+		}
+	}, nil
+}

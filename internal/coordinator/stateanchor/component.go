@@ -239,6 +239,10 @@ func (c *Component) openRoot(ctx context.Context) (string, error) {
 		if err := c.joinProfile(ctx); err != nil {
 			return "", err
 		}
+	} else if err := statestore.ResumeKeep(ctx, c.opt.Podman, statestore.Store{Root: root}); err != nil {
+		// A workspace's own store (persist = "workspace") an interrupted
+		// `attempts keep` was replacing; the domain's lock is held.
+		return "", fmt.Errorf("finishing an interrupted attempts keep: %w", err)
 	}
 	return root, nil
 }
@@ -586,4 +590,20 @@ func mountPoints(ms []statestore.Mount) []string {
 		ps[i] = m.MountPoint
 	}
 	return ps
+}
+
+// ForkSource is what an attempt forked from this running sandbox copies:
+// the store it mounts and, on a profile's shared store, this sandbox's
+// layer (whose lower layers the copy stacks as the mount does). Valid
+// once the component is ready.
+func (c *Component) ForkSource() statestore.ForkSource {
+	st := statestore.Locate(c.opt.Anchor, c.opt.Persist)
+	if c.root != "" {
+		st.Root = c.root
+	}
+	src := statestore.ForkSource{Store: st, Dirs: c.opt.Dirs}
+	if c.lay != nil {
+		src.Active = c.lay.rec.ID
+	}
+	return src
 }

@@ -104,6 +104,11 @@ func (c *Component) maintain(ctx context.Context) error {
 	if err := c.sweep(ctx); err != nil {
 		return fmt.Errorf("removing stale mounts: %w", err)
 	}
+	// An `attempts keep` a crash cut short is finished before any layer
+	// begins on the head it bumped.
+	if err := statestore.ResumeKeep(ctx, c.opt.Podman, statestore.Store{Root: c.root}); err != nil {
+		return fmt.Errorf("finishing an interrupted attempts keep: %w", err)
+	}
 	layers, err := statestore.ReadLayers(c.root)
 	if err != nil {
 		return err
