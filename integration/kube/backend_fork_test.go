@@ -102,6 +102,20 @@ func TestBackendFork(t *testing.T) {
 	if _, errOut, code := e.lazaret(nil, "exec", "--attempt", "try-1", "fk", "--", "true"); code != 2 || !strings.Contains(errOut, `no attempt "try-1"`) {
 		t.Errorf("exec in the removed attempt: exit %d: %s", code, errOut)
 	}
+
+	// keep: with both stopped, try-2's dir becomes the profile's.
+	if _, errOut, code := e.lazaret(nil, "attempts", "keep", "fk", "try-2"); code != 5 {
+		t.Errorf("keep of a running attempt: exit %d: %s", code, errOut)
+	}
+	e.mustLazaret(nil, "stop", "--attempt", "try-2", "fk")
+	e.mustLazaret(nil, "stop", "fk")
+	e.waitGone("sandboxclaims")
+	t1 := time.Now()
+	e.mustLazaret(nil, "attempts", "keep", "fk", "try-2")
+	t.Logf("attempts keep (copy back over the profile's PVC): %s", time.Since(t1).Round(10*time.Millisecond))
+	if got := strings.TrimSpace(e.mustLazaret(nil, "exec", "fk", "--", "sh", "-c", mine)); got != "only-try-2 parent-file" {
+		t.Errorf("the profile's /usr/local after keep: %q, want try-2's", got)
+	}
 }
 
 // waitGoneLabel waits until the namespace has no kinds with label sel.
