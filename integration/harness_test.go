@@ -134,7 +134,19 @@ func (e *Env) Run(args ...string) Result { return e.RunStdin("", args...) }
 // RunStdin is Run with stdin.
 func (e *Env) RunStdin(stdin string, args ...string) Result {
 	e.T.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	return e.runFor(3*time.Minute, stdin, args...)
+}
+
+// RunLong is Run for a command that may take up to d (a hang guard, not
+// a timing check).
+func (e *Env) RunLong(d time.Duration, args ...string) Result {
+	e.T.Helper()
+	return e.runFor(d, "", args...)
+}
+
+func (e *Env) runFor(d time.Duration, stdin string, args ...string) Result {
+	e.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := e.command(ctx, args...)
 	var out, errb bytes.Buffer

@@ -323,7 +323,10 @@ func TestLimitsMemoryDefault(t *testing.T) {
 		}
 	}()
 	bs := total * 6 / 10 / mib
-	r := e.Run("exec", "lim", "--", "sh", "-c", fmt.Sprintf("head -c %dM /dev/zero | tail; echo fill-exit=$?", bs))
+	// The fill grows at 40-80 MiB/s through gVisor's pipe (measured), so
+	// reaching 40% of a 23 GiB host takes 2-4 minutes: more than Run's
+	// 3-minute guard on a loaded machine (CI timed out once at 184 s).
+	r := e.RunLong(8*time.Minute, "exec", "lim", "--", "sh", "-c", fmt.Sprintf("head -c %dM /dev/zero | tail; echo fill-exit=$?", bs))
 	close(stop)
 	<-done
 	t.Logf("MemTotal %d MiB; the lowest MemAvailable during a %d MiB allocation: %d MiB (%.1f%%); told: %s", total/mib, bs, minAvail/mib, 100*float64(minAvail)/float64(total), strings.TrimSpace(r.Stderr))
