@@ -85,7 +85,7 @@ func newRootCmd(g *globals) *cobra.Command {
 (SandboxTemplate, SandboxWarmPool, SandboxClaim; gVisor as the RuntimeClass).
 It is what ` + "`lazaret --backend kubernetes VERB`" + ` (or LAZARET_BACKEND=kubernetes) runs.`,
 		Invocation: invocation,
-		Flags:      clicore.GlobalFlags{Config: &g.configPath, Workspace: &g.workspace, Verbose: &g.verbose},
+		Flags:      clicore.GlobalFlags{Config: &g.configPath, Workspace: &g.workspace, Verbose: &g.verbose, Attempt: &g.attempt},
 		SetLog:     func(l *slog.Logger) { g.log = l },
 	})
 	root.CompletionOptions.DisableDefaultCmd = true
@@ -93,7 +93,6 @@ It is what ` + "`lazaret --backend kubernetes VERB`" + ` (or LAZARET_BACKEND=kub
 	pf.StringVar(&g.kubeconfig, "kubeconfig", "", "kubeconfig file (default [cluster].kubeconfig, $KUBECONFIG, ~/.kube/config)")
 	pf.StringVar(&g.context, "context", "", "kubeconfig context (default [cluster].context, else the current one)")
 	pf.StringVarP(&g.namespace, "namespace", "n", "", "namespace (default [cluster].namespace, else the context's)")
-	pf.StringVar(&g.attempt, "attempt", "", "work on attempt NAME of this workspace (lazaret fork; lazaret attempts lists them)")
 	root.AddCommand(newExecCmd(g), newShellCmd(g), newStatusCmd(g), newPsCmd(g), newStopCmd(g), newDoctorCmd(g), newSyncCmd(g), newStateCmd(g), newProposalsCmd(g), newAttachCmd(g), newApprovalsCmd(g), newEventsCmd(g), clicore.NewPolicyCmd(&g.io), newNetCmd(g),
 		clicore.NewForkCmd(g.attemptsSpec()), clicore.NewAttemptsCmd(g.attemptsSpec()),
 		newReviewCmd(g, "diff", "Show what the agent changed on its branch"),
