@@ -4,7 +4,9 @@ package kube_test
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +21,13 @@ import (
 // rm` of one deletes its branch and PVC and leaves the other working.
 // The fork's and the copy's times are logged (docs/KUBERNETES.md).
 func TestBackendFork(t *testing.T) {
-	e := newBackendEnv(t, "allow_unenforced_egress = true\nstate_size = \"64Mi\"")
+	// LAZARET_KUBE_FORK_MIB sizes the parent's blob (default 16 MiB):
+	// the copy's time against its size.
+	mib := 16
+	if v, err := strconv.Atoi(os.Getenv("LAZARET_KUBE_FORK_MIB")); err == nil && v > 0 {
+		mib = v
+	}
+	e := newBackendEnv(t, fmt.Sprintf("allow_unenforced_egress = true\nstate_size = \"%dMi\"", max(64, 2*mib)))
 	e.setProfile("[profiles.fk]\nimage = \"" + gitImage + "\"\npersistent_dirs = [\"/usr/local\"]")
 	hostGit := func(args ...string) string {
 		t.Helper()
@@ -34,9 +42,9 @@ func TestBackendFork(t *testing.T) {
 	commit := func(msg string) string {
 		return `git -c user.name=Agent -c user.email=agent@sandbox.invalid commit -q --allow-empty -m ` + msg + ` && git rev-parse HEAD`
 	}
-	// 16 MiB beside the file: a copy that takes measurable time.
+	// A blob beside the file: a copy that takes measurable time.
 	parent := strings.TrimSpace(e.mustLazaret(nil, "exec", "fk", "--", "sh", "-c",
-		`set -e; echo parent >/usr/local/parent-file; head -c 16777216 /dev/urandom >/usr/local/blob; `+commit("parent-work")))
+		fmt.Sprintf(`set -e; echo parent >/usr/local/parent-file; head -c %d /dev/urandom >/usr/local/blob; `, mib<<20)+commit("parent-work")))
 	if got := hostGit("rev-parse", "refs/heads/lazaret/agent-fk"); got != parent {
 		t.Fatalf("host agent branch %s, want the parent's %s", got, parent)
 	}
@@ -47,7 +55,7 @@ func TestBackendFork(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("fork: exit %d\n%s%s", code, out, errOut)
 	}
-	t.Logf("fork -n 2 of a running sandbox (16 MiB in /usr/local): %s\n%s", took.Round(10*time.Millisecond), out)
+	t.Logf("fork -n 2 of a running sandbox (%d MiB in /usr/local): %s\n%s", mib, took.Round(10*time.Millisecond), out)
 	for _, l := range strings.Split(errOut, "\n") {
 		if strings.Contains(l, "copied the persistent dirs") || strings.Contains(l, "msg=forked") {
 			t.Log(l)
