@@ -56,6 +56,9 @@ type RemovedAttempt struct {
 // positional profile ("" for the default).
 type AttemptsSpec struct {
 	Out func() io.Writer
+	// Invocation is how the user runs this backend's CLI ("lazaret",
+	// "lazaret --backend kubernetes"), for the hints printed.
+	Invocation string
 	// Fork makes the attempts names of profile's sandbox in the current
 	// workspace, all or none.
 	Fork   func(cmd *cobra.Command, profile string, names []string) ([]ForkedAttempt, error)
@@ -97,7 +100,7 @@ keep or remove them with lazaret attempts.`,
 			if err != nil {
 				return err
 			}
-			printForked(s.Out(), made)
+			printForked(s.Out(), made, s.Invocation)
 			return nil
 		},
 	}
@@ -106,7 +109,10 @@ keep or remove them with lazaret attempts.`,
 	return cmd
 }
 
-func printForked(w io.Writer, made []ForkedAttempt) {
+func printForked(w io.Writer, made []ForkedAttempt, invocation string) {
+	if invocation == "" {
+		invocation = "lazaret"
+	}
 	for _, a := range made {
 		state := "no persistent dirs"
 		if a.State != "" {
@@ -122,7 +128,7 @@ func printForked(w io.Writer, made []ForkedAttempt) {
 		fmt.Fprintf(w, "attempt %s: branch %s%s; %s\n", a.Name, a.Branch, base, state)
 	}
 	if len(made) > 0 {
-		fmt.Fprintf(w, "work in one with `lazaret shell --attempt %s`; compare with `lazaret attempts`\n", made[0].Name)
+		fmt.Fprintf(w, "work in one with `%s shell --attempt %s`; compare with `%s attempts`\n", invocation, made[0].Name, invocation)
 	}
 }
 

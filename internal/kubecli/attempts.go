@@ -29,7 +29,8 @@ import (
 
 func (g *globals) attemptsSpec() clicore.AttemptsSpec {
 	return clicore.AttemptsSpec{
-		Out: func() io.Writer { return g.io.Out },
+		Out:        func() io.Writer { return g.io.Out },
+		Invocation: invocation,
 		Fork: func(cmd *cobra.Command, profile string, names []string) ([]clicore.ForkedAttempt, error) {
 			return g.runFork(cmd.Context(), profile, names)
 		},
