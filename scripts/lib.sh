@@ -36,6 +36,23 @@ as_prefix_owner() {
 	fi
 }
 
+# install_debs installs the Debian packages named that are missing
+# (scripts/setup's list; scripts/bench's own for one benchmark).
+install_debs() {
+	local missing=() p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+	done
+	if [ ${#missing[@]} -eq 0 ]; then
+		ok "Debian packages present"
+		return
+	fi
+	step "installing Debian packages: ${missing[*]}"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	ok "installed ${#missing[@]} packages"
+}
+
 # as_user runs a command as RUN_USER with the rootless environment podman
 # needs (its own HOME and XDG_RUNTIME_DIR), from a directory it can read.
 as_user() {
