@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/coordinator/limits"
@@ -56,28 +57,44 @@ func (c *coordinator) handleForkState(ctx context.Context, r *ctlserver.Request)
 	if src == nil || len(src.Dirs) == 0 {
 		return &ctl.ForkState{}, nil
 	}
+	// Planned and checked before the pause, measured after it: the agent
+	// waits only for the copy.
+	f, err := statestore.PrepareFork(ctx, c.pm, *src, statestore.Store{Root: statestore.DomainRoot(dst), DataRoot: dst.DataRoot})
+	if err != nil {
+		return nil, ctl.Errorf(ctl.ErrInternal.Code, "fork: %v", err)
+	}
 	st := ctl.ForkState{}
-	began := time.Now()
-	if fr != nil {
-		thaw, err := fr.Freeze()
-		switch {
-		case err == nil:
-			st.Paused = true
-			defer thaw()
-		case errors.Is(err, limits.ErrNotWatched):
-			c.log.Warn("fork: the sandbox cannot be paused; its persistent dirs are copied while it runs", "attempt", req.Attempt)
-		default:
-			return nil, ctl.Errorf(ctl.ErrInternal.Code, "fork: pausing the sandbox: %v", err)
-		}
+	if err := c.copyPaused(ctx, f, fr, req.Attempt, &st); err != nil {
+		return nil, ctl.Errorf(ctl.ErrInternal.Code, "fork: %v", err)
 	}
-	res, err := statestore.Fork(ctx, c.pm, *src, statestore.Store{Root: statestore.DomainRoot(dst), DataRoot: dst.DataRoot})
-	if st.Paused {
-		st.PausedMillis = time.Since(began).Milliseconds()
-	}
+	res, err := f.Finish(ctx)
 	if err != nil {
 		return nil, ctl.Errorf(ctl.ErrInternal.Code, "fork: %v", err)
 	}
 	st.Mode, st.Bytes, st.Layers = res.Mode, res.Bytes, res.Layers
 	c.log.Info("forked the persistent dirs", "attempt", req.Attempt, "mode", res.Mode, "bytes", res.Bytes, "paused_ms", st.PausedMillis)
 	return &st, nil
+}
+
+// copyPaused runs the fork's copy with the sandbox paused (fr), or
+// running when its processes cannot be reached (limits = "best-effort").
+func (c *coordinator) copyPaused(ctx context.Context, f *statestore.PreparedFork, fr freezer, name string, st *ctl.ForkState) error {
+	if fr != nil {
+		began := time.Now()
+		thaw, err := fr.Freeze()
+		switch {
+		case err == nil:
+			st.Paused = true
+			err := f.Copy(ctx)
+			thaw()
+			st.PausedMillis = time.Since(began).Milliseconds()
+			return err
+		case errors.Is(err, limits.ErrNotWatched):
+			c.log.Warn("fork: the sandbox cannot be paused; its persistent dirs are copied while it runs", "attempt", name)
+		default:
+			f.Abort(ctx)
+			return fmt.Errorf("pausing the sandbox: %w", err)
+		}
+	}
+	return f.Copy(ctx)
 }

@@ -103,58 +103,114 @@ func Fork(ctx context.Context, pc *podman.Client, src ForkSource, dst Store) (Fo
 	return fork(ctx, nsOps(pc), src, dst)
 }
 
+func fork(ctx context.Context, ops fileOps, src ForkSource, dst Store) (ForkResult, error) {
+	f, err := prepareFork(ctx, ops, src, dst)
+	if err != nil {
+		return ForkResult{}, err
+	}
+	if err := f.Copy(ctx); err != nil {
+		return ForkResult{}, err
+	}
+	return f.Finish(ctx)
+}
+
+// PreparedFork is a Fork planned and checked (what to stack, whether the
+// file system clones, whether a plain copy fits) and not copied yet: a
+// running parent is paused only for Copy (measured: the reflink probe and
+// the measures are each a podman unshare of about 100 ms).
+type PreparedFork struct {
+	ops    fileOps
+	dst    Store
+	plan   []forkDir
+	layers []string
+	undo   func(context.Context, fileOps)
+	res    ForkResult
+	made   []string
+}
+
+// PrepareFork is Fork's first part: nothing is copied yet; dst's root is
+// made. Copy, then Finish, complete it; Abort (or a failed Copy or
+// Finish) removes what it made.
+func PrepareFork(ctx context.Context, pc *podman.Client, src ForkSource, dst Store) (*PreparedFork, error) {
+	return prepareFork(ctx, nsOps(pc), src, dst)
+}
+
+func prepareFork(ctx context.Context, ops fileOps, src ForkSource, dst Store) (*PreparedFork, error) {
+	if err := ValidateDirs(src.Dirs); err != nil {
+		return nil, err
+	}
+	if dst.Shared {
+		return nil, fmt.Errorf("fork: the attempt's State Anchor must be a root of its own (%s is a profile's shared one)", dst.Root)
+	}
+	plan, layers, err := planFork(src)
+	if err != nil {
+		return nil, err
+	}
+	f := &PreparedFork{ops: ops, dst: dst, plan: plan, layers: layers}
+	if len(plan) == 0 {
+		return f, nil
+	}
+	if f.undo, err = openForkRoot(dst); err != nil {
+		return nil, err
+	}
+	if err := checkRoom(ctx, ops, plan, dst.Root); err != nil {
+		f.Abort(ctx)
+		return nil, err
+	}
+	return f, nil
+}
+
+// Copy copies and folds the layers: the part that must see the parent
+// still.
+func (f *PreparedFork) Copy(ctx context.Context) error {
+	if len(f.plan) == 0 {
+		return nil
+	}
+	f.res.Mode = overlayfs.CopyReflink
+	for _, fd := range f.plan {
+		mode, err := forkOne(ctx, f.ops, fd, f.dst.Root)
+		if err != nil {
+			f.Abort(ctx)
+			return err
+		}
+		if mode != overlayfs.CopyReflink {
+			f.res.Mode = overlayfs.CopyPlain
+		}
+		f.made = append(f.made, filepath.Join(f.dst.Root, fd.name, fd.name+"_changes"))
+	}
+	return nil
+}
+
+// Finish measures the copy and returns what the fork made.
+func (f *PreparedFork) Finish(ctx context.Context) (ForkResult, error) {
+	if len(f.made) > 0 {
+		sizes, err := f.ops.usage(ctx, f.made...)
+		if err != nil {
+			f.Abort(ctx)
+			return ForkResult{}, fmt.Errorf("fork: measuring the copy: %w", err)
+		}
+		for _, n := range sizes {
+			f.res.Bytes += n
+		}
+	}
+	f.res.Layers = f.layers
+	return f.res, nil
+}
+
+// Abort removes what the fork made.
+func (f *PreparedFork) Abort(ctx context.Context) {
+	if f.undo != nil {
+		f.undo(ctx, f.ops)
+		f.undo = nil
+	}
+}
+
 // forkDir is one persistent dir's part of a fork.
 type forkDir struct {
 	name   string   // its overlay name
 	layers []string // what to stack, bottom first: real paths, for the user namespace
 	record *Record
 	driver string // the overlay whose marks the layers carry
-}
-
-func fork(ctx context.Context, ops fileOps, src ForkSource, dst Store) (res ForkResult, err error) {
-	if err := ValidateDirs(src.Dirs); err != nil {
-		return res, err
-	}
-	if dst.Shared {
-		return res, fmt.Errorf("fork: the attempt's State Anchor must be a root of its own (%s is a profile's shared one)", dst.Root)
-	}
-	plan, layers, err := planFork(src)
-	if err != nil || len(plan) == 0 {
-		return res, err
-	}
-	undo, err := openForkRoot(dst)
-	if err != nil {
-		return res, err
-	}
-	defer func() {
-		if err != nil {
-			undo(ctx, ops)
-		}
-	}()
-	if err := checkRoom(ctx, ops, plan, dst.Root); err != nil {
-		return res, err
-	}
-	res.Mode = overlayfs.CopyReflink
-	var made []string
-	for _, fd := range plan {
-		mode, err := forkOne(ctx, ops, fd, dst.Root)
-		if err != nil {
-			return res, err
-		}
-		if mode != overlayfs.CopyReflink {
-			res.Mode = overlayfs.CopyPlain
-		}
-		made = append(made, filepath.Join(dst.Root, fd.name, fd.name+"_changes"))
-	}
-	sizes, err := ops.usage(ctx, made...)
-	if err != nil {
-		return res, fmt.Errorf("fork: measuring the copy: %w", err)
-	}
-	for _, n := range sizes {
-		res.Bytes += n
-	}
-	res.Layers = layers
-	return res, nil
 }
 
 // planFork lists, for every dir that has anything to copy, the layers a
