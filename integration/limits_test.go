@@ -293,7 +293,7 @@ func meminfo(t *testing.T) (total, avail int64) {
 }
 
 // TestLimitsMemoryDefault: with no memory key (the built-in default, 40%
-// of the host's RAM), an agent that tries to take 60% of the host's RAM is
+// of the host's RAM), an agent (perl) that tries to take 60% of the host's RAM is
 // stopped before the host falls below 45% available. Escalation is off,
 // so the OOM killer is the limits component's own mount. Not parallel:
 // it takes 40% of the host.
@@ -323,10 +323,10 @@ func TestLimitsMemoryDefault(t *testing.T) {
 		}
 	}()
 	bs := total * 6 / 10 / mib
-	// The fill grows at 40-80 MiB/s through gVisor's pipe (measured), so
-	// reaching 40% of a 23 GiB host takes 2-4 minutes: more than Run's
-	// 3-minute guard on a loaded machine (CI timed out once at 184 s).
-	r := e.RunLong(8*time.Minute, "exec", "lim", "--", "sh", "-c", fmt.Sprintf("head -c %dM /dev/zero | tail; echo fill-exit=$?", bs))
+	// perl takes 1 MiB at a time (about 160 MiB/s in gVisor, measured);
+	// `head | tail`, the 512m tests' fill, grows at 17-40 MiB/s and took
+	// 276 s to reach 40% of a 23 GiB host. RunLong: a hang guard only.
+	r := e.RunLong(8*time.Minute, "exec", "lim", "--", "sh", "-c", fmt.Sprintf(`perl -e 'my @a; for (1..%d) { push @a, "x" x (1<<20) }'; echo fill-exit=$?`, bs))
 	close(stop)
 	<-done
 	t.Logf("MemTotal %d MiB; the lowest MemAvailable during a %d MiB allocation: %d MiB (%.1f%%); told: %s", total/mib, bs, minAvail/mib, 100*float64(minAvail)/float64(total), strings.TrimSpace(r.Stderr))
