@@ -19,7 +19,7 @@ type forkSourcer interface {
 
 // freezer pauses the sandbox for a copy that must see one instant.
 type freezer interface {
-	Freeze() (thaw func(), err error)
+	Freeze(ctx context.Context) (thaw func(), err error)
 }
 
 // handleForkState copies the running sandbox's persistent dirs into an
@@ -81,7 +81,7 @@ func (c *coordinator) handleForkState(ctx context.Context, r *ctlserver.Request)
 func (c *coordinator) copyPaused(ctx context.Context, f *statestore.PreparedFork, fr freezer, name string, st *ctl.ForkState) error {
 	if fr != nil {
 		began := time.Now()
-		thaw, err := fr.Freeze()
+		thaw, err := fr.Freeze(ctx)
 		switch {
 		case err == nil:
 			st.Paused = true

@@ -290,3 +290,41 @@ func TestVerbAgrees(t *testing.T) {
 		t.Fatal(OOMKillVerb)
 	}
 }
+
+// TestFreezeWaitsForTheWatch: a Freeze asked before the watch reached the
+// sandbox's processes (a fork right after a start) waits for it and
+// pauses, rather than answering ErrNotWatched at once; once the watch
+// gave up (best-effort) it answers at once.
+func TestFreezeWaitsForTheWatch(t *testing.T) {
+	c := New(Options{})
+	h := &freezeHost{}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		c.mu.Lock()
+		c.host = h
+		c.mu.Unlock()
+		c.watched()
+	}()
+	thaw, err := c.Freeze(t.Context())
+	if err != nil || !h.paused {
+		t.Fatalf("Freeze before the watch: err %v, paused %v", err, h.paused)
+	}
+	thaw()
+	if h.paused {
+		t.Fatal("thaw did not resume")
+	}
+	gaveUp := New(Options{})
+	gaveUp.watched()
+	if _, err := gaveUp.Freeze(t.Context()); !errors.Is(err, ErrNotWatched) {
+		t.Fatalf("Freeze with no watch: %v", err)
+	}
+}
+
+type freezeHost struct{ paused bool }
+
+func (h *freezeHost) used() (int64, error)                    { return 0, nil }
+func (h *freezeHost) pause() error                            { h.paused = true; return nil }
+func (h *freezeHost) resume() error                           { h.paused = false; return nil }
+func (h *freezeHost) kill() error                             { return nil }
+func (h *freezeHost) oomKill(context.Context) (killed, error) { return killed{}, nil }
+func (h *freezeHost) close()                                  {}
