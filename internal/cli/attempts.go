@@ -245,7 +245,7 @@ func (g *globalOptions) keepUnderLocks(ctx context.Context, p *config.Profile, p
 // attemptsReview runs `attempts diff [PROFILE] A B [--stat]` (B's branch
 // against A's) and `attempts merge [PROFILE] NAME [flags]` (`lazaret
 // merge --attempt NAME`: the same review flags and refusals).
-func (g *globalOptions) attemptsReview(cmd *cobra.Command, verb, _ string, args []string) error {
+func (g *globalOptions) attemptsReview(cmd *cobra.Command, verb string, args []string) error {
 	var pos, flags []string
 	for _, a := range args {
 		if strings.HasPrefix(a, "-") {

@@ -67,8 +67,8 @@ type AttemptsSpec struct {
 	// Keep makes the attempt's persistent dirs the profile's.
 	Keep func(cmd *cobra.Command, profile, name string) error
 	// Review runs a review verb ("diff" of two attempts' branches,
-	// "merge" of one) with the verb's remaining arguments.
-	Review func(cmd *cobra.Command, verb, profile string, args []string) error
+	// "merge" of one) with the verb's arguments, the profile among them.
+	Review func(cmd *cobra.Command, verb string, args []string) error
 	// Setup adds a backend's own flags to each command.
 	Setup func(cmd *cobra.Command)
 }
@@ -197,7 +197,7 @@ func newAttemptsDiffCmd(s AttemptsSpec) *cobra.Command {
 		Args:               cobra.RangeArgs(2, 3),
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return s.Review(cmd, "diff", "", args)
+			return s.Review(cmd, "diff", args)
 		},
 	}
 }
@@ -209,7 +209,7 @@ func newAttemptsMergeCmd(s AttemptsSpec) *cobra.Command {
 		Args:               cobra.RangeArgs(1, 8),
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return s.Review(cmd, "merge", "", args)
+			return s.Review(cmd, "merge", args)
 		},
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lazaret-dev/lazaret/internal/atomicfile"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 	"github.com/lazaret-dev/lazaret/internal/wire/ctl"
@@ -307,7 +308,7 @@ func SaveRule(w io.Writer, path, profile string, p ctl.Proposal) error {
 	}
 	fmt.Fprintf(w, "--- %s\n+++ %s\n", path, path)
 	printLineDiff(w, string(data), string(edited))
-	if err := writeFileAtomic(real, edited, mode); err != nil {
+	if err := atomicfile.Write(real, edited, mode); err != nil {
 		return fmt.Errorf("--save: %v; %s", err, byHand)
 	}
 	fmt.Fprintf(w, "saved to %s\n", path)
@@ -332,31 +333,4 @@ func printLineDiff(w io.Writer, a, b string) {
 	for _, l := range bl[i : len(bl)-j] {
 		fmt.Fprintf(w, "+%s\n", strings.TrimRight(l, "\n"))
 	}
-}
-
-// writeFileAtomic replaces name with data, mode kept: a temporary file
-// beside it, synced, renamed over it.
-func writeFileAtomic(name string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, name)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/lazaret-dev/lazaret/internal/adapter/hostgit"
 	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
 	"github.com/lazaret-dev/lazaret/internal/clicore"
 	"github.com/lazaret-dev/lazaret/internal/engine/attempt"
@@ -43,7 +42,7 @@ func (g *globals) attemptsSpec() clicore.AttemptsSpec {
 		Keep: func(cmd *cobra.Command, profile, name string) error {
 			return g.keepAttempt(cmd.Context(), profile, name)
 		},
-		Review: func(cmd *cobra.Command, verb, _ string, args []string) error {
+		Review: func(cmd *cobra.Command, verb string, args []string) error {
 			return g.reviewAttempts(cmd.Context(), verb, args)
 		},
 		Setup: g.setupAttempts,
@@ -151,19 +150,13 @@ func (g *globals) listAttempts(ctx context.Context, profile string) ([]clicore.A
 	return out, nil
 }
 
-// commitSubject is the first line of commit oid's message ("" when it
-// cannot be read): the agent's text, which the printing escapes.
+// commitSubject is the subject of commit oid ("" when it cannot be
+// read): the agent's text, which the printing escapes.
 func commitSubject(ctx context.Context, gt *gitTarget, oid string) string {
-	out, err := gt.git.CatFileBatch(ctx, gt.repo.Common(), strings.NewReader(oid+"\n"))
+	subject, err := gt.git.Subject(ctx, gt.repo.TopLevel, oid)
 	if err != nil {
 		return ""
 	}
-	objs, err := hostgit.ParseBatch(out, 1, "commit", 1<<20)
-	if err != nil || len(objs) != 1 {
-		return ""
-	}
-	_, msg, _ := strings.Cut(string(objs[0]), "\n\n")
-	subject, _, _ := strings.Cut(msg, "\n")
 	return subject
 }
 
