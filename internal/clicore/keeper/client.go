@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"golang.org/x/term"
+
+	"github.com/lazaret-dev/lazaret/internal/wire/termframe"
 )
 
 // Result is how an attach ended.
@@ -43,7 +45,7 @@ func Attach(conn net.Conn, in, out *os.File, keys []byte) (Result, error) {
 	send := func(typ byte, p []byte) error {
 		wmu.Lock()
 		defer wmu.Unlock()
-		return WriteFrame(conn, typ, p)
+		return termframe.WriteFrame(conn, typ, p)
 	}
 	if err := send(FrameResize, encodeSize(termSize(in, isTerm))); err != nil {
 		return Result{}, err
@@ -135,7 +137,7 @@ func readSession(conn net.Conn, out io.Writer, d detachSignal) (Result, error) {
 	var res Result
 	go func() {
 		for {
-			typ, p, err := ReadFrame(conn)
+			typ, p, err := termframe.ReadFrame(conn)
 			if err != nil {
 				frames <- err
 				return

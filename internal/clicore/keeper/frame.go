@@ -2,13 +2,10 @@ package keeper
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 )
 
-// Frame types of the keeper socket. A frame is its type byte, its
-// payload's length (uint32, big-endian) and the payload.
+// Frame types of the keeper socket; the codec is termframe's.
 const (
 	// Client → keeper.
 	FrameInput  byte = 'i' // keys for the session's terminal
@@ -20,55 +17,6 @@ const (
 	FrameExit      byte = 'x' // the session ended: its exit code (int32)
 	FrameTakenOver byte = 't' // another terminal attached
 )
-
-// MaxFrame bounds a frame's payload: a reader never allocates more for
-// one frame, whatever the other end claims.
-const MaxFrame = 64 << 10
-
-// frameHeader is the type byte and the length.
-const frameHeader = 5
-
-// WriteFrame writes one frame.
-func WriteFrame(w io.Writer, typ byte, payload []byte) error {
-	if len(payload) > MaxFrame {
-		return fmt.Errorf("frame of %d bytes (at most %d)", len(payload), MaxFrame)
-	}
-	b := make([]byte, frameHeader+len(payload))
-	b[0] = typ
-	binary.BigEndian.PutUint32(b[1:frameHeader], uint32(len(payload)))
-	copy(b[frameHeader:], payload)
-	_, err := w.Write(b)
-	return err
-}
-
-// ErrFrameTooLong is ReadFrame's error for a length above MaxFrame.
-var ErrFrameTooLong = errors.New("keeper frame too long")
-
-// ReadFrame reads one frame. Its type is not checked: each end ignores
-// the types it does not know.
-func ReadFrame(r io.Reader) (byte, []byte, error) {
-	var h [frameHeader]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return 0, nil, err
-	}
-	n := binary.BigEndian.Uint32(h[1:])
-	if n > MaxFrame {
-		return 0, nil, fmt.Errorf("%w: %d bytes", ErrFrameTooLong, n)
-	}
-	p := make([]byte, n)
-	if _, err := io.ReadFull(r, p); err != nil {
-		return 0, nil, unexpected(err)
-	}
-	return h[0], p, nil
-}
-
-// unexpected turns an EOF inside a frame into io.ErrUnexpectedEOF.
-func unexpected(err error) error {
-	if errors.Is(err, io.EOF) {
-		return io.ErrUnexpectedEOF
-	}
-	return err
-}
 
 // Size is a terminal's size.
 type Size struct{ Rows, Cols uint16 }

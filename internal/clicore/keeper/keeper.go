@@ -23,6 +23,8 @@ import (
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
+
+	"github.com/lazaret-dev/lazaret/internal/wire/termframe"
 )
 
 // Verb is the hidden verb that runs a keeper (`lazaret __keep …`).
@@ -117,7 +119,7 @@ func (k *keeper) accept(ln *net.UnixListener) (net.Conn, Size, error) {
 		}
 		// The first frame is the terminal's size.
 		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		typ, p, err := ReadFrame(conn)
+		typ, p, err := termframe.ReadFrame(conn)
 		_ = conn.SetReadDeadline(time.Time{})
 		size, serr := decodeSize(p)
 		if err != nil || typ != FrameResize || serr != nil {

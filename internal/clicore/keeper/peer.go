@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lazaret-dev/lazaret/internal/unixsock"
+	"github.com/lazaret-dev/lazaret/internal/wire/termframe"
 )
 
 // queueFrames bounds what waits for an attached terminal (with reads of
@@ -66,9 +67,7 @@ func (p *peer) write() {
 // send queues one frame; with the queue full it waits for the terminal,
 // and drops it after stallLimit without progress.
 func (p *peer) send(typ byte, payload []byte) {
-	b := make([]byte, 0, frameHeader+len(payload))
-	b = append(b, typ, byte(len(payload)>>24), byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload)))
-	b = append(b, payload...)
+	b := termframe.Append(make([]byte, 0, termframe.Header+len(payload)), typ, payload)
 	var stall *time.Timer
 	for {
 		p.mu.Lock()
@@ -98,11 +97,11 @@ func (p *peer) send(typ byte, payload []byte) {
 	}
 }
 
-// sendChunked queues payload in frames of at most MaxFrame bytes.
+// sendChunked queues payload in frames of at most termframe.MaxFrame bytes.
 func (p *peer) sendChunked(typ byte, payload []byte) {
-	for len(payload) > MaxFrame {
-		p.send(typ, payload[:MaxFrame])
-		payload = payload[MaxFrame:]
+	for len(payload) > termframe.MaxFrame {
+		p.send(typ, payload[:termframe.MaxFrame])
+		payload = payload[termframe.MaxFrame:]
 	}
 	p.send(typ, payload)
 }

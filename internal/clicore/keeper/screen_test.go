@@ -11,6 +11,8 @@ import (
 
 	"github.com/charmbracelet/x/vt"
 	"golang.org/x/sys/unix"
+
+	"github.com/lazaret-dev/lazaret/internal/wire/termframe"
 )
 
 // TestRedrawShowsLastScreen: what an attaching terminal is sent first
@@ -218,7 +220,7 @@ func TestSlowTerminalHoldsOutput(t *testing.T) {
 	go func() {
 		n := 0
 		for {
-			typ, payload, err := ReadFrame(b)
+			typ, payload, err := termframe.ReadFrame(b)
 			if err != nil || typ != FrameOutput || len(payload) != 8 || int(payload[0])|int(payload[1])<<8 != n {
 				got <- n
 				return

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/lazaret-dev/lazaret/internal/wire/termframe"
 )
 
 // drainWait bounds reading what the inner wrote just before it exited.
@@ -94,7 +96,7 @@ func (k *keeper) attach(conn net.Conn, size Size, fresh bool) {
 // readClient reads p's keys and sizes until it detaches or goes away.
 func (k *keeper) readClient(p *peer) {
 	for {
-		typ, b, err := ReadFrame(p.conn)
+		typ, b, err := termframe.ReadFrame(p.conn)
 		if err != nil {
 			k.detach(p, p.wasDropped())
 			return
