@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/lazaret-dev/lazaret/internal/wire/termframe"
 )
@@ -187,6 +188,9 @@ func (l *link) frame(f inFrame) (bool, error) {
 		n, err := DecodeCount(f.p)
 		if err != nil {
 			return true, fmt.Errorf("%w: %v", ErrBadFrame, err)
+		}
+		if n > math.MaxUint64-l.c.Offset {
+			return true, fmt.Errorf("%w: %d bytes lost past offset %d", ErrBadFrame, n, l.c.Offset)
 		}
 		l.c.Offset += n
 		_, err = fmt.Fprintf(l.c.Out, "\r\nlazaret: %d bytes of output were lost while away\r\n", n)
