@@ -28,6 +28,7 @@ import (
 	"os"
 
 	"github.com/lazaret-dev/lazaret/internal/insandbox/escclient"
+	"github.com/lazaret-dev/lazaret/internal/insandbox/podkeep"
 	"github.com/lazaret-dev/lazaret/internal/wire/escrelay"
 )
 
@@ -45,6 +46,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == escrelay.InstallVerb {
 		os.Exit(escclient.InstallMain(os.Args[2:], os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == podkeep.Verb {
+		os.Exit(podkeep.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	if len(os.Args) > 1 && os.Args[1] == escclient.RelayVerb {
 		os.Exit(escclient.RelayMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))

@@ -171,6 +171,10 @@ func (l *link) key(k []byte, ok bool) {
 // frame takes one frame from the pod.
 func (l *link) frame(f inFrame) (bool, error) {
 	if f.err != nil {
+		if l.exited { // the keeper may go as soon as ExitSeen arrived
+			l.frames = nil
+			return false, nil
+		}
 		return true, f.err
 	}
 	if l.exited {
