@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"net"
 	"testing"
-	"time"
 )
 
 func TestFrameRoundTrip(t *testing.T) {
 	var b bytes.Buffer
-	in := []Frame{{Type: Open, ID: 1}, {Type: Data, ID: 1, Payload: []byte("hello")}, {Type: Close, ID: 1}, {Type: Bundle, Payload: []byte("pem")}, {Type: Ready}}
+	in := []Frame{{Type: Open, ID: 1}, {Type: Data, ID: 1, Payload: []byte("hello")}, {Type: Close, ID: 1}, {Type: Bundle, Payload: []byte("pem")}, {Type: Ready},
+		{Type: Resume, Payload: EncodeResume([]ResumeEntry{{1, 5}, {1 << 31, 1 << 40}})}, {Type: Resume}, {Type: End}}
 	for _, f := range in {
 		if err := Write(&b, f); err != nil {
 			t.Fatal(err)
@@ -38,6 +37,8 @@ func TestFrameBounds(t *testing.T) {
 		"unknown type":      {'X', 0, 0, 0, 1, 0, 0, 0, 0},
 		"truncated header":  {Data, 0, 0},
 		"truncated payload": {Data, 0, 0, 0, 1, 0, 0, 0, 9, 'a'},
+		"resume, odd size":  {Resume, 0, 0, 0, 0, 0, 0, 0, 13},
+		"resume, too many":  {Resume, 0, 0, 0, 0, 0, 0, 0x01, 0x8c}, // (MaxConns+1)*12
 	} {
 		if _, err := Read(bytes.NewReader(raw)); !errors.Is(err, ErrFrame) {
 			t.Errorf("%s: %v, want ErrFrame", name, err)
@@ -45,6 +46,15 @@ func TestFrameBounds(t *testing.T) {
 	}
 	if err := Write(io.Discard, Frame{Type: Data, Payload: make([]byte, MaxPayload+1)}); !errors.Is(err, ErrFrame) {
 		t.Errorf("Write of an oversized payload: %v", err)
+	}
+	for _, n := range []int{resumeEntryLen + 1, (MaxConns + 1) * resumeEntryLen} {
+		if err := Write(io.Discard, Frame{Type: Resume, Payload: make([]byte, n)}); !errors.Is(err, ErrFrame) {
+			t.Errorf("Write of a resume of %d bytes: %v", n, err)
+		}
+	}
+	full := append([]byte{Resume, 0, 0, 0, 0, 0, 0, 0x01, 0x80}, make([]byte, MaxConns*resumeEntryLen)...)
+	if f, err := Read(bytes.NewReader(full)); err != nil || len(DecodeResume(f.Payload)) != MaxConns {
+		t.Errorf("a resume of MaxConns entries: %v", err)
 	}
 	ok := append([]byte{Data, 0, 0, 0, 1, 0, 1, 0, 0}, make([]byte, MaxPayload)...)
 	if _, err := Read(bytes.NewReader(ok)); err != nil {
@@ -60,6 +70,11 @@ func FuzzRead(f *testing.F) {
 	f.Add(b.Bytes())
 	f.Add([]byte{Open, 0, 0, 0, 1, 0, 0, 0, 0})
 	f.Add([]byte{Data, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff})
+	b.Reset()
+	_ = Write(&b, Frame{Type: Resume, Payload: EncodeResume([]ResumeEntry{{1, 9}, {2, 0}})})
+	_ = Write(&b, Frame{Type: End})
+	f.Add(b.Bytes())
+	f.Add([]byte{Resume, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := bytes.NewReader(data)
 		for {
@@ -76,111 +91,4 @@ func FuzzRead(f *testing.F) {
 			}
 		}
 	})
-}
-
-// relayEnd plays the relay over a pair of pipes for Host.
-type relayEnd struct {
-	toHost   *io.PipeWriter // the relay's stdout
-	fromHost *io.PipeReader // the relay's stdin
-}
-
-func newPair(t *testing.T) (*Host, *relayEnd) {
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	h := NewHost(inW)
-	go func() { _ = h.Run(outR) }()
-	t.Cleanup(func() { outW.Close(); inR.Close() })
-	return h, &relayEnd{toHost: outW, fromHost: inR}
-}
-
-// send may run on another goroutine: it reports with Error.
-func (r *relayEnd) send(t *testing.T, f Frame) {
-	t.Helper()
-	if err := Write(r.toHost, f); err != nil {
-		t.Error(err)
-	}
-}
-
-func (r *relayEnd) read(t *testing.T) Frame {
-	t.Helper()
-	f, err := Read(r.fromHost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
-// TestHostCarriesConnections: Open makes a connection Accept returns;
-// bytes go both ways; the server's close reaches the relay as Close.
-func TestHostCarriesConnections(t *testing.T) {
-	h, r := newPair(t)
-	r.send(t, Frame{Type: Ready})
-	<-h.Ready()
-	r.send(t, Frame{Type: Open, ID: 3})
-	c, err := h.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	go r.send(t, Frame{Type: Data, ID: 3, Payload: []byte("ping")})
-	buf := make([]byte, 4)
-	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
-		t.Fatalf("server read %q, %v", buf, err)
-	}
-	go func() { _, _ = c.Write([]byte("pong")); c.Close() }()
-	if f := r.read(t); f.Type != Data || f.ID != 3 || string(f.Payload) != "pong" {
-		t.Fatalf("relay got %+v", f)
-	}
-	if f := r.read(t); f.Type != Close || f.ID != 3 {
-		t.Fatalf("relay got %+v, want Close 3", f)
-	}
-}
-
-// TestHostBoundsConnections: beyond MaxConns, and for an id already in
-// use, the host answers Close and accepts nothing more.
-func TestHostBoundsConnections(t *testing.T) {
-	h, r := newPair(t)
-	accepted := make(chan net.Conn, 2*MaxConns)
-	go func() {
-		for {
-			c, err := h.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c
-		}
-	}()
-	for i := uint32(1); i <= MaxConns; i++ {
-		r.send(t, Frame{Type: Open, ID: i})
-	}
-	go r.send(t, Frame{Type: Open, ID: MaxConns + 1})
-	if f := r.read(t); f.Type != Close || f.ID != MaxConns+1 {
-		t.Fatalf("connection over the limit: %+v, want Close", f)
-	}
-	go r.send(t, Frame{Type: Open, ID: 1})
-	if f := r.read(t); f.Type != Close || f.ID != 1 {
-		t.Fatalf("an id in use: %+v, want Close", f)
-	}
-	for i := 0; i < MaxConns; i++ {
-		select {
-		case <-accepted:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("only %d connections accepted", i)
-		}
-	}
-	select {
-	case <-accepted:
-		t.Fatal("more than MaxConns accepted")
-	default:
-	}
-}
-
-// TestHostMalformedEndsStream: a malformed frame ends Run and closes the
-// listener.
-func TestHostMalformedEndsStream(t *testing.T) {
-	h, r := newPair(t)
-	go func() { _, _ = r.toHost.Write([]byte{'X', 0, 0, 0, 0, 0, 0, 0, 0}) }()
-	<-h.Done()
-	if _, err := h.Accept(); !errors.Is(err, net.ErrClosed) {
-		t.Fatalf("Accept after a malformed frame: %v", err)
-	}
 }
