@@ -117,7 +117,10 @@ func (g *globals) startRelay(ctx context.Context, c *kube.Client, pod, dir strin
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	host := escrelay.NewHost(inW)
+	host := escrelay.NewHost()
+	if err := host.SetBundle(bundle); err != nil {
+		return nil, fmt.Errorf("escalation relay: %w", err)
+	}
 	exited := make(chan error, 1)
 	go func() {
 		_, err := c.ExecIn(ctx, kube.ExecRequest{Pod: pod, Container: kubespec.ContainerName,
@@ -127,18 +130,16 @@ func (g *globals) startRelay(ctx context.Context, c *kube.Client, pod, dir strin
 		exited <- err
 	}()
 	go func() {
-		if err := host.Run(outR); err != nil {
+		// The first frame is the bundle: the relay writes it before it listens.
+		if err := host.Link(inW, outR); err != nil {
 			g.log.Warn("escalation relay", "err", err)
 		}
 	}()
 	go func() {
 		<-ctx.Done()
-		_ = inW.Close() // the relay's stdin ends: it removes its directory
+		host.End() // the relay daemon removes its directory and exits
+		_ = inW.Close()
 	}()
-	// The first frame: the relay writes the bundle before it listens.
-	if err := host.Send(escrelay.Frame{Type: escrelay.Bundle, Payload: bundle}); err != nil {
-		return nil, fmt.Errorf("escalation relay: %w", err)
-	}
 	select {
 	case <-host.Ready():
 	case err := <-exited:
@@ -156,13 +157,11 @@ func (g *globals) rotate(ctx context.Context, host *escrelay.Host, anchor *trust
 		select {
 		case <-ctx.Done():
 			return
-		case <-host.Done():
-			return
 		case <-time.After(anchor.Lifetime() / 2):
 		}
 		b, err := anchor.ClientBundle()
 		if err == nil {
-			err = host.Send(escrelay.Frame{Type: escrelay.Bundle, Payload: b})
+			err = host.SetBundle(b)
 		}
 		if err != nil {
 			g.log.Warn("escalation: rotating the client certificate", "err", err)

@@ -2,169 +2,158 @@ package escrelay
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
 	"time"
 )
 
-// Host is the host's end of a relay stream: it writes frames to the
-// relay's stdin and, from Run, turns the relay's Open frames into
-// connections Accept returns (it is a net.Listener for the escalation
-// server).
+// Host is the host's end of a relay: it is a net.Listener for the
+// escalation server, whose connections are the relay's. It outlives the
+// links (the relay exec streams) Link runs one at a time: its connections
+// wait across them and resume on the next (mux.go).
 type Host struct {
-	wmu sync.Mutex
-	w   io.Writer
-
-	mu     sync.Mutex
-	conns  map[uint32]*hostConn
-	closed bool
+	m      *mux
+	bundle []byte // under m.mu
+	ending bool   // under m.mu
 
 	accept chan net.Conn
 	ready  chan struct{}
 	once   sync.Once
-	dOnce  sync.Once
 	done   chan struct{}
 }
 
-// writeTimeout bounds handing one Data frame to the server's side of a
-// connection: a connection nobody reads is dropped, not waited for.
-const writeTimeout = 30 * time.Second
+// endTimeout bounds End's wait for its frame to go out.
+const endTimeout = 5 * time.Second
 
-// chunk is the largest Data payload sent.
-const chunk = 32 << 10
-
-// NewHost returns the host end writing frames to w (the relay's stdin).
-func NewHost(w io.Writer) *Host {
-	return &Host{w: w, conns: map[uint32]*hostConn{}, accept: make(chan net.Conn, MaxConns),
+// NewHost returns a host end with no link.
+func NewHost() *Host {
+	return &Host{m: newMux(false), accept: make(chan net.Conn, MaxConns),
 		ready: make(chan struct{}), done: make(chan struct{})}
 }
 
-// Send writes one frame to the relay.
-func (h *Host) Send(f Frame) error {
-	h.wmu.Lock()
-	defer h.wmu.Unlock()
-	return Write(h.w, f)
-}
-
-// Ready is closed when the relay said its socket listens.
-func (h *Host) Ready() <-chan struct{} { return h.ready }
-
-// Done is closed when Run returned.
-func (h *Host) Done() <-chan struct{} { return h.done }
-
-// Run reads the relay's frames from r until it ends or sends a malformed
-// frame, then closes every connection and the listener.
-func (h *Host) Run(r io.Reader) error {
-	defer h.shutdown()
-	for {
-		f, err := Read(r)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		switch f.Type {
-		case Ready:
-			h.once.Do(func() { close(h.ready) })
-		case Open:
-			h.open(f.ID)
-		case Data:
-			if c := h.conn(f.ID); c != nil {
-				_ = c.local.SetWriteDeadline(time.Now().Add(writeTimeout))
-				if _, err := c.local.Write(f.Payload); err != nil {
-					h.drop(f.ID, true)
-				}
-			}
-		case Close:
-			h.drop(f.ID, false)
-		default:
-			return ErrFrame // Bundle goes the other way
-		}
+// SetBundle sets the TLS client bundle: sent now on the current link, if
+// any, and first on every later link.
+func (h *Host) SetBundle(b []byte) error {
+	if len(b) > MaxPayload {
+		return fmt.Errorf("%w: bundle of %d bytes", ErrFrame, len(b))
 	}
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	h.bundle = append([]byte(nil), b...)
+	if l := h.m.link; l != nil {
+		l.ctrl = append(l.ctrl, Frame{Type: Bundle, Payload: h.bundle})
+		h.m.cond.Broadcast()
+	}
+	return nil
 }
 
-type hostConn struct {
-	local net.Conn // ours; the server has the other end
+// Link runs one link over a relay stream (w its stdin, r its stdout):
+// the bundle, Resume, then the relay's frames until r ends (nil) or a
+// frame is malformed (the error). The connections survive it. The caller
+// closes w once Link returned. A new Link replaces the current one.
+func (h *Host) Link(w io.Writer, r io.Reader) error {
+	l, err := h.m.begin(w, func() ([]Frame, error) {
+		if h.bundle == nil {
+			return nil, errors.New("escalation relay: no TLS bundle set")
+		}
+		return []Frame{{Type: Bundle, Payload: h.bundle}}, nil
+	})
+	if err != nil {
+		return err
+	}
+	return h.m.run(l, r, h.special)
 }
 
-func (h *Host) conn(id uint32) *hostConn {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.conns[id]
+// Linked reports whether a link is up.
+func (h *Host) Linked() bool {
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	return h.m.link != nil
+}
+
+// special handles the relay's Ready and Open; the other types go the
+// other way.
+func (h *Host) special(l *link, f Frame) error {
+	switch f.Type {
+	case Ready:
+		h.once.Do(func() { close(h.ready) })
+		return nil
+	case Open:
+		return h.open(l, f.ID)
+	}
+	return fmt.Errorf("%w: type %c from the relay", ErrFrame, f.Type)
 }
 
 // open accepts connection id, or refuses it (a Close back) when the id is
-// taken or MaxConns are open.
-func (h *Host) open(id uint32) {
-	h.mu.Lock()
-	_, taken := h.conns[id]
-	if taken || h.closed || len(h.conns) >= MaxConns {
-		h.mu.Unlock()
-		_ = h.Send(Frame{Type: Close, ID: id})
-		return
+// taken, MaxConns are open or no one accepts.
+func (h *Host) open(l *link, id uint32) error {
+	m := h.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.current(l, true); err != nil {
+		return err
+	}
+	_, taken := m.conns[id]
+	if taken || m.closed || len(m.conns) >= MaxConns {
+		l.ctrl = append(l.ctrl, Frame{Type: Close, ID: id})
+		m.cond.Broadcast()
+		return nil
 	}
 	local, remote := net.Pipe()
-	c := &hostConn{local: local}
-	h.conns[id] = c
-	h.mu.Unlock()
-	go h.pump(id, c)
-	select { // at most MaxConns are open: blocks only if no one accepts
+	select {
 	case h.accept <- remote:
-	case <-h.done:
-		_ = remote.Close()
+	default:
+		_, _ = local.Close(), remote.Close()
+		l.ctrl = append(l.ctrl, Frame{Type: Close, ID: id})
+		m.cond.Broadcast()
+		return nil
 	}
+	m.add(id, local)
+	return nil
 }
 
-// pump sends what the server writes on connection id to the relay, and a
-// Close when the server closed it.
-func (h *Host) pump(id uint32, c *hostConn) {
-	buf := make([]byte, chunk)
-	for {
-		n, err := c.local.Read(buf)
-		if n > 0 {
-			if h.Send(Frame{Type: Data, ID: id, Payload: buf[:n]}) != nil {
-				break
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	h.drop(id, true)
-}
+// Ready is closed at the relay's first Ready: its socket listens.
+func (h *Host) Ready() <-chan struct{} { return h.ready }
 
-// drop forgets connection id and closes our end (the server then sees
-// its client hang up); tell sends the relay a Close.
-func (h *Host) drop(id uint32, tell bool) {
-	h.mu.Lock()
-	c, ok := h.conns[id]
-	delete(h.conns, id)
-	h.mu.Unlock()
-	if !ok {
+// End ends the session: End to the relay on the current link (best
+// effort), then every connection and the listener are closed.
+func (h *Host) End() {
+	h.m.mu.Lock()
+	if h.ending {
+		h.m.mu.Unlock()
+		<-h.done
 		return
 	}
-	_ = c.local.Close()
-	if tell {
-		_ = h.Send(Frame{Type: Close, ID: id})
+	h.ending = true
+	var sent, lost <-chan struct{}
+	if l := h.m.link; l != nil {
+		l.ctrl = append(l.ctrl, Frame{Type: End})
+		sent, lost = l.endSent, l.lost
+		h.m.cond.Broadcast()
 	}
-}
-
-func (h *Host) shutdown() {
-	h.mu.Lock()
-	h.closed = true
-	conns := h.conns
-	h.conns = map[uint32]*hostConn{}
-	h.mu.Unlock()
-	for _, c := range conns {
-		_ = c.local.Close()
+	h.m.mu.Unlock()
+	if sent != nil {
+		t := time.NewTimer(endTimeout)
+		select {
+		case <-sent:
+		case <-lost:
+		case <-t.C:
+		}
+		t.Stop()
 	}
-	h.dOnce.Do(func() { close(h.done) })
+	h.m.shutdown()
+	close(h.done)
 }
 
 // Accept implements net.Listener.
 func (h *Host) Accept() (net.Conn, error) {
+	select {
+	case <-h.done:
+		return nil, net.ErrClosed
+	default:
+	}
 	select {
 	case c := <-h.accept:
 		return c, nil
@@ -173,10 +162,9 @@ func (h *Host) Accept() (net.Conn, error) {
 	}
 }
 
-// Close implements net.Listener: it ends Accept (Run ends with the
-// stream).
+// Close implements net.Listener: it is End.
 func (h *Host) Close() error {
-	h.shutdown()
+	h.End()
 	return nil
 }
 
