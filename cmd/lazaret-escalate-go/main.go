@@ -53,6 +53,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == escclient.RelayVerb {
 		os.Exit(escclient.RelayMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
+	if len(os.Args) > 1 && os.Args[1] == escclient.RelayServeVerb {
+		os.Exit(escclient.RelayServeMain(os.Args[2:], os.Stderr))
+	}
 	if len(os.Args) == 3 && os.Args[1] == escclient.OOMKillVerb && os.Args[2] == escclient.OOMKillServe {
 		os.Exit(escclient.OOMKillServeMain("/proc", os.Stdin, os.Stdout, os.Stderr))
 	}

@@ -6,86 +6,268 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/engine/trust"
 	"github.com/lazaret-dev/lazaret/internal/wire/escrelay"
 )
 
-// RelayVerb starts the escalation relay of a Kubernetes session
+// RelayVerb starts the escalation relay's bridge of a Kubernetes session
 // (`lazaret-escalate-go __relay DIR`, run by lazaret-kube through the API
-// server's exec): it listens on DIR/sock, writes the TLS bundle lazaret-kube
-// sends into DIR/tls, and carries each connection to its socket over its
-// stdin and stdout (internal/wire/escrelay). It holds nothing secret of a
+// server's exec): it joins its stdin and stdout to the relay daemon's link
+// socket DIR/link, first starting the daemon (RelayServeVerb) if none
+// listens. The daemon listens on DIR/sock, writes the TLS bundle
+// lazaret-kube sends into DIR/tls and carries each connection to its
+// socket over the link (internal/wire/escrelay); it outlives the exec, so
+// a connection waits in it while lazaret-kube is away (a laptop asleep)
+// and resumes when it links again. Neither holds anything secret of a
 // session: the connections are mutual TLS end to end and the requests are
-// signed by the session's signer, so the agent can kill or replace it and
-// only deny service.
+// signed by the session's signer, so the agent can kill or replace them
+// and only deny service.
 const RelayVerb = escrelay.Verb
 
-// relay is the sandbox's end of a relay stream.
-type relay struct {
-	wmu sync.Mutex
-	w   io.Writer
+// RelayServeVerb starts the relay daemon: `__relay-serve DIR`.
+const RelayServeVerb = escrelay.ServeVerb
 
-	mu    sync.Mutex
-	conns map[uint32]chan []byte
-	next  uint32
-}
+// Files of DIR besides the sockets.
+const (
+	relayLock = "lock"      // held (flock) by the one daemon of DIR
+	relayLog  = "relay.log" // the daemon's stderr
+)
 
-func (r *relay) send(f escrelay.Frame) error {
-	r.wmu.Lock()
-	defer r.wmu.Unlock()
-	return escrelay.Write(r.w, f)
-}
+// relayLogMax bounds what one daemon writes to its log.
+const relayLogMax = 64 << 10
 
-// RelayMain runs the relay for DIR until its stdin ends.
+// bridgeDialTimeout bounds the wait for a daemon just started.
+const bridgeDialTimeout = 10 * time.Second
+
+// RelayMain runs the bridge for DIR until its stdin or the link ends.
 func RelayMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "lazaret-escalate: relay: "+format+"\n", a...) }
 	if len(args) != 1 || !filepath.IsAbs(args[0]) {
 		logf("usage: lazaret-escalate-go %s DIR (started by lazaret-kube)", RelayVerb)
 		return ExitUsage
 	}
-	dir := args[0]
-	r := &relay{w: stdout, conns: map[uint32]chan []byte{}}
-	first, err := escrelay.Read(stdin)
-	if err != nil || first.Type != escrelay.Bundle {
-		logf("no TLS bundle: %v", err)
-		return ExitFailure
-	}
-	ln, err := r.setup(dir, first.Payload)
-	if err != nil {
-		logf("%v", err)
-		return ExitFailure
-	}
-	defer os.RemoveAll(dir)
-	defer ln.Close()
-	go r.acceptLoop(ln, logf)
-	if err := r.send(escrelay.Frame{Type: escrelay.Ready}); err != nil {
-		return ExitFailure
-	}
-	if err := r.readLoop(stdin, dir); err != nil {
+	if err := bridge(args[0], stdin, stdout, startDaemon); err != nil {
 		logf("%v", err)
 		return ExitFailure
 	}
 	return 0
 }
 
-// setup makes DIR (0700) with the TLS bundle and the listening socket.
-func (r *relay) setup(dir string, bundle []byte) (net.Listener, error) {
+// bridge copies stdin to the daemon's link and the link to stdout until
+// either ends; start starts a daemon when none listens.
+func bridge(dir string, stdin io.Reader, stdout io.Writer, start func(dir string) error) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("session directory: %w", err)
+	}
+	conn, err := net.Dial("unix", filepath.Join(dir, escrelay.LinkSocket))
+	if err != nil {
+		if err := start(dir); err != nil {
+			return fmt.Errorf("starting the relay daemon: %w", err)
+		}
+		conn, err = dialLink(dir)
+		if err != nil {
+			return err
+		}
+	}
+	defer conn.Close()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(conn, stdin); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(stdout, conn); done <- struct{}{} }()
+	<-done
+	return nil
+}
+
+// dialLink waits for a daemon (this bridge's or, after a race, another's)
+// to listen on DIR/link.
+func dialLink(dir string) (net.Conn, error) {
+	end := time.Now().Add(bridgeDialTimeout)
+	for {
+		conn, err := net.Dial("unix", filepath.Join(dir, escrelay.LinkSocket))
+		if err == nil {
+			return conn, nil
+		}
+		if time.Now().After(end) {
+			return nil, fmt.Errorf("relay daemon: %w", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startDaemon starts this program as DIR's daemon, in a session of its
+// own (no terminal's hangup reaches it), with no descriptor of the bridge
+// but its log; it is reaped if it ends first, never waited for.
+func startDaemon(dir string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
+	flag := os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	if fi, err := os.Stat(filepath.Join(dir, relayLog)); err == nil && fi.Size() > 4*relayLogMax {
+		flag |= os.O_TRUNC // earlier daemons' logs: keep it bounded
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, relayLog), flag, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	closeOnExec()
+	cmd := exec.Command(self, RelayServeVerb, dir)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, logf, logf
+	cmd.Dir, cmd.Env = "/", []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go func() { _ = cmd.Wait() }()
+	return nil
+}
+
+// closeOnExec marks the descriptors this process inherited (Go's own
+// are marked already) close-on-exec: exec passes them on otherwise, and
+// the daemon, which outlives the bridge, must hold none of its exec's.
+func closeOnExec() {
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range es {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}
+
+// RelayServeMain runs the relay daemon of DIR until the host's End.
+func RelayServeMain(args []string, stderr io.Writer) int {
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	lw := &limitWriter{w: stderr, left: relayLogMax}
+	logf := func(format string, a ...any) { fmt.Fprintf(lw, "lazaret-escalate: relay daemon: "+format+"\n", a...) }
+	if len(args) != 1 || !filepath.IsAbs(args[0]) {
+		logf("usage: lazaret-escalate-go %s DIR (started by the relay)", RelayServeVerb)
+		return ExitUsage
+	}
+	if err := serve(args[0], logf); err != nil {
+		logf("%v", err)
+		return ExitFailure
+	}
+	return 0
+}
+
+// serve runs DIR's daemon unless another holds DIR's lock (then it
+// returns nil at once: two bridges starting a daemon at once end with
+// one).
+func serve(dir string, logf func(string, ...any)) error {
 	if err := os.MkdirAll(filepath.Join(dir, escrelay.TLSDir), 0o700); err != nil {
-		return nil, fmt.Errorf("session directory: %w", err)
+		return fmt.Errorf("session directory: %w", err)
 	}
-	if err := writeBundle(dir, bundle); err != nil {
-		return nil, err
+	lock, err := os.OpenFile(filepath.Join(dir, relayLock), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
 	}
-	sock := filepath.Join(dir, escrelay.Socket)
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil
+		}
+		return fmt.Errorf("lock: %w", err)
+	}
+	link := filepath.Join(dir, escrelay.LinkSocket)
+	_ = os.Remove(link) // a dead daemon's: we hold the lock
+	ln, err := net.Listen("unix", link)
+	if err != nil {
+		return fmt.Errorf("link socket: %w", err)
+	}
+	d := &daemon{dir: dir, relay: escrelay.NewRelay(), logf: logf}
+	go d.acceptLinks(ln)
+	<-d.relay.Ended()
+	ln.Close()
+	d.mu.Lock()
+	if d.sock != nil {
+		d.sock.Close()
+	}
+	if d.link != nil {
+		d.link.Close()
+	}
+	d.mu.Unlock()
+	return os.RemoveAll(dir)
+}
+
+// daemon is DIR's relay daemon.
+type daemon struct {
+	dir   string
+	relay *escrelay.Relay
+	logf  func(string, ...any)
+
+	mu   sync.Mutex
+	link net.Conn     // the current bridge's
+	sock net.Listener // DIR/sock, from the first bundle on
+}
+
+// acceptLinks runs each bridge's link; a new one replaces the current.
+func (d *daemon) acceptLinks(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		d.mu.Lock()
+		if d.link != nil {
+			d.link.Close()
+		}
+		d.link = c
+		d.mu.Unlock()
+		go func() {
+			if err := d.relay.Link(c, c, d.bundle); err != nil {
+				d.logf("link: %v", err)
+			}
+			c.Close()
+		}()
+	}
+}
+
+// bundle writes the host's TLS bundle and, the first time, makes the
+// session's socket listen.
+func (d *daemon) bundle(b []byte) error {
+	if err := writeBundle(d.dir, b); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sock != nil {
+		return nil
+	}
+	sock := filepath.Join(d.dir, escrelay.Socket)
 	_ = os.Remove(sock)
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
-		return nil, fmt.Errorf("session socket: %w", err)
+		return fmt.Errorf("session socket: %w", err)
 	}
-	return ln, nil
+	d.sock = ln
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if err := d.relay.Add(c); err != nil {
+				d.logf("%v, refusing one", err)
+			}
+		}
+	}()
+	return nil
 }
 
 // writeBundle replaces DIR/tls's bundle atomically.
@@ -100,104 +282,19 @@ func writeBundle(dir string, bundle []byte) error {
 	return nil
 }
 
-// readLoop hands the host's frames to their connections until stdin ends.
-func (r *relay) readLoop(stdin io.Reader, dir string) error {
-	for {
-		f, err := escrelay.Read(stdin)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		switch f.Type {
-		case escrelay.Bundle:
-			if err := writeBundle(dir, f.Payload); err != nil {
-				return err
-			}
-		case escrelay.Data:
-			r.mu.Lock()
-			ch, ok := r.conns[f.ID]
-			if ok {
-				select {
-				case ch <- f.Payload:
-				default: // a client that does not read loses its connection
-					delete(r.conns, f.ID)
-					close(ch)
-				}
-			}
-			r.mu.Unlock()
-		case escrelay.Close:
-			r.forget(f.ID)
-		}
-	}
+// limitWriter drops what passes its bound: the daemon's log stays small.
+type limitWriter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	left int
 }
 
-// forget closes connection id's queue; its writer then closes it.
-func (r *relay) forget(id uint32) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ch, ok := r.conns[id]
-	if ok {
-		delete(r.conns, id)
-		close(ch)
+func (l *limitWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := min(len(p), l.left); n > 0 {
+		l.left -= n
+		_, _ = l.w.Write(p[:n])
 	}
-	return ok
-}
-
-// queueLen bounds the frames waiting for one client.
-const queueLen = 256
-
-func (r *relay) acceptLoop(ln net.Listener, logf func(string, ...any)) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		r.mu.Lock()
-		if len(r.conns) >= escrelay.MaxConns {
-			r.mu.Unlock()
-			logf("too many connections, refusing one")
-			c.Close()
-			continue
-		}
-		r.next++
-		id := r.next
-		ch := make(chan []byte, queueLen)
-		r.conns[id] = ch
-		r.mu.Unlock()
-		if r.send(escrelay.Frame{Type: escrelay.Open, ID: id}) != nil {
-			c.Close()
-			return
-		}
-		go r.write(c, ch)
-		go r.read(c, id)
-	}
-}
-
-// write copies the host's bytes to the client, then closes it.
-func (r *relay) write(c net.Conn, ch chan []byte) {
-	for p := range ch {
-		if _, err := c.Write(p); err != nil {
-			break
-		}
-	}
-	c.Close()
-}
-
-// read sends the client's bytes to the host, and a Close at its end.
-func (r *relay) read(c net.Conn, id uint32) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := c.Read(buf)
-		if n > 0 && r.send(escrelay.Frame{Type: escrelay.Data, ID: id, Payload: buf[:n]}) != nil {
-			return
-		}
-		if err != nil {
-			break
-		}
-	}
-	if r.forget(id) {
-		_ = r.send(escrelay.Frame{Type: escrelay.Close, ID: id})
-	}
+	return len(p), nil
 }

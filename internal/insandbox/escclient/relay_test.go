@@ -2,85 +2,339 @@ package escclient
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/engine/trust"
 	"github.com/lazaret-dev/lazaret/internal/wire/escrelay"
 )
 
-// TestRelay: the relay writes the bundle (0600) in DIR/tls, listens on
-// DIR/sock, carries a connection both ways over its stdin and stdout, and
-// removes DIR when its stdin ends.
-func TestRelay(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "S")
+// inProcess starts daemons as goroutines (a test binary cannot re-exec
+// itself as one); running counts those serving, served gets their results.
+type inProcess struct {
+	running atomic.Int32
+	served  chan error
+}
+
+func newInProcess() *inProcess { return &inProcess{served: make(chan error, 4)} }
+
+func (p *inProcess) start(dir string) error {
+	p.running.Add(1)
+	go func() {
+		err := serve(dir, func(string, ...any) {})
+		p.running.Add(-1)
+		p.served <- err
+	}()
+	return nil
+}
+
+// testBridge is one bridge run in-process, linked to a host.
+type testBridge struct {
+	stdin  *io.PipeWriter
+	stdout *io.PipeReader
+	done   chan error // the bridge's result
+	linked chan error // Host.Link's
+}
+
+// link runs a bridge for dir and links h over it.
+func link(h *escrelay.Host, dir string, start func(string) error) *testBridge {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	var stderr bytes.Buffer
-	exited := make(chan int, 1)
-	go func() { exited <- RelayMain([]string{dir}, inR, outW, &stderr); outW.Close() }()
-	send := func(f escrelay.Frame) {
-		if err := escrelay.Write(inW, f); err != nil {
-			t.Error(err)
+	b := &testBridge{stdin: inW, stdout: outR, done: make(chan error, 1), linked: make(chan error, 1)}
+	go func() {
+		err := bridge(dir, inR, outW, start)
+		outW.Close()
+		inR.Close()
+		b.done <- err
+	}()
+	go func() { b.linked <- h.Link(inW, outR) }()
+	return b
+}
+
+// kill ends the bridge as a lost exec stream does and waits for it.
+func (b *testBridge) kill(t *testing.T) {
+	t.Helper()
+	b.stdin.Close()
+	b.stdout.Close()
+	if err := <-b.done; err != nil {
+		t.Fatalf("bridge: %v", err)
+	}
+	<-b.linked
+}
+
+func newHost(t *testing.T) *escrelay.Host {
+	t.Helper()
+	h := escrelay.NewHost()
+	if err := h.SetBundle([]byte("PEM")); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func waitReady(t *testing.T, h *escrelay.Host) {
+	t.Helper()
+	select {
+	case <-h.Ready():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the relay never said Ready")
+	}
+}
+
+func acceptOne(t *testing.T, h *escrelay.Host) net.Conn {
+	t.Helper()
+	got := make(chan net.Conn, 1)
+	go func() {
+		if c, err := h.Accept(); err == nil {
+			got <- c
 		}
+	}()
+	select {
+	case c := <-got:
+		return c
+	case <-time.After(20 * time.Second):
+		t.Fatal("no connection reached the host")
+		return nil
 	}
-	read := func() escrelay.Frame {
-		f, err := escrelay.Read(outR)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
+}
+
+func readN(t *testing.T, c net.Conn, n int) string {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	b := make([]byte, n)
+	if _, err := io.ReadFull(c, b); err != nil {
+		t.Fatalf("read: %v (%q)", err, b)
 	}
-	go send(escrelay.Frame{Type: escrelay.Bundle, Payload: []byte("PEM")})
-	if f := read(); f.Type != escrelay.Ready {
-		t.Fatalf("first frame %+v, want Ready", f)
-	}
-	fi, err := os.Stat(filepath.Join(dir, escrelay.TLSDir, trust.BundleFile))
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("bundle: %v %v", fi, err)
-	}
+	return string(b)
+}
+
+func dialSock(t *testing.T, dir string) net.Conn {
+	t.Helper()
 	c, err := net.Dial("unix", filepath.Join(dir, escrelay.Socket))
 	if err != nil {
 		t.Fatal(err)
 	}
-	open := read()
-	if open.Type != escrelay.Open {
-		t.Fatalf("%+v, want Open", open)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// relaySurvives is the whole life of a session's relay, with bridges
+// started by link (in-process or the real binary) and killed by kill: the
+// bundle and the socket, a request waiting for its answer across a lost
+// link, one made while no host is linked, and End.
+func relaySurvives(t *testing.T, dir string, link func(h *escrelay.Host) func(), ended func()) {
+	h := newHost(t)
+	kill := link(h)
+	waitReady(t, h)
+	fi, err := os.Stat(filepath.Join(dir, escrelay.TLSDir, trust.BundleFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("bundle: %v %v", fi, err)
 	}
-	_, _ = c.Write([]byte("request"))
-	if f := read(); f.Type != escrelay.Data || f.ID != open.ID || string(f.Payload) != "request" {
-		t.Fatalf("%+v", f)
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("DIR: %v %v", fi, err)
 	}
-	go func() {
-		send(escrelay.Frame{Type: escrelay.Data, ID: open.ID, Payload: []byte("answer")})
-		send(escrelay.Frame{Type: escrelay.Close, ID: open.ID})
-	}()
-	got, _ := io.ReadAll(c)
-	if string(got) != "answer" {
+	first := dialSock(t, dir)
+	_, _ = first.Write([]byte("request"))
+	server := acceptOne(t, h)
+	if got := readN(t, server, 7); got != "request" {
+		t.Fatalf("host read %q", got)
+	}
+	kill() // the laptop sleeps: the answer and a new request wait
+	go func() { _, _ = server.Write([]byte("answer")); server.Close() }()
+	second := dialSock(t, dir)
+	_, _ = second.Write([]byte("while away"))
+	time.Sleep(100 * time.Millisecond)
+	kill = link(h)
+	if got := readN(t, first, 6); got != "answer" {
 		t.Fatalf("client read %q", got)
 	}
-	inW.Close()
-	if code := <-exited; code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
+	if got := readN(t, acceptOne(t, h), 10); got != "while away" {
+		t.Fatalf("host read %q", got)
 	}
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+	h.End()
+	ended()
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("DIR left behind: %v", err)
+	}
+	_ = second.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if b, err := io.ReadAll(second); err != nil || len(b) != 0 {
+		t.Fatalf("client after End: %q, %v", b, err)
+	}
+	kill()
+}
+
+// TestRelay: the daemon in-process, its bridges as goroutines.
+func TestRelay(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "S")
+	p := newInProcess()
+	relaySurvives(t, dir, func(h *escrelay.Host) func() {
+		b := link(h, dir, p.start)
+		return func() { b.kill(t) }
+	}, func() {
+		select {
+		case err := <-p.served:
+			if err != nil {
+				t.Fatalf("daemon: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the daemon did not end")
+		}
+	})
+	if n := p.running.Load(); n != 0 {
+		t.Fatalf("%d daemons left", n)
 	}
 }
 
-// TestRelayNeedsBundleFirst: anything but a bundle first is refused.
+// TestRelayOneDaemon: bridges starting daemons at once end with one, and
+// a daemon started while one serves returns at once.
+func TestRelayOneDaemon(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "S")
+	p := newInProcess()
+	h1, h2 := newHost(t), newHost(t)
+	b1, b2 := link(h1, dir, p.start), link(h2, dir, p.start)
+	select { // the later link replaces the earlier, which may never see Ready
+	case <-h1.Ready():
+	case <-h2.Ready():
+	case <-time.After(20 * time.Second):
+		t.Fatal("no Ready")
+	}
+	second := make(chan error, 1)
+	go func() { second <- serve(dir, func(string, ...any) {}) }()
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Fatalf("a second daemon: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a second daemon serves")
+	}
+	for end := time.Now().Add(10 * time.Second); p.running.Load() != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%d daemons serve", p.running.Load())
+		}
+	}
+	b1.kill(t)
+	b2.kill(t)
+	h := newHost(t)
+	b := link(h, dir, p.start)
+	waitReady(t, h)
+	h.End()
+	if err := <-p.served; err != nil {
+		t.Fatalf("daemon: %v", err)
+	}
+	b.kill(t)
+}
+
+// TestRelayNeedsBundleFirst: a link that does not start with the bundle
+// is dropped (its bridge ends); a relative DIR is a usage error.
 func TestRelayNeedsBundleFirst(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "S")
 	var in bytes.Buffer
 	_ = escrelay.Write(&in, escrelay.Frame{Type: escrelay.Data, ID: 1})
-	if code := RelayMain([]string{filepath.Join(t.TempDir(), "S")}, &in, io.Discard, io.Discard); code != ExitFailure {
-		t.Fatalf("exit %d", code)
+	p := newInProcess()
+	if err := bridge(dir, &in, io.Discard, p.start); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, escrelay.Socket)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the socket listens without a bundle: %v", err)
 	}
 	if code := RelayMain([]string{"relative"}, &in, io.Discard, io.Discard); code != ExitUsage {
 		t.Fatalf("relative DIR: exit %d", code)
 	}
+	if code := RelayServeMain([]string{"relative"}, io.Discard); code != ExitUsage {
+		t.Fatalf("relative DIR: exit %d", code)
+	}
+	h := newHost(t)
+	b := link(h, dir, p.start)
+	waitReady(t, h)
+	h.End()
+	b.kill(t)
+}
+
+// TestRelayBinary: the real program: the bridge starts the daemon as a
+// process of its own, which survives the bridge's SIGKILL and a SIGHUP,
+// and ends at End.
+func TestRelayBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds lazaret-escalate-go")
+	}
+	bin := filepath.Join(t.TempDir(), "lazaret-escalate-go")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/lazaret-escalate-go").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dir := filepath.Join(t.TempDir(), "S")
+	var daemon int
+	relaySurvives(t, dir, func(h *escrelay.Host) func() {
+		cmd := exec.Command(bin, RelayVerb, dir)
+		w, _ := cmd.StdinPipe()
+		r, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		linked := make(chan error, 1)
+		go func() { linked <- h.Link(w, r) }()
+		return func() {
+			if daemon == 0 {
+				daemon = daemonPID(t, dir)
+				if daemon == 0 {
+					t.Fatal("no daemon process")
+				}
+				checkFDs(t, daemon)
+				_ = syscall.Kill(daemon, syscall.SIGHUP)
+			}
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			<-linked
+		}
+	}, func() {
+		for end := time.Now().Add(20 * time.Second); daemonPID(t, dir) != 0; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("the daemon did not exit")
+			}
+		}
+	})
+}
+
+// checkFDs: the daemon holds none of its bridge's pipes.
+func checkFDs(t *testing.T, pid int) {
+	t.Helper()
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+	if len(fds) == 0 {
+		t.Fatal("no descriptors seen")
+	}
+	for _, fd := range fds {
+		if l, _ := os.Readlink(fd); strings.HasPrefix(l, "pipe:") {
+			t.Errorf("the daemon holds %s: %s", fd, l)
+		}
+	}
+}
+
+// daemonPID finds the daemon of dir in /proc (0: none).
+func daemonPID(t *testing.T, dir string) int {
+	t.Helper()
+	want := RelayServeVerb + "\x00" + dir + "\x00"
+	ms, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, m := range ms {
+		b, err := os.ReadFile(m)
+		if err == nil && strings.HasSuffix(string(b), want) {
+			var pid int
+			if _, err := fmt.Sscanf(m, "/proc/%d/cmdline", &pid); err == nil {
+				if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); !strings.Contains(string(st), ") Z ") {
+					return pid
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // TestInstall copies the two binaries beside the executable, 0555.
