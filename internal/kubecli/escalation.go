@@ -2,9 +2,7 @@ package kubecli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"time"
@@ -12,7 +10,6 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/eschost"
-	"github.com/lazaret-dev/lazaret/internal/engine/kubespec"
 	"github.com/lazaret-dev/lazaret/internal/engine/session"
 	"github.com/lazaret-dev/lazaret/internal/engine/trust"
 	"github.com/lazaret-dev/lazaret/internal/wire/escprompt"
@@ -46,6 +43,11 @@ type escSession struct {
 	ready  chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
+	// host is the relay's host end; stop ends its re-linking, links is
+	// closed when that has stopped.
+	host  *escrelay.Host
+	stop  chan struct{}
+	links chan struct{}
 }
 
 // startEscalation sets Host Escalation up for one session in pod, or
@@ -91,13 +93,15 @@ func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *ku
 		Auditor:  eschost.EntryAuditor(g.auditTo(cfg, t)), Log: g.log,
 		Proposals: g.sessionProposals(sctx, cfg, t, policy, c, pod, hub),
 	}, anchor.ServerConfig())
-	e := &escSession{id: sess.ID, dir: path.Join(escRunDir, sess.ID), frame: frame, ready: make(chan struct{}), done: make(chan struct{})}
+	e := &escSession{id: sess.ID, dir: path.Join(escRunDir, sess.ID), frame: frame, ready: make(chan struct{}), done: make(chan struct{}),
+		stop: make(chan struct{}), links: make(chan struct{})}
 	e.cancel = cancel
-	host, err := g.startRelay(sctx, c, pod, e.dir, anchor)
+	host, err := g.startRelay(sctx, c, pod, e.dir, anchor, e.stop, e.links)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
+	e.host = host
 	g.log.Debug("escalation relay ready", "took", time.Since(began).Round(time.Millisecond))
 	go func() {
 		defer close(e.done)
@@ -108,44 +112,20 @@ func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *ku
 	return e, nil
 }
 
-// startRelay runs the relay in pod and returns its host end once the
-// relay listens; the relay and its rotation stop with ctx.
-func (g *globals) startRelay(ctx context.Context, c *kube.Client, pod, dir string, anchor *trust.Memory) (*escrelay.Host, error) {
+// startRelay links to the relay in pod (relaylink.go) and returns its
+// host end once the relay listens; the links and the rotation stop with
+// ctx or stop.
+func (g *globals) startRelay(ctx context.Context, c *kube.Client, pod, dir string, anchor *trust.Memory, stop <-chan struct{}, links chan<- struct{}) (*escrelay.Host, error) {
 	bundle, err := anchor.ClientBundle()
 	if err != nil {
 		return nil, err
 	}
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
 	host := escrelay.NewHost()
 	if err := host.SetBundle(bundle); err != nil {
 		return nil, fmt.Errorf("escalation relay: %w", err)
 	}
-	exited := make(chan error, 1)
-	go func() {
-		_, err := c.ExecIn(ctx, kube.ExecRequest{Pod: pod, Container: kubespec.ContainerName,
-			Command: []string{escrelay.BinGoClient, escrelay.Verb, dir}, Stdin: inR, Stdout: outW, Stderr: logWriter{g}})
-		_ = outW.Close()
-		_ = inR.Close()
-		exited <- err
-	}()
-	go func() {
-		// The first frame is the bundle: the relay writes it before it listens.
-		if err := host.Link(inW, outR); err != nil {
-			g.log.Warn("escalation relay", "err", err)
-		}
-	}()
-	go func() {
-		<-ctx.Done()
-		host.End() // the relay daemon removes its directory and exits
-		_ = inW.Close()
-	}()
-	select {
-	case <-host.Ready():
-	case err := <-exited:
-		return nil, fmt.Errorf("escalation relay in pod %s ended before it listened: %w", pod, errors.Join(err, errors.New("no socket")))
-	case <-time.After(relayStartTimeout):
-		return nil, fmt.Errorf("escalation relay in pod %s: no socket after %s", pod, relayStartTimeout)
+	if err := g.relayLinks(ctx, c, pod, dir, host, stop, links); err != nil {
+		return nil, err
 	}
 	go g.rotate(ctx, host, anchor)
 	return host, nil
@@ -191,6 +171,15 @@ func (e *escSession) wrap(command []string) []string {
 func (e *escSession) close() {
 	if e == nil {
 		return
+	}
+	// End first, on the link that is up: the relay in the pod removes
+	// its directory and exits. Without a link it waits there until the
+	// pod goes.
+	close(e.stop)
+	e.host.End()
+	select {
+	case <-e.links:
+	case <-time.After(endWait):
 	}
 	e.cancel()
 	<-e.done

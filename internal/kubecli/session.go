@@ -82,10 +82,17 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 	defer tm.close()
 	stop := g.forwardSignals(c, run.pod, pidFile, r.tty, cancel)
 	defer stop()
-	code, err := c.ExecIn(ectx, kube.ExecRequest{
-		Pod: run.pod, Container: kubespec.ContainerName, Command: command,
-		Stdin: sio.stdin, Stdout: sio.stdout, Stderr: g.io.ErrOut, TTY: r.tty, Sizes: tm.Sizes(),
-	})
+	var code int
+	if keeperLink != nil && r.tty && sio.esc != nil {
+		// Kept: the command lives under the pod's terminal keeper and
+		// outlives this machine's link to it (podterm.go).
+		code, err = g.runPodTerm(c, run.pod, sio.sessionID(), command, sio.stdin, sio.stdout, tm.Sizes(), ectx.Done())
+	} else {
+		code, err = c.ExecIn(ectx, kube.ExecRequest{
+			Pod: run.pod, Container: kubespec.ContainerName, Command: command,
+			Stdin: sio.stdin, Stdout: sio.stdout, Stderr: g.io.ErrOut, TTY: r.tty, Sizes: tm.Sizes(),
+		})
+	}
 	sio.close() // the prompt, if one is up, before the terminal's modes
 	tm.close()
 	g.syncAfter(c, run.pod, gt)

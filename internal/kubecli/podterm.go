@@ -1,0 +1,194 @@
+package kubecli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
+	"github.com/lazaret-dev/lazaret/internal/engine/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/wire/escrelay"
+	"github.com/lazaret-dev/lazaret/internal/wire/podkeep"
+)
+
+// A kept cluster session's command runs under a terminal keeper in the
+// pod (internal/insandbox/podkeep), not on the exec's own TTY: the exec
+// is only a link to it. When the link is lost (the laptop sleeps, its
+// network changes) the command goes on in the pod, its output kept
+// there; this process links again and gets every byte it missed
+// (docs/KUBERNETES.md, "When the laptop closes"). Prompts are still drawn
+// here, on the user's terminal.
+
+// Re-linking: quickly at first (a blip), then every relinkMax while the
+// cluster is out of reach.
+const (
+	relinkFirst = time.Second
+	relinkMax   = 10 * time.Second
+	// hangupWait bounds the wait for the command's end after a hang-up.
+	hangupWait = 10 * time.Second
+)
+
+// errKeeperGone is the pod's keeper gone with the command's exit unknown
+// (the pod restarted, or the agent killed it).
+var errKeeperGone = errors.New("the session's terminal keeper in the pod is gone")
+
+// podTermDir is a session's keeper directory in the pod.
+func podTermDir(id string) string { return path.Join(escRunDir, id+".term") }
+
+// podTerm is one kept session's terminal through the pod's keeper.
+type podTerm struct {
+	g      *globals
+	c      *kube.Client
+	pod    string
+	dir    string
+	client podkeep.Client
+	keys   chan []byte
+	sizes  chan podkeep.Size
+	hangup chan struct{}
+	// notice writes one line to the user's terminal (through the keeper
+	// on this machine, which keeps it on the session's screen).
+	notice func(string)
+}
+
+// runPodTerm runs command in pod under the keeper and returns its exit
+// code, re-linking until it ends or the pod is gone. hangup (SIGTERM,
+// SIGHUP: the local keeper ended the session) hangs the command up in
+// the pod, on the next link if none is up; hangupWait later this gives up.
+func (g *globals) runPodTerm(c *kube.Client, pod, id string, command []string, in io.Reader, out io.Writer, sizes <-chan kube.TermSize, hangup <-chan struct{}) (int, error) {
+	p := &podTerm{g: g, c: c, pod: pod, dir: podTermDir(id), client: podkeep.Client{Out: out},
+		keys: make(chan []byte), sizes: make(chan podkeep.Size, 1), hangup: make(chan struct{}),
+		notice: func(s string) { _, _ = fmt.Fprintf(out, "\r\n%s\r\n", s) }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-hangup:
+		case <-ctx.Done():
+			return
+		}
+		close(p.hangup)
+		select {
+		case <-time.After(hangupWait):
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	go readKeys(in, p.keys)
+	go convertSizes(sizes, p.sizes)
+	argv := podkeep.RunArgv(escrelay.BinGoClient, p.dir, command)
+	told := false
+	for wait := relinkFirst; ; wait = min(2*wait, relinkMax) {
+		before, began := p.client.Offset, time.Now()
+		code, ended, err := p.link(ctx, argv)
+		switch {
+		case ended:
+			return code, nil
+		case errors.Is(err, errKeeperGone):
+			return 0, err
+		case ctx.Err() != nil:
+			return 0, context.Canceled // hung up, its end not seen
+		}
+		argv = podkeep.AttachArgv(escrelay.BinGoClient, p.dir)
+		if gone := podGone(ctx, p.c, p.pod); gone != nil {
+			return 0, gone
+		}
+		if p.client.Offset != before || time.Since(began) > relinkMax {
+			told, wait = false, relinkFirst // that link worked: a new loss
+		}
+		if !told { // once per loss, not per try
+			p.notice(fmt.Sprintf("lazaret: lost the link to pod %s (%s); the session goes on there, linking again...", pod, shortErr(err)))
+			told = true
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return 0, context.Canceled
+		}
+	}
+}
+
+// link runs one link: an exec of argv carrying the keeper's frames.
+func (p *podTerm) link(ctx context.Context, argv []string) (int, bool, error) {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	type result struct {
+		code int
+		err  error
+	}
+	exited := make(chan result, 1)
+	go func() {
+		code, err := p.c.ExecIn(lctx, kube.ExecRequest{Pod: p.pod, Container: kubespec.ContainerName,
+			Command: argv, Stdin: inR, Stdout: outW, Stderr: logWriter{p.g}})
+		_ = outW.CloseWithError(errors.Join(err, io.EOF))
+		_ = inR.Close()
+		exited <- result{code, err}
+	}()
+	code, ended, err := p.client.Serve(lctx, inW, outR, p.keys, p.sizes, p.hangup)
+	cancel()
+	_ = inW.Close()
+	_ = outR.Close()
+	r := <-exited
+	if !ended && r.err == nil && r.code == podkeep.ExitNoSession {
+		return 0, false, errKeeperGone
+	}
+	if !ended && r.err != nil {
+		err = r.err
+	}
+	return code, ended, err
+}
+
+// podGone is a non-nil error when the pod no longer exists (stop, or the
+// claim deleted): nothing is left to link to. A cluster out of reach is
+// not gone.
+func podGone(ctx context.Context, c *kube.Client, pod string) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := c.Pod(cctx, pod)
+	if errors.Is(err, kube.ErrNotFound) {
+		return fmt.Errorf("pod %s is gone: the session ended with it", pod)
+	}
+	return nil
+}
+
+// readKeys copies the terminal's keys to keys until in ends.
+func readKeys(in io.Reader, keys chan<- []byte) {
+	defer close(keys)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := in.Read(buf)
+		if n > 0 {
+			keys <- append([]byte(nil), buf[:n]...)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// convertSizes passes the terminal's sizes on, the newest winning.
+func convertSizes(in <-chan kube.TermSize, out chan podkeep.Size) {
+	for s := range in {
+		select {
+		case <-out:
+		default:
+		}
+		out <- podkeep.Size{Rows: s.Height, Cols: s.Width}
+	}
+}
+
+// shortErr is err's text cut to one short line for the notice.
+func shortErr(err error) string {
+	if err == nil {
+		return "the stream ended"
+	}
+	s := err.Error()
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	return s
+}
