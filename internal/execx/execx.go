@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 )
 
 // Output starts cmd with stdin r and returns its stdout and stderr. cmd's
@@ -41,6 +42,22 @@ func ExitCode(err error) (code int, ok bool) {
 		return ee.ExitCode(), true
 	}
 	return 0, false
+}
+
+// ShellExitCode is a finished process's end as a shell reports it: its
+// exit code, 128+N for signal N, 1 for a failure to wait at all.
+func ShellExitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return 1
+	}
+	return 0
 }
 
 // Wrap is the error of a finished run: nil for success, exited(code) for

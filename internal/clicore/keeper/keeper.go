@@ -24,6 +24,7 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	"github.com/lazaret-dev/lazaret/internal/execx"
 	"github.com/lazaret-dev/lazaret/internal/wire/termframe"
 )
 
@@ -189,7 +190,7 @@ func (k *keeper) start() error {
 	k.exited, k.pumped = make(chan int, 1), make(chan struct{})
 	go k.pump()
 	go k.readInner()
-	go func() { k.exited <- exitCode(cmd.Wait()) }()
+	go func() { k.exited <- execx.ShellExitCode(cmd.Wait()) }()
 	return nil
 }
 
@@ -207,21 +208,6 @@ func pollable(f *os.File) (*os.File, error) {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), "ptmx"), nil
-}
-
-// exitCode is the shell's view of a process's end.
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	if err != nil {
-		return 1
-	}
-	return 0
 }
 
 // readInner reads the inner's line: its session id once it started.

@@ -13,6 +13,7 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	"github.com/lazaret-dev/lazaret/internal/execx"
 	wire "github.com/lazaret-dev/lazaret/internal/wire/podkeep"
 )
 
@@ -162,7 +163,7 @@ func (k *Keeper) pump(pumped chan<- struct{}) {
 
 // waitCommand waits for the command's end and its last output.
 func (k *Keeper) waitCommand(cmd *exec.Cmd, pumped <-chan struct{}) {
-	code := exitCode(cmd.Wait())
+	code := execx.ShellExitCode(cmd.Wait())
 	k.mu.Lock()
 	k.pid = 0 // reaped: no signal may reach a recycled pid
 	k.mu.Unlock()
@@ -173,21 +174,6 @@ func (k *Keeper) waitCommand(cmd *exec.Cmd, pumped <-chan struct{}) {
 	k.ptmx.Close()
 	<-pumped
 	k.ended(code)
-}
-
-// exitCode is the shell's view of a process's end.
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	if err != nil {
-		return 1
-	}
-	return 0
 }
 
 // ended records the exit: the linked client and every later one get it
