@@ -9,12 +9,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/engine/trust"
+	"github.com/lazaret-dev/lazaret/internal/fdsafe"
 	"github.com/lazaret-dev/lazaret/internal/wire/escrelay"
 )
 
@@ -123,7 +123,7 @@ func startDaemon(dir string) error {
 		return err
 	}
 	defer logf.Close()
-	closeOnExec()
+	_ = fdsafe.MarkInherited() // the daemon outlives the exec by hours: none of its descriptors
 	cmd := exec.Command(self, RelayServeVerb, dir)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, logf, logf
 	cmd.Dir, cmd.Env = "/", []string{}
@@ -133,21 +133,6 @@ func startDaemon(dir string) error {
 	}
 	go func() { _ = cmd.Wait() }()
 	return nil
-}
-
-// closeOnExec marks the descriptors this process inherited (Go's own
-// are marked already) close-on-exec: exec passes them on otherwise, and
-// the daemon, which outlives the bridge, must hold none of its exec's.
-func closeOnExec() {
-	es, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return
-	}
-	for _, e := range es {
-		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
-			syscall.CloseOnExec(fd)
-		}
-	}
 }
 
 // RelayServeMain runs the relay daemon of DIR until the host's End.

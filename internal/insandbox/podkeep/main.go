@@ -26,12 +26,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/lazaret-dev/lazaret/internal/fdsafe"
 	wire "github.com/lazaret-dev/lazaret/internal/wire/podkeep"
 )
 
@@ -110,7 +108,7 @@ func start(dir string, argv []string) (net.Conn, error) {
 	}
 	cmd := exec.Command(exe, append([]string{Verb, "serve", dir, "--"}, argv...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	inheritNothing()
+	_ = fdsafe.MarkInherited() // the daemon outlives the exec by hours: none of its descriptors
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -128,21 +126,6 @@ func start(dir string, argv []string) (net.Conn, error) {
 		case <-deadline:
 			return nil, errors.New("the keeper did not listen in time")
 		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-// inheritNothing marks every descriptor above stderr close-on-exec: the
-// exec's runtime may have passed this process some (Go's own are
-// already), and the daemon outlives the exec by hours.
-func inheritNothing() {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
-			_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
 		}
 	}
 }
