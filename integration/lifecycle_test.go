@@ -208,7 +208,7 @@ func TestLifecycleExecRunsc(t *testing.T) {
 	if err := holder.Wait(); err != nil {
 		t.Fatalf("holder: %v", err)
 	}
-	requireGone(t, d, 5*time.Second)
+	requireGone(t, d, 20*time.Second)
 }
 
 // TestLifecycleConcurrentStart starts 8 sessions at the same instant: one
@@ -250,7 +250,7 @@ func TestLifecycleConcurrentStart(t *testing.T) {
 	if c := strings.Count(string(log), `msg="session attached"`); c != n {
 		t.Fatalf("%d sessions attached, want %d:\n%s", c, n, log)
 	}
-	requireGone(t, d, 5*time.Second)
+	requireGone(t, d, 20*time.Second)
 }
 
 // background starts lazaret with args and returns the command and its
@@ -321,7 +321,7 @@ func TestLifecycleKilledCLI(t *testing.T) {
 	if err := b.Wait(); err != nil {
 		t.Fatalf("second session: %v", err)
 	}
-	requireGone(t, d, 5*time.Second)
+	requireGone(t, d, 20*time.Second)
 }
 
 // TestLifecycleKilledCoordinator: after SIGKILL of the coordinator, the
@@ -348,7 +348,7 @@ func TestLifecycleKilledCoordinator(t *testing.T) {
 	if out := e.MustRun("exec", "--", "echo", "recovered"); out != "recovered\n" {
 		t.Fatalf("after recovery: %q", out)
 	}
-	requireGone(t, d, 5*time.Second)
+	requireGone(t, d, 20*time.Second)
 	requireNoRuntimeLeftovers(t, d)
 }
 
@@ -379,7 +379,7 @@ func TestLifecycleStopAllAfterCrash(t *testing.T) {
 	if r := e.Run("stop", "--all"); r.Code != 0 || !strings.Contains(r.Stdout, "leftover") {
 		t.Fatalf("stop --all: %+v", r)
 	}
-	requireGone(t, d, 5*time.Second)
+	requireGone(t, d, 20*time.Second)
 	requireNoRuntimeLeftovers(t, d)
 }
 
@@ -407,7 +407,7 @@ func TestLifecycleContainerDies(t *testing.T) {
 	if out := e.MustRun("exec", "--", "echo", "fresh"); out != "fresh\n" {
 		t.Fatalf("next start: %q", out)
 	}
-	requireGone(t, d, 5*time.Second)
+	requireGone(t, d, 20*time.Second)
 }
 
 // TestLifecycleStopWithSessions: `lazaret stop` ends attached sessions
@@ -433,7 +433,7 @@ func TestLifecycleStopWithSessions(t *testing.T) {
 	if !strings.Contains(aerr.String(), "stopped by `lazaret stop`") {
 		t.Errorf("stderr: %s", aerr)
 	}
-	requireGone(t, d, 5*time.Second)
+	requireGone(t, d, 20*time.Second)
 	if st := status(t, e); st.Running {
 		t.Fatal("status still running")
 	}
@@ -526,7 +526,7 @@ func TestLifecycleShellPTY(t *testing.T) {
 	if !ok || ee.ExitCode() != 5 {
 		t.Fatalf("shell exit: %v\n%s", err, out.text())
 	}
-	requireGone(t, d, 5*time.Second)
+	requireGone(t, d, 20*time.Second)
 }
 
 // TestLifecycleExecSignals: without a TTY, podman exec does not proxy
@@ -583,7 +583,7 @@ func TestLifecycleExecSignals(t *testing.T) {
 		t.Fatalf("after Ctrl-C: %v, terminal %q", err, tout.text())
 	}
 	tout.waitFor(t, regexp.MustCompile(`got-int`))
-	requireGone(t, d, 5*time.Second)
+	requireGone(t, d, 20*time.Second)
 }
 
 // lowFDs reads a recorded descriptor list and returns the descriptors
@@ -662,7 +662,7 @@ func TestLifecycleNoDescriptorLeaks(t *testing.T) {
 		t.Fatalf("stop: %+v", out)
 	}
 	cli.Wait()
-	requireGone(t, d, 5*time.Second)
+	requireGone(t, d, 20*time.Second)
 	recs, err := os.ReadDir(recDir)
 	if err != nil {
 		t.Fatal(err)
@@ -776,5 +776,5 @@ func TestLifecycleBadInput(t *testing.T) {
 	if r.Code != 3 || !strings.Contains(r.Stderr, "lazaret doctor") {
 		t.Fatalf("podman missing: %+v", r)
 	}
-	requireGone(t, d, 5*time.Second)
+	requireGone(t, d, 20*time.Second)
 }
