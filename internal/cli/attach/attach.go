@@ -19,6 +19,8 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
+
+	"github.com/lazaret-dev/lazaret/internal/ptyfd"
 )
 
 // Options describe the streams of one attach.
@@ -325,7 +327,7 @@ func startPTY(cmd *exec.Cmd, size *pty.Winsize, w Wiring) (*os.File, error) {
 	if size != nil {
 		_ = pty.Setsize(ptmx, size)
 	}
-	if ptmx, err = pollable(ptmx); err != nil {
+	if ptmx, err = ptyfd.Pollable(ptmx); err != nil {
 		return nil, err
 	}
 	ctty := 0
@@ -347,25 +349,6 @@ func startPTY(cmd *exec.Cmd, size *pty.Winsize, w Wiring) (*os.File, error) {
 		return nil, err
 	}
 	return ptmx, nil
-}
-
-// pollable returns f's descriptor as a file in Go's poller, closing f.
-// pty.Open's master is a blocking file (its ioctls go through Fd), and
-// closing such a file while a goroutine reads it closes nothing until the
-// read returns: a hang-up could not hang the command's terminal up while
-// the command is silent. Do not call Fd on the result (it would make it
-// blocking again); see setSize.
-func pollable(f *os.File) (*os.File, error) {
-	defer f.Close()
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 // setSize gives the PTY of master (a pollable file) the size of the

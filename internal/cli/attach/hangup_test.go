@@ -15,6 +15,8 @@ import (
 
 	"github.com/creack/pty"
 	"golang.org/x/term"
+
+	"github.com/lazaret-dev/lazaret/internal/ptyfd"
 )
 
 // userTerm is the user's terminal: a real PTY in raw mode whose master
@@ -37,7 +39,7 @@ func openTerm(t *testing.T) *userTerm {
 	if _, err := term.MakeRaw(int(tty.Fd())); err != nil {
 		t.Fatal(err)
 	}
-	if ptmx, err = pollable(ptmx); err != nil {
+	if ptmx, err = ptyfd.Pollable(ptmx); err != nil {
 		t.Fatal(err)
 	}
 	tm := &userTerm{Ptmx: ptmx, TTY: tty}

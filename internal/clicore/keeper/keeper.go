@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lazaret-dev/lazaret/internal/execx"
+	"github.com/lazaret-dev/lazaret/internal/ptyfd"
 	"github.com/lazaret-dev/lazaret/internal/wire/termframe"
 )
 
@@ -155,7 +156,7 @@ func (k *keeper) start() error {
 		ptmx.Close()
 		return err
 	}
-	pollable, err := pollable(ptmx)
+	pollable, err := ptyfd.Pollable(ptmx)
 	if err != nil {
 		return err
 	}
@@ -192,22 +193,6 @@ func (k *keeper) start() error {
 	go k.readInner()
 	go func() { k.exited <- execx.ShellExitCode(cmd.Wait()) }()
 	return nil
-}
-
-// pollable returns f's descriptor in Go's poller (a copy), so that
-// closing it ends a read under way: a blocking PTY master stays open
-// until the reader's read returns.
-func pollable(f *os.File) (*os.File, error) {
-	defer f.Close()
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), "ptmx"), nil
 }
 
 // readInner reads the inner's line: its session id once it started.

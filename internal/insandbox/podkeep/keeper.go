@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lazaret-dev/lazaret/internal/execx"
+	"github.com/lazaret-dev/lazaret/internal/ptyfd"
 	wire "github.com/lazaret-dev/lazaret/internal/wire/podkeep"
 )
 
@@ -96,7 +97,7 @@ func (k *Keeper) startCommand() (*exec.Cmd, error) {
 	}
 	defer tty.Close()
 	_ = unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 80})
-	master, err := pollable(ptmx)
+	master, err := ptyfd.Pollable(ptmx)
 	if err != nil {
 		return nil, err
 	}
@@ -123,21 +124,6 @@ func withTerm(env []string) []string {
 		}
 	}
 	return append(env, "TERM=xterm")
-}
-
-// pollable returns f's descriptor in Go's poller (a copy), so that
-// closing it ends a read under way.
-func pollable(f *os.File) (*os.File, error) {
-	defer f.Close()
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), "ptmx"), nil
 }
 
 // pump copies the command's output into the ring until the PTY closes;
