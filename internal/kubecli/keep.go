@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -92,6 +93,10 @@ func (g *globals) printKept(ctx context.Context) error {
 		if st, err := c.Status(ctx); err == nil {
 			for _, ss := range st.Sessions {
 				pending[ss.ID] = ss.Pending
+				if strings.HasPrefix(st.Container.State, linkLostState) {
+					// What it waits on first: this machine's link to its pod.
+					pending[ss.ID] = append([]string{"(" + st.Container.State + ")"}, ss.Pending...)
+				}
 			}
 		}
 		c.Close()

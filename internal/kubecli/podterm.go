@@ -29,6 +29,8 @@ const (
 	relinkMax   = 10 * time.Second
 	// hangupWait bounds the wait for the command's end after a hang-up.
 	hangupWait = 10 * time.Second
+	// linkUp is how long a new link must hold to count as back.
+	linkUp = 3 * time.Second
 )
 
 // errKeeperGone is the pod's keeper gone with the command's exit unknown
@@ -57,10 +59,16 @@ type podTerm struct {
 // code, re-linking until it ends or the pod is gone. hangup (SIGTERM,
 // SIGHUP: the local keeper ended the session) hangs the command up in
 // the pod, on the next link if none is up; hangupWait later this gives up.
-func (g *globals) runPodTerm(c *kube.Client, pod, id string, command []string, in io.Reader, out io.Writer, sizes <-chan kube.TermSize, hangup <-chan struct{}) (int, error) {
-	p := &podTerm{g: g, c: c, pod: pod, dir: podTermDir(id), client: podkeep.Client{Out: out},
+func (g *globals) runPodTerm(c *kube.Client, r podTermRequest) (int, error) {
+	pod, in, out, hangup := r.pod, r.in, r.out, r.hangup
+	p := &podTerm{g: g, c: c, pod: pod, dir: podTermDir(r.id), client: podkeep.Client{Out: out},
 		keys: make(chan []byte), sizes: make(chan podkeep.Size, 1), hangup: make(chan struct{}),
 		notice: func(s string) { _, _ = fmt.Fprintf(out, "\r\n%s\r\n", s) }}
+	linkState := func(lost bool) {
+		if r.linkState != nil {
+			r.linkState(lost)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -77,12 +85,19 @@ func (g *globals) runPodTerm(c *kube.Client, pod, id string, command []string, i
 		}
 	}()
 	go readKeys(in, p.keys)
-	go convertSizes(sizes, p.sizes)
-	argv := podkeep.RunArgv(escrelay.BinGoClient, p.dir, command)
+	go convertSizes(r.sizes, p.sizes)
+	argv := podkeep.RunArgv(escrelay.BinGoClient, p.dir, r.command)
 	told := false
 	for wait := relinkFirst; ; wait = min(2*wait, relinkMax) {
 		before, began := p.client.Offset, time.Now()
+		var up *time.Timer
+		if told { // a link that holds linkUp carries the session again
+			up = time.AfterFunc(linkUp, func() { linkState(false) })
+		}
 		code, ended, err := p.link(ctx, argv)
+		if up != nil {
+			up.Stop()
+		}
 		switch {
 		case ended:
 			return code, nil
@@ -99,6 +114,7 @@ func (g *globals) runPodTerm(c *kube.Client, pod, id string, command []string, i
 			told, wait = false, relinkFirst // that link worked: a new loss
 		}
 		if !told { // once per loss, not per try
+			linkState(true)
 			p.notice(fmt.Sprintf("lazaret: lost the link to pod %s (%s); the session goes on there, linking again...", pod, shortErr(err)))
 			told = true
 		}
@@ -108,6 +124,19 @@ func (g *globals) runPodTerm(c *kube.Client, pod, id string, command []string, i
 			return 0, context.Canceled
 		}
 	}
+}
+
+// podTermRequest is one kept session's command and terminal.
+type podTermRequest struct {
+	pod, id string
+	command []string
+	in      io.Reader
+	out     io.Writer
+	sizes   <-chan kube.TermSize
+	hangup  <-chan struct{}
+	// linkState, when set, is told when the link is lost and when a
+	// new one carries the session again (ps shows it).
+	linkState func(lost bool)
 }
 
 // link runs one link: an exec of argv carrying the keeper's frames.

@@ -98,9 +98,12 @@ func TestPodTermRelinks(t *testing.T) {
 		err  error
 	}
 	done := make(chan result, 1)
-	script := `echo one; read x; echo got:$x; sleep 1; for i in 1 2 3; do echo n$i; done; exit 7`
+	script := `echo one; read x; echo got:$x; read y; sleep 1; for i in 1 2 3; do echo n$i; done; exit 7`
+	var mu sync.Mutex
+	var states []bool
 	go func() {
-		code, err := g.runPodTerm(c, "p", "s1", []string{"sh", "-c", script}, in, &out, nil, nil)
+		code, err := g.runPodTerm(c, podTermRequest{pod: "p", id: "s1", command: []string{"sh", "-c", script}, in: in, out: &out,
+			linkState: func(lost bool) { mu.Lock(); states = append(states, lost); mu.Unlock() }})
 		done <- result{code, err}
 	}()
 	waitOut(t, &out, "one")
@@ -108,7 +111,14 @@ func TestPodTermRelinks(t *testing.T) {
 	waitOut(t, &out, "lost the link to pod p")
 	_, _ = keys.Write([]byte("hello\n"))
 	waitOut(t, &out, "got:hello")
+	time.Sleep(linkUp + time.Second) // the new link holds: back
 	pod.cut()
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(out.String(), "lost the link") < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second loss was not told:\n%s", out.String())
+		}
+	}
+	_, _ = keys.Write([]byte("\n")) // typed while the link is down: the next one takes it
 	var r result
 	select {
 	case r = <-done:
@@ -127,6 +137,11 @@ func TestPodTermRelinks(t *testing.T) {
 	if n := strings.Count(s, "lost the link"); n != 2 {
 		t.Errorf("the loss told %d times for 2 cuts:\n%s", n, s)
 	}
+	mu.Lock()
+	if len(states) < 3 || !states[0] || states[1] || !states[2] {
+		t.Errorf("link states %v, want lost, back, lost (then back or not)", states)
+	}
+	mu.Unlock()
 	if pod.links < 3 {
 		t.Errorf("%d links for 2 cuts", pod.links)
 	}
@@ -143,7 +158,7 @@ func TestPodTermHangup(t *testing.T) {
 	hangup := make(chan struct{})
 	done := make(chan int, 1)
 	go func() {
-		code, _ := g.runPodTerm(c, "p", "s2", []string{"sh", "-c", "echo up; exec sleep 600"}, in, &out, nil, hangup)
+		code, _ := g.runPodTerm(c, podTermRequest{pod: "p", id: "s2", command: []string{"sh", "-c", "echo up; exec sleep 600"}, in: in, out: &out, hangup: hangup})
 		done <- code
 	}()
 	waitOut(t, &out, "up")

@@ -86,7 +86,8 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 	if keeperLink != nil && r.tty && sio.esc != nil {
 		// Kept: the command lives under the pod's terminal keeper and
 		// outlives this machine's link to it (podterm.go).
-		code, err = g.runPodTerm(c, run.pod, sio.sessionID(), command, sio.stdin, sio.stdout, tm.Sizes(), ectx.Done())
+		code, err = g.runPodTerm(c, podTermRequest{pod: run.pod, id: sio.sessionID(), command: command,
+			in: sio.stdin, out: sio.stdout, sizes: tm.Sizes(), hangup: ectx.Done(), linkState: sio.hub.linkState})
 	} else {
 		code, err = c.ExecIn(ectx, kube.ExecRequest{
 			Pod: run.pod, Container: kubespec.ContainerName, Command: command,

@@ -97,6 +97,23 @@ func (h *sessionHub) setPod(pod string) {
 	h.mu.Unlock()
 }
 
+// linkState records whether the link to the pod is lost (the session
+// goes on there): ps shows it, the pod's container state says it.
+func (h *sessionHub) linkState(lost bool) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.status.Container.State = "running"
+	if lost {
+		h.status.Container.State = linkLostState + " " + time.Now().Format("15:04")
+	}
+}
+
+// linkLostState begins the pod's state while its link is lost.
+const linkLostState = "link lost since"
+
 // session is the session's id and command, for its pending requests.
 func (h *sessionHub) session() (string, []string) {
 	h.mu.Lock()
