@@ -1,0 +1,279 @@
+//go:build kube
+
+package kube_test
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
+)
+
+// apiProxy stands between lazaret and the API server as the laptop's
+// network does: cut drops every connection and refuses new ones (the
+// lid closed, the Wi-Fi gone), restore lets them through again.
+type apiProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cut    bool
+	conns  map[net.Conn]bool
+}
+
+func startAPIProxy(t *testing.T, target string) *apiProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &apiProxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	t.Cleanup(func() { ln.Close(); p.setCut(true) })
+	go p.serve()
+	return p
+}
+
+func (p *apiProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = true, true
+		p.mu.Unlock()
+		go p.pipe(c, up)
+		go p.pipe(up, c)
+	}
+}
+
+func (p *apiProxy) pipe(dst, src net.Conn) {
+	_, _ = io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
+
+// setCut drops every connection and refuses new ones (true), or lets
+// them through again (false).
+func (p *apiProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for c := range p.conns {
+			c.Close()
+		}
+	}
+}
+
+// viaProxy points the test's lazaret configuration at a copy of the
+// cluster's kubeconfig whose server is a proxy the test can cut.
+func (e *backendEnv) viaProxy() *apiProxy {
+	e.t.Helper()
+	raw, err := os.ReadFile(e.kubecfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	re := regexp.MustCompile(`server: https://([^\s]+)`)
+	m := re.FindSubmatch(raw)
+	if m == nil {
+		e.t.Fatalf("no server in %s", e.kubecfg)
+	}
+	p := startAPIProxy(e.t, string(m[1]))
+	proxied := re.ReplaceAll(raw, []byte("server: https://"+p.ln.Addr().String()))
+	kc := filepath.Join(filepath.Dir(e.cfg), "kubeconfig-proxied")
+	if err := os.WriteFile(kc, proxied, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(e.cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cfg = []byte(strings.Replace(string(cfg), "kubeconfig = "+strconv.Quote(e.kubecfg), "kubeconfig = "+strconv.Quote(kc), 1))
+	if err := os.WriteFile(e.cfg, cfg, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// inPod runs a shell line in the workspace's pod with kubectl, straight
+// to the API server (not through the proxy).
+func (e *backendEnv) inPod(pod, line string) string {
+	e.t.Helper()
+	return e.kube("-n", e.namespace, "exec", pod, "-c", "agent", "--", "sh", "-c", line)
+}
+
+// TestBackendSessionSurvivesLinkLoss is issue #35's "a cluster session
+// survives the laptop closing": a kept session's link to its pod is cut
+// (every connection to the API server dropped, new ones refused) while
+// its command runs. The command goes on in the pod, its output is kept
+// there, and the host escalation request it makes while nobody can be
+// reached waits in the pod's relay. Once the network is back, the
+// session's lazaret-kube links again by itself: the request becomes
+// pending here, is approved from another terminal, the command runs on
+// the host, and attach shows what the agent printed while away, once.
+//
+// Control: a session that is not kept (a plain `exec`, the exec's own
+// stream) is lost with the same cut: its lazaret ends with an error.
+func TestBackendSessionSurvivesLinkLoss(t *testing.T) {
+	e := newBackendEnv(t, "allow_unenforced_egress = true\n[escalation]\nanswer_from = \"any\"")
+	rt, err := os.MkdirTemp("", "lzk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(rt) })
+	t.Setenv("XDG_RUNTIME_DIR", rt)
+	e.mustLazaret(nil, "exec", "e2e", "--", "true") // claim first
+	pod := e.workspacePod()
+	proxy := e.viaProxy()
+
+	// The control: a plain exec ticking into a file of its own.
+	control := e.background("", "exec", "e2e", "--", "sh", "-c", `i=0; while :; do i=$((i+1)); echo $i >/tmp/control-ticks; sleep 1; done`)
+	script := `i=0; while [ ! -e /tmp/go-on ]; do i=$((i+1)); echo $i >/tmp/ticks; sleep 1; done; ` +
+		`echo AWAY-$((6*7)); ` + escClient + ` --reason "while away" -- touch approved-file; echo "rc=$?"; read line`
+	id := strings.TrimSpace(e.mustLazaret(nil, "exec", "-t", "--detach", "e2e", "--", "sh", "-c", script))
+	if len(id) != 12 {
+		t.Fatalf("exec --detach printed %q, not a session id", id)
+	}
+	ticks := func(file string) int {
+		n, _ := strconv.Atoi(strings.TrimSpace(e.inPod(pod, "cat "+file+" 2>/dev/null || echo 0")))
+		return n
+	}
+	waitTicking(t, func() int { return ticks("/tmp/ticks") })
+	waitTicking(t, func() int { return ticks("/tmp/control-ticks") })
+
+	proxy.setCut(true)
+	time.Sleep(3 * time.Second)
+	e.inPod(pod, "touch /tmp/go-on") // the agent goes on while this machine is away
+	time.Sleep(8 * time.Second)      // it prints, and asks, with nobody linked
+	if out := e.inPod(pod, "ps -o args 2>/dev/null || ps"); !strings.Contains(out, "while away") {
+		t.Errorf("the kept command did not survive the cut; the pod runs:\n%s", out)
+	}
+	proxy.setCut(false)
+	// The control: without the pod's keeper the session is lost with its
+	// link (its command may run on in the pod, out of reach).
+	if code, ok := control.ended(t, 30*time.Second); !ok || code == 0 {
+		t.Errorf("control: the plain exec went on after its link was cut (ended %v, exit %d):\n%s", ok, code, control.output())
+	}
+
+	p := waitPending(t, e, id)
+	if !strings.Contains(p.Detail, "approved-file") {
+		t.Fatalf("pending request %+v", p)
+	}
+	e.mustLazaret(nil, "approvals", "answer", p.ID, "approve", "--hash", p.Hash)
+	tm := ptytest.Open(t)
+	cmd := exec.Command(e.bin, "--backend", "kubernetes", "--config", e.cfg, "--workspace", e.ws, "attach", id)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tm.TTY, tm.TTY, tm.TTY
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tm.WaitFor(t, "rc=0")
+	if _, err := os.Stat(filepath.Join(e.ws, "approved-file")); err != nil {
+		t.Errorf("the approved command did not run on the host: %v", err)
+	}
+	_, _ = tm.Ptmx.Write([]byte("\r"))
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("attach did not end with the session: %v\n%s", err, tm.Output())
+	}
+	screen := tm.Output()
+	if strings.Count(screen, "AWAY-42") != 1 || !strings.Contains(screen, "lost the link to pod") {
+		t.Errorf("attach does not show, once, what the agent printed while away, and the notice:\n%s", screen)
+	}
+}
+
+// waitTicking waits until a counter read by get grows.
+func waitTicking(t *testing.T, get func() int) {
+	t.Helper()
+	first, deadline := get(), time.Now().Add(2*time.Minute)
+	for get() <= first || first == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the command in the pod is not running")
+		}
+		time.Sleep(time.Second)
+		if first == 0 {
+			first = get()
+		}
+	}
+}
+
+type pendingRequest struct {
+	ID, Hash, Session, Detail string
+}
+
+// waitPending waits for a pending request of session id.
+func waitPending(t *testing.T, e *backendEnv, id string) pendingRequest {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var pending []pendingRequest
+		if err := json.Unmarshal([]byte(e.mustLazaret(nil, "approvals", "--json")), &pending); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pending {
+			if strings.HasPrefix(p.Session, id) {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no pending request appeared after the link came back")
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// workspacePod is the pod of this workspace's claim, from `status`.
+func (e *backendEnv) workspacePod() string {
+	e.t.Helper()
+	for _, line := range strings.Split(e.mustLazaret(nil, "status", "e2e"), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "pod:" {
+			return f[1]
+		}
+	}
+	e.t.Fatal("status names no pod")
+	return ""
+}
+
+// ended waits for the background lazaret to end and returns its exit
+// code (its stdin stays open: the process, not exec's copying, is waited
+// for).
+func (p *escProc) ended(t *testing.T, within time.Duration) (int, bool) {
+	t.Helper()
+	done := make(chan int, 1)
+	go func() {
+		st, err := p.cmd.Process.Wait()
+		if err != nil {
+			done <- -1
+			return
+		}
+		done <- st.ExitCode()
+	}()
+	select {
+	case code := <-done:
+		return code, true
+	case <-time.After(within):
+		return 0, false
+	}
+}
