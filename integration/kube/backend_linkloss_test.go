@@ -169,6 +169,11 @@ func TestBackendSessionSurvivesLinkLoss(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	e.inPod(pod, "touch /tmp/go-on") // the agent goes on while this machine is away
 	time.Sleep(8 * time.Second)      // it prints, and asks, with nobody linked
+	// ps, with the cluster out of reach, still lists this machine's kept
+	// session, and what it waits on: its link.
+	if out, errOut, code := e.lazaret(nil, "ps"); code == 0 || !strings.Contains(out, id) || !strings.Contains(out, "link lost since") {
+		t.Errorf("ps during the cut: exit %d\n%s%s", code, out, errOut)
+	}
 	if out := e.inPod(pod, "ps -o args 2>/dev/null || ps"); !strings.Contains(out, "while away") {
 		t.Errorf("the kept command did not survive the cut; the pod runs:\n%s", out)
 	}

@@ -125,6 +125,11 @@ func newPsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			claims, err := c.Claims(cmd.Context(), kubespec.ManagedSelector)
+			if errors.Is(err, kube.ErrUnreachable) {
+				// This machine's kept sessions are known without the cluster: a
+				// laptop away from its network still lists them (link lost).
+				_ = g.printKept(cmd.Context())
+			}
 			if err != nil {
 				return err
 			}
