@@ -139,14 +139,7 @@ func (e *backendEnv) inPod(pod, line string) string {
 // Control: a session that is not kept (a plain `exec`, the exec's own
 // stream) is lost with the same cut: its lazaret ends with an error.
 func TestBackendSessionSurvivesLinkLoss(t *testing.T) {
-	e := newBackendEnv(t, "allow_unenforced_egress = true\n[escalation]\nanswer_from = \"any\"")
-	rt, err := os.MkdirTemp("", "lzk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(rt) })
-	t.Setenv("XDG_RUNTIME_DIR", rt)
-	e.mustLazaret(nil, "exec", "e2e", "--", "true") // claim first
+	e := newUnattendedEnv(t)
 	pod := e.workspacePod()
 	proxy := e.viaProxy()
 

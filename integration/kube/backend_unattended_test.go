@@ -22,15 +22,7 @@ import (
 // --hash H` approves it; the command runs on the host, and `attach` shows
 // the screen the session left and takes it to its end.
 func TestBackendDetachedApproval(t *testing.T) {
-	e := newBackendEnv(t, "allow_unenforced_egress = true\n[escalation]\nanswer_from = \"any\"")
-	// The keepers' and sessions' sockets in a directory of this test's.
-	rt, err := os.MkdirTemp("", "lzk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(rt) })
-	t.Setenv("XDG_RUNTIME_DIR", rt)
-	e.mustLazaret(nil, "exec", "e2e", "--", "true") // claim first
+	e := newUnattendedEnv(t)
 	script := `echo MARK$((6*7)); ` + escClient + ` --reason "unattended" -- touch approved-file; echo "rc=$?"; read line`
 	id := strings.TrimSpace(e.mustLazaret(nil, "exec", "-t", "--detach", "e2e", "--", "sh", "-c", script))
 	if len(id) != 12 {
@@ -77,4 +69,19 @@ func TestBackendDetachedApproval(t *testing.T) {
 	if !tm.Shows("MARK42") {
 		t.Errorf("attach did not show the session's screen:\n%s", tm.Output())
 	}
+}
+
+// newUnattendedEnv is a backend environment that answers from any
+// terminal, with the keepers' and sessions' sockets in a directory of
+// this test's, and the workspace's sandbox claimed.
+func newUnattendedEnv(t *testing.T) *backendEnv {
+	e := newBackendEnv(t, "allow_unenforced_egress = true\n[escalation]\nanswer_from = \"any\"")
+	rt, err := os.MkdirTemp("", "lzk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(rt) })
+	t.Setenv("XDG_RUNTIME_DIR", rt)
+	e.mustLazaret(nil, "exec", "e2e", "--", "true") // claim first
+	return e
 }
