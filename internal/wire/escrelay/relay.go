@@ -82,10 +82,3 @@ func (r *Relay) end() {
 
 // Ended is closed at the host's End.
 func (r *Relay) Ended() <-chan struct{} { return r.ended }
-
-// Linked reports whether a link is up.
-func (r *Relay) Linked() bool {
-	r.m.mu.Lock()
-	defer r.m.mu.Unlock()
-	return r.m.link != nil
-}
