@@ -33,6 +33,19 @@ const (
 	linkUp = 3 * time.Second
 )
 
+// relinkBackoff is the wait before the next link: relinkFirst after a
+// link that held (a new loss), then doubled up to relinkMax.
+type relinkBackoff struct{ wait time.Duration }
+
+func (b *relinkBackoff) next(held bool) time.Duration {
+	if held || b.wait == 0 {
+		b.wait = relinkFirst
+	} else {
+		b.wait = min(2*b.wait, relinkMax)
+	}
+	return b.wait
+}
+
 // errKeeperGone is the pod's keeper gone with the command's exit unknown
 // (the pod restarted, or the agent killed it).
 var errKeeperGone = errors.New("the session's terminal keeper in the pod is gone")
@@ -88,7 +101,8 @@ func (g *globals) runPodTerm(c *kube.Client, r podTermRequest) (int, error) {
 	go convertSizes(r.sizes, p.sizes)
 	argv := podkeep.RunArgv(escrelay.BinGoClient, p.dir, r.command)
 	told := false
-	for wait := relinkFirst; ; wait = min(2*wait, relinkMax) {
+	var backoff relinkBackoff
+	for {
 		before, began := p.client.Offset, time.Now()
 		var up *time.Timer
 		if told { // a link that holds linkUp carries the session again
@@ -110,8 +124,9 @@ func (g *globals) runPodTerm(c *kube.Client, r podTermRequest) (int, error) {
 		if gone := podGone(ctx, p.c, p.pod); gone != nil {
 			return 0, gone
 		}
-		if p.client.Offset != before || time.Since(began) > relinkMax {
-			told, wait = false, relinkFirst // that link worked: a new loss
+		held := p.client.Offset != before || time.Since(began) > relinkMax
+		if held {
+			told = false // that link worked: a new loss
 		}
 		if !told { // once per loss, not per try
 			linkState(true)
@@ -119,7 +134,7 @@ func (g *globals) runPodTerm(c *kube.Client, r podTermRequest) (int, error) {
 			told = true
 		}
 		select {
-		case <-time.After(wait):
+		case <-time.After(backoff.next(held)):
 		case <-ctx.Done():
 			return 0, context.Canceled
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -171,5 +172,18 @@ func TestPodTermHangup(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the hang-up did not end the command:\n%s", out.String())
+	}
+}
+
+// TestRelinkBackoff: 1 s after a link that held, then doubling to 10 s.
+func TestRelinkBackoff(t *testing.T) {
+	var b relinkBackoff
+	var got []time.Duration
+	for _, held := range []bool{false, false, false, false, false, true, false} {
+		got = append(got, b.next(held))
+	}
+	want := []time.Duration{relinkFirst, 2 * relinkFirst, 4 * relinkFirst, 8 * relinkFirst, relinkMax, relinkFirst, 2 * relinkFirst}
+	if !slices.Equal(got, want) {
+		t.Fatalf("waits %v, want %v", got, want)
 	}
 }

@@ -28,7 +28,8 @@ func (g *globals) relayLinks(ctx context.Context, c *kube.Client, pod, dir strin
 	first := make(chan error, 1)
 	go func() {
 		defer close(done)
-		for wait, n := relinkFirst, 0; ; wait, n = min(2*wait, relinkMax), n+1 {
+		var backoff relinkBackoff
+		for n := 0; ; n++ {
 			began := time.Now()
 			err := g.relayLink(ctx, c, pod, dir, host)
 			select {
@@ -49,12 +50,9 @@ func (g *globals) relayLinks(ctx context.Context, c *kube.Client, pod, dir strin
 				g.log.Warn("escalation relay", "err", gone)
 				return
 			}
-			if time.Since(began) > relinkMax {
-				wait = relinkFirst // that link worked: a new loss
-			}
 			g.log.Debug("escalation relay link lost, linking again", "err", err, "try", n)
 			select {
-			case <-time.After(wait):
+			case <-time.After(backoff.next(time.Since(began) > relinkMax)):
 			case <-ctx.Done():
 				return
 			case <-stop:
