@@ -10,6 +10,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
 	"github.com/lazaret-dev/lazaret/internal/engine/kubespec"
+	"github.com/lazaret-dev/lazaret/internal/visible"
 	"github.com/lazaret-dev/lazaret/internal/wire/escrelay"
 	"github.com/lazaret-dev/lazaret/internal/wire/podkeep"
 )
@@ -130,7 +131,7 @@ func (g *globals) runPodTerm(c *kube.Client, r podTermRequest) (int, error) {
 		}
 		if !told { // once per loss, not per try
 			linkState(true)
-			p.notice(fmt.Sprintf("lazaret: lost the link to pod %s (%s); the session goes on there, linking again...", pod, shortErr(err)))
+			p.notice(fmt.Sprintf("lazaret: lost the link to pod %s (%s); the session goes on there, linking again...", pod, linkErr(err)))
 			told = true
 		}
 		select {
@@ -225,14 +226,11 @@ func convertSizes(in <-chan kube.TermSize, out chan podkeep.Size) {
 	}
 }
 
-// shortErr is err's text cut to one short line for the notice.
-func shortErr(err error) string {
+// linkErr is why a link ended, on one line and escaped for the notice
+// (the text may carry the API server's or the pod's words).
+func linkErr(err error) string {
 	if err == nil {
 		return "the stream ended"
 	}
-	s := err.Error()
-	if len(s) > 120 {
-		s = s[:117] + "..."
-	}
-	return s
+	return visible.Line(oneLine(err))
 }
