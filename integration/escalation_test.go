@@ -395,6 +395,9 @@ type ptySession struct {
 	out  bytes.Buffer
 	done chan struct{}
 	code int
+	// drained closes when the reader of ptmx stopped: lazaret's last
+	// words can still be in the terminal's buffer when it exited.
+	drained chan struct{}
 }
 
 func startPTY(t *testing.T, e *Env, args ...string) *ptySession {
@@ -414,7 +417,9 @@ func startPTY(t *testing.T, e *Env, args ...string) *ptySession {
 // collected, its exit code kept, and both end with the test.
 func (s *ptySession) follow(ptmx *os.File) {
 	s.ptmx = ptmx
+	s.drained = make(chan struct{})
 	go func() {
+		defer close(s.drained)
 		buf := make([]byte, 4096)
 		for {
 			n, err := ptmx.Read(buf)
@@ -459,6 +464,12 @@ func (s *ptySession) exit() int {
 	case <-s.done:
 	case <-time.After(2 * time.Minute):
 		s.t.Fatalf("lazaret did not exit; output:\n%s", s.output())
+	}
+	// The terminal reads EIO once no one holds its other side; a
+	// descendant that kept it open only delays the check, not fails it.
+	select {
+	case <-s.drained:
+	case <-time.After(5 * time.Second):
 	}
 	return s.code
 }
