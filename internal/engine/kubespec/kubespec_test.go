@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -229,4 +230,53 @@ func FuzzCheckName(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTemplateEgressExceptsMetadata: the always-denied link-local and
+// metadata ranges stay denied inside any allow_egress CIDR, as locally
+// (the deny set wins): a CIDR around one excepts it, a CIDR inside one
+// is dropped. Without the except blocks, 0.0.0.0/0 would let the agent
+// reach a cloud's metadata service (169.254.169.254).
+func TestTemplateEgressExceptsMetadata(t *testing.T) {
+	in := testInput(t)
+	in.Policy = netpolicy.Policy{AllowEgress: []netpolicy.CIDR{
+		{Prefix: netip.MustParsePrefix("0.0.0.0/0")},
+		{Prefix: netip.MustParsePrefix("::/0")},
+		{Prefix: netip.MustParsePrefix("169.254.169.254/32")},
+		{Prefix: netip.MustParsePrefix("203.0.113.0/24")},
+	}}
+	objs, err := Template(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	np := objs.Template.Spec.NetworkPolicy
+	if np == nil || len(np.Egress) != 1 || len(np.Egress[0].To) != 3 {
+		t.Fatalf("policy %+v, want one rule of 3 blocks", np)
+	}
+	blocks := map[string][]string{}
+	for _, p := range np.Egress[0].To {
+		blocks[p.IPBlock.CIDR] = p.IPBlock.Except
+	}
+	if _, ok := blocks["169.254.169.254/32"]; ok {
+		t.Error("the metadata address is allowed")
+	}
+	for cidr, want := range map[string][]string{
+		"0.0.0.0/0":      {"169.254.0.0/16", "168.63.129.16/32", "100.100.100.200/32", "192.0.0.192/32"},
+		"::/0":           {"fe80::/10", "fd00:ec2::254/128", "64:ff9b::a9fe:0/112"},
+		"203.0.113.0/24": nil,
+	} {
+		got, ok := blocks[cidr]
+		if !ok {
+			t.Errorf("%s missing", cidr)
+			continue
+		}
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				t.Errorf("%s: except %v lacks %s", cidr, got, w)
+			}
+		}
+		if want == nil && len(got) != 0 {
+			t.Errorf("%s: except %v, want none", cidr, got)
+		}
+	}
 }

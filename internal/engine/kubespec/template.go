@@ -268,14 +268,38 @@ func egressPolicy(cidrs []netpolicy.CIDR) *NetworkPolicySpec {
 	np := &NetworkPolicySpec{}
 	var peers []networkingv1.NetworkPolicyPeer
 	for _, c := range cidrs {
-		if c.Prefix.IsValid() && c.Expires.IsZero() {
-			peers = append(peers, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c.Prefix.Masked().String()}})
+		if !c.Prefix.IsValid() || !c.Expires.IsZero() {
+			continue
+		}
+		if peer, ok := blockPeer(c.Prefix, netpolicy.AlwaysDeny); ok {
+			peers = append(peers, peer)
 		}
 	}
 	if len(peers) > 0 {
 		np.Egress = []networkingv1.NetworkPolicyEgressRule{{To: peers}}
 	}
 	return np
+}
+
+// blockPeer is an ipBlock for c without the prefixes of deny inside it;
+// ok is false when c lies wholly inside one of them. Locally the deny
+// set wins over any allow_egress CIDR (nftables); a NetworkPolicy has no
+// deny rule, so the same ranges are its CIDRs' except blocks.
+func blockPeer(c netip.Prefix, deny []netip.Prefix) (networkingv1.NetworkPolicyPeer, bool) {
+	c = c.Masked()
+	var except []string
+	for _, d := range netpolicy.MergePrefixes(deny) {
+		if d.Addr().Is4() != c.Addr().Is4() {
+			continue
+		}
+		switch {
+		case d.Bits() <= c.Bits() && d.Contains(c.Addr()):
+			return networkingv1.NetworkPolicyPeer{}, false
+		case d.Bits() > c.Bits() && c.Contains(d.Addr()):
+			except = append(except, d.String())
+		}
+	}
+	return networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c.String(), Except: except}}, true
 }
 
 // addSidecar puts the network sidecar into pod and opens its upstream

@@ -88,38 +88,6 @@ func TestSidecarGolden(t *testing.T) {
 	golden(t, "sidecar-secrets.golden.json", s)
 }
 
-func TestNetworkPolicyEgressGolden(t *testing.T) {
-	rules, err := NetworkPolicyEgress(testPolicy(t), upstreams)
-	if err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "egress.golden.json", rules)
-	// Without domains there is no public-internet rule.
-	p := testPolicy(t)
-	p.AllowDomains = nil
-	rules, err = NetworkPolicyEgress(p, upstreams)
-	if err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "egress-cidr-only.golden.json", rules)
-}
-
-// The CIDR wholly inside the metadata range is dropped; one around it
-// excepts it.
-func TestNetworkPolicyEgressMetadata(t *testing.T) {
-	rules, err := NetworkPolicyEgress(testPolicy(t), upstreams)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(rules[0])
-	if strings.Contains(string(b), `"cidr":"169.254.169.254/32"`) {
-		t.Errorf("metadata address allowed: %s", b)
-	}
-	if !strings.Contains(string(b), `{"cidr":"169.0.0.0/8","except":["169.254.0.0/16"]}`) {
-		t.Errorf("169/8 without its link-local block: %s", b)
-	}
-}
-
 // TestSecuritySpecPinned pins netd's securityContext: a change must be a
 // deliberate edit of this test.
 func TestSecuritySpecPinned(t *testing.T) {
