@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/engine/prompt"
 )
 
 // keptState is the STATE column of the kept session `lazaret ps` lists
@@ -81,5 +83,38 @@ func TestShellDetachFlag(t *testing.T) {
 	a.send("exit\r")
 	if code := a.exit(); code != 0 {
 		t.Fatalf("lazaret exited %d:\n%s", code, a.output())
+	}
+}
+
+// TestShellDetachAsksFirst: a detached shell in a directory that is not a
+// git repository asks its direct-mode question on the terminal that
+// started it, before the keeper is spawned (nobody is at the keeper's
+// terminal: before, the start waited there for ever). Without a terminal
+// it is the one-line error and nothing is left; a y on the terminal
+// starts it detached.
+func TestShellDetachAsksFirst(t *testing.T) {
+	e := NewEnv(t)
+	e.NoDirect = true
+	r := e.Run("shell", "--detach")
+	if r.Code != 2 || !strings.Contains(r.Stderr, "pass --direct") || r.Stdout != "" {
+		t.Fatalf("without a terminal: exit %d, stdout %q, stderr %q", r.Code, r.Stdout, r.Stderr)
+	}
+	if st := keptState(t, e); st != "" || !sandboxGone(t, e) {
+		t.Fatalf("a refused start left a session (%q) or a sandbox", st)
+	}
+	s := ptyLazaret(t, e, true, "shell", "--detach")
+	s.waitFor("Continue? [y/N]")
+	time.Sleep(prompt.MinReadable + 500*time.Millisecond) // past the readability gate
+	s.send("y\r")
+	if code := s.exit(); code != 0 || !strings.Contains(s.output(), "runs detached") {
+		t.Fatalf("after y: exit %d:\n%s", code, s.output())
+	}
+	if st := keptState(t, e); st != "detached" {
+		t.Fatalf("ps lists the session as %q", st)
+	}
+	a := ptyLazaret(t, e, true, "attach")
+	a.send("exit 4\r")
+	if code := a.exit(); code != 4 {
+		t.Fatalf("attach: exit %d:\n%s", code, a.output())
 	}
 }

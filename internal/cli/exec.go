@@ -66,7 +66,7 @@ it: "lazaret exec -t dev -- vim", "lazaret exec dev -t -- vim".`,
 				return usageError{errors.New("exec --detach: needs -t (a detached command runs on a terminal the session keeper holds)")}
 			}
 			if o.detach && !kept() {
-				return keptSession(g, sessionRequest{profile: profile, tty: true, command: command}, true)
+				return keptSession(cmd.Context(), g, sessionRequest{profile: profile, tty: true, command: command, choices: o.choices}, true)
 			}
 			return runSession(cmd.Context(), g, sessionRequest{profile: profile, tty: o.tty, command: command, choices: o.choices})
 		},
@@ -104,6 +104,7 @@ type sessionRequest struct {
 // command's streams never pass through the coordinator.
 func runSession(ctx context.Context, g *globalOptions, r sessionRequest) error {
 	keeperLink := openKeeperLink() // first: no child may inherit the marker
+	r.choices.consentedFor = takeDirectConsent(keeperLink != nil)
 	s, err := prepareSession(ctx, g, r)
 	if err != nil {
 		return err

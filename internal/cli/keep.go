@@ -20,8 +20,9 @@ func kept() bool { return clicore.Kept() }
 // with detach, returns once the session reached its coordinator. What can
 // be checked before anything starts (the configuration, the profile, the
 // workspace) is checked here, so that a mistake is one line and nothing
-// is spawned.
-func keptSession(g *globalOptions, r sessionRequest, detach bool) error {
+// is spawned; a detached start's question is asked here too (nobody is at
+// the keeper's terminal to answer it).
+func keptSession(ctx context.Context, g *globalOptions, r sessionRequest, detach bool) error {
 	if err := g.refuseRoot(); err != nil {
 		return err
 	}
@@ -33,8 +34,26 @@ func keptSession(g *globalOptions, r sessionRequest, detach bool) error {
 	if err != nil {
 		return err
 	}
-	return clicore.RunKept(clicore.KeepRequest{IO: g.io, Config: cfg, Profile: p.Name, Workspace: a.Workspace,
-		Invocation: "lazaret", Detach: detach, Inner: os.Args[1:]})
+	var env []string
+	if detach {
+		if env, err = g.askBeforeDetach(ctx, p, a, r.choices); err != nil {
+			return err
+		}
+	}
+	return clicore.RunKept(ctx, clicore.KeepRequest{IO: g.io, Config: cfg, Profile: p.Name, Workspace: a.Workspace,
+		Invocation: "lazaret", Detach: detach, Inner: os.Args[1:], Env: env})
+}
+
+// takeDirectConsent is the workspace a detached start's spawner got the
+// direct-mode consent for ("" none, or not kept), taken out of the
+// environment: no child inherits it.
+func takeDirectConsent(kept bool) string {
+	v := os.Getenv(envDirectConsent)
+	_ = os.Unsetenv(envDirectConsent)
+	if !kept {
+		return ""
+	}
+	return v
 }
 
 // keeperLink is a kept session CLI's line to its keeper.

@@ -29,7 +29,7 @@ attach" takes it back. --detach starts it detached.`,
 			// reads commands from stdin like sh -s.
 			tty := isTerminal(stdin) && isTerminal(stdout)
 			if (tty || detach) && !kept() {
-				return keptSession(g, sessionRequest{profile: profile, tty: true, shell: true}, detach)
+				return keptSession(cmd.Context(), g, sessionRequest{profile: profile, tty: true, shell: true, choices: choices}, detach)
 			}
 			return runSession(cmd.Context(), g, sessionRequest{profile: profile, tty: tty, shell: true, choices: choices})
 		},

@@ -24,6 +24,29 @@ type startChoices struct {
 	// direct: the workspace is not a git repository and the agent may
 	// write into it directly, without the question a terminal gets.
 	direct bool
+	// consentedFor is the workspace a detached start's spawner got the
+	// user's direct-mode consent for (envDirectConsent).
+	consentedFor string
+}
+
+// envDirectConsent carries a detached start's direct-mode consent, asked
+// on the spawner's terminal, to the session CLI its keeper runs, where
+// nobody is attached to answer; its value is the workspace agreed to.
+const envDirectConsent = "LAZARET_DIRECT_CONSENT"
+
+// askBeforeDetach asks this terminal, before a detached session is
+// spawned, what its start would ask on the keeper's terminal: the
+// direct-mode consent (without a terminal and --direct, the one-line
+// error). It returns the environment that carries the answer.
+func (g *globalOptions) askBeforeDetach(ctx context.Context, p *config.Profile, a *domain.Anchor, c startChoices) ([]string, error) {
+	mode, err := gitrepo.ResolveMode(p.GitMode, a.Workspace)
+	if err != nil || mode != gitrepo.ModeDirect || c.direct {
+		return nil, nil // the session's own checks say the rest
+	}
+	if err := g.directConsent(ctx, p, a, false); err != nil {
+		return nil, err
+	}
+	return []string{envDirectConsent + "=" + a.Workspace}, nil
 }
 
 func (c *startChoices) addFlags(f *pflag.FlagSet) {
@@ -46,7 +69,7 @@ func (g *globalOptions) checkStartChoices(ctx context.Context, p *config.Profile
 		if c.withChanges {
 			return withHint(fmt.Errorf("--with-changes: %s is not a git repository (direct mode): the agent works on the directory itself, changes and all", field(a.Workspace)), exitUsage, "")
 		}
-		return g.directConsent(ctx, p, a, c.direct)
+		return g.directConsent(ctx, p, a, c.direct || (c.consentedFor != "" && c.consentedFor == a.Workspace))
 	}
 	if c.direct {
 		return withHint(fmt.Errorf("--direct: %s is a git repository: the agent works on its branch %s there (git_mode = \"direct\" in profile %s gives it the directory itself)",

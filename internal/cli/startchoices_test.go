@@ -144,3 +144,59 @@ func TestCarriedSummary(t *testing.T) {
 		}
 	}
 }
+
+// A detached start asks its question on the spawner's terminal (nobody is
+// at the keeper's): without one it is the same one line, with --direct
+// nothing is asked, and a y is carried to the session CLI for this
+// workspace only. The session CLI takes it for that workspace and no
+// other (control: another workspace still needs consent), and only when
+// kept.
+func TestAskBeforeDetach(t *testing.T) {
+	ctx := context.Background()
+	ws := t.TempDir()
+	a := gittest.Anchor(t, ws, "p1")
+	p := &config.Profile{Name: "p1"}
+	var out bytes.Buffer
+	g := choicesOpts(nil, &out)
+	if _, err := g.askBeforeDetach(ctx, p, a, startChoices{}); err == nil || !strings.Contains(err.Error(), "pass --direct") {
+		t.Fatalf("without a terminal: %v", err)
+	}
+	if env, err := g.askBeforeDetach(ctx, p, a, startChoices{direct: true}); err != nil || env != nil {
+		t.Fatalf("--direct: %v %v", env, err)
+	}
+
+	tm := ptytest.Open(t)
+	g = choicesOpts(tm.TTY, &out)
+	g.io.ErrOut = tm.TTY
+	done := make(chan error, 1)
+	var env []string
+	go func() {
+		var err error
+		env, err = g.askBeforeDetach(ctx, p, a, startChoices{})
+		done <- err
+	}()
+	tm.WaitFor(t, "Continue? [y/N]")
+	time.Sleep(prompt.MinReadable + 200*time.Millisecond)
+	tm.Ptmx.WriteString("y\r")
+	if err := <-done; err != nil || len(env) != 1 || env[0] != envDirectConsent+"="+ws {
+		t.Fatalf("after y: %v %v", env, err)
+	}
+
+	t.Setenv(envDirectConsent, ws)
+	if got := takeDirectConsent(false); got != "" || os.Getenv(envDirectConsent) != "" {
+		t.Fatalf("not kept: took %q, left %q", got, os.Getenv(envDirectConsent))
+	}
+	t.Setenv(envDirectConsent, ws)
+	consented := takeDirectConsent(true)
+	if consented != ws || os.Getenv(envDirectConsent) != "" {
+		t.Fatalf("kept: took %q, left %q", consented, os.Getenv(envDirectConsent))
+	}
+	g = choicesOpts(nil, &out)
+	if err := g.checkStartChoices(ctx, p, a, startChoices{consentedFor: consented}); err != nil {
+		t.Fatalf("the session CLI with the spawner's consent: %v", err)
+	}
+	other := gittest.Anchor(t, t.TempDir(), "p1")
+	if err := g.checkStartChoices(ctx, p, other, startChoices{consentedFor: consented}); err == nil {
+		t.Fatal("control: the consent for one workspace let another start")
+	}
+}

@@ -2,6 +2,7 @@ package clicore
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -44,12 +45,14 @@ type KeepRequest struct {
 	Detach     bool
 	// Inner is the session CLI's argv after the executable (os.Args[1:]).
 	Inner []string
+	// Env is added to the session CLI's environment.
+	Env []string
 }
 
 // RunKept spawns r's keeper and attaches this terminal to it or, with
 // Detach, prints the session's id once it started (its own exit code when
 // it ended first).
-func RunKept(r KeepRequest) error {
+func RunKept(ctx context.Context, r KeepRequest) error {
 	keys, err := config.ParseDetachKeys(r.Config.Session.DetachKeys)
 	if err != nil {
 		return err
@@ -59,10 +62,10 @@ func RunKept(r KeepRequest) error {
 		return err
 	}
 	stdin, _, _ := r.IO.Files()
-	st, err := keeper.Spawn(keeper.SpawnOptions{
+	st, err := keeper.Spawn(ctx, keeper.SpawnOptions{
 		Dir: domain.KeeperDir(rt), Profile: r.Profile, Workspace: r.Workspace, Backend: r.Backend,
 		OnCloseEnd: r.Config.Session.OnClose == config.OnCloseEnd, Detached: r.Detach,
-		Size: TerminalSize(stdin), Inner: r.Inner,
+		Size: TerminalSize(stdin), Inner: r.Inner, Env: r.Env,
 	})
 	if err != nil {
 		return err

@@ -39,7 +39,7 @@ command's exit code.`,
 				return errDetachNeedsTTY
 			}
 			if detach && !clicore.Kept() {
-				return g.keptSession(sessionRequest{profile: profile, tty: true, command: command}, true)
+				return g.keptSession(cmd.Context(), sessionRequest{profile: profile, tty: true, command: command}, true)
 			}
 			return g.runSession(cmd.Context(), sessionRequest{profile: profile, tty: tty, command: command, start: o})
 		},
@@ -88,7 +88,7 @@ starts it detached.`,
 			in, out, _ := g.io.Files()
 			tty := in != nil && out != nil && isTerminal(in) && isTerminal(out)
 			if (tty || detach) && !clicore.Kept() {
-				return g.keptSession(sessionRequest{profile: profile, tty: true, shell: true}, detach)
+				return g.keptSession(cmd.Context(), sessionRequest{profile: profile, tty: true, shell: true}, detach)
 			}
 			return g.runSession(cmd.Context(), sessionRequest{profile: profile, tty: tty, shell: true, start: o})
 		},

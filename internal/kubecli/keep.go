@@ -21,7 +21,7 @@ const backendName = "kubernetes"
 
 // keptSession resolves r's target (a mistake is one line, no keeper
 // spawned) and runs this command line under a keeper.
-func (g *globals) keptSession(r sessionRequest, detach bool) error {
+func (g *globals) keptSession(ctx context.Context, r sessionRequest, detach bool) error {
 	cfg, err := g.loadConfig()
 	if err != nil {
 		return err
@@ -30,7 +30,7 @@ func (g *globals) keptSession(r sessionRequest, detach bool) error {
 	if err != nil {
 		return err
 	}
-	return clicore.RunKept(clicore.KeepRequest{IO: g.io, Config: cfg, Profile: t.profile.Name, Workspace: t.workspace,
+	return clicore.RunKept(ctx, clicore.KeepRequest{IO: g.io, Config: cfg, Profile: t.profile.Name, Workspace: t.workspace,
 		Backend: backendName, Invocation: invocation, Detach: detach, Inner: os.Args[1:]})
 }
 

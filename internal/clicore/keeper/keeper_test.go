@@ -20,6 +20,13 @@ import (
 const innerEnv = "KEEPER_TEST_INNER"
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == Verb { // Spawn's keeper
+		os.Exit(Main(os.Args[2:]))
+	}
+	if os.Getenv(innerEnv) == "never-starts" {
+		_, _ = io.Copy(io.Discard, os.Stdin) // a start waiting on a question
+		os.Exit(129)
+	}
 	if os.Getenv(innerEnv) != "" {
 		os.Exit(innerMain())
 	}

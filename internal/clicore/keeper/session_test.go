@@ -1,8 +1,12 @@
 package keeper
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func wantResult(t *testing.T, c *client, want Result) {
@@ -109,5 +113,52 @@ func TestReadAnswer(t *testing.T) {
 	}
 	if _, err := readAnswer(strings.NewReader(""), Started{}, "/d"); err == nil || !strings.Contains(err.Error(), "/d/keepers.log") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestSpawnDetachedInterrupted: a detached start that never reaches its
+// coordinator (its CLI waits on a question nobody is attached to answer)
+// ends when the spawner's context does (the user's ctrl-c): Spawn
+// returns, and the keeper ends the session and leaves, its socket and
+// info file gone. Control: until then Spawn waits.
+func TestSpawnDetachedInterrupted(t *testing.T) {
+	t.Setenv(innerEnv, "never-starts")
+	dir := filepath.Join(t.TempDir(), "keep")
+	ctx, cancel := context.WithCancel(context.Background())
+	type result struct {
+		st  Started
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, err := Spawn(ctx, SpawnOptions{Dir: dir, Profile: "p", Workspace: "/w", Detached: true, Size: Size{Rows: 24, Cols: 80}, Inner: []string{"inner"}})
+		done <- result{st, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("control: Spawn returned before the interrupt: %+v %v", r.st, r.err)
+	case <-time.After(time.Second):
+	}
+	cancel()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Spawn did not return after the interrupt")
+	}
+	if r.err == nil || !strings.Contains(r.err.Error(), "interrupted before the session started") {
+		t.Fatalf("err = %v", r.err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, serr := os.Stat(r.st.Socket)
+		_, ierr := os.Stat(infoPath(dir, r.st.ID))
+		if os.IsNotExist(serr) && os.IsNotExist(ierr) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the keeper stayed: socket %v, info %v", serr, ierr)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

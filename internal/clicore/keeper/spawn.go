@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -31,6 +32,8 @@ type SpawnOptions struct {
 	Size     Size
 	// Inner is the session's CLI argv after the executable.
 	Inner []string
+	// Env is added to the keeper's environment, which its inner inherits.
+	Env []string
 }
 
 // Started is how a spawn went.
@@ -50,7 +53,10 @@ const maxStartOutput = 64 << 10
 
 // Spawn starts a keeper (its own session, no terminal, standard streams
 // on /dev/null, its log in LogPath) and waits for its answer on a pipe.
-func Spawn(o SpawnOptions) (Started, error) {
+// A detached start can wait on anything the session's start waits on (a
+// cold pod, an image); ctx's end (the user's ctrl-c, SIGTERM) sends the
+// keeper SIGTERM, which ends the session it was starting.
+func Spawn(ctx context.Context, o SpawnOptions) (Started, error) {
 	if err := domain.EnsurePrivateDir(o.Dir); err != nil {
 		return Started{}, err
 	}
@@ -80,6 +86,7 @@ func Spawn(o SpawnOptions) (Started, error) {
 	defer r.Close()
 	cmd := exec.Command(exe, append(append(args, "--"), o.Inner...)...)
 	cmd.ExtraFiles = []*os.File{w}
+	cmd.Env = append(os.Environ(), o.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()
 	w.Close()
@@ -87,7 +94,22 @@ func Spawn(o SpawnOptions) (Started, error) {
 		return st, fmt.Errorf("starting the session keeper: %w", err)
 	}
 	go func() { _ = cmd.Wait() }() // reaped while the spawner lives on
-	return readAnswer(r, st, o.Dir)
+	type answer struct {
+		st  Started
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		st, err := readAnswer(r, st, o.Dir)
+		answered <- answer{st, err}
+	}()
+	select {
+	case a := <-answered:
+		return a.st, a.err
+	case <-ctx.Done():
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		return st, fmt.Errorf("interrupted before the session started: %w", ctx.Err())
+	}
 }
 
 // readAnswer reads the keeper's answer: "listening", "started ID" or
