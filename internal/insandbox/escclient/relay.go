@@ -44,6 +44,12 @@ const (
 // relayLogMax bounds what one daemon writes to its log.
 const relayLogMax = 64 << 10
 
+// relayIdle ends a daemon no host linked to for that long: lazaret-kube
+// is gone (killed, its machine never back) and its session with it, as
+// the terminal keeper's linger (podkeep.DefaultLinger) says of an ended
+// command's.
+const relayIdle = 24 * time.Hour
+
 // bridgeDialTimeout bounds the wait for a daemon just started.
 const bridgeDialTimeout = 10 * time.Second
 
@@ -144,7 +150,7 @@ func RelayServeMain(args []string, stderr io.Writer) int {
 		logf("usage: lazaret-escalate-go %s DIR (started by the relay)", RelayServeVerb)
 		return ExitUsage
 	}
-	if err := serve(args[0], logf); err != nil {
+	if err := serve(args[0], relayIdle, logf); err != nil {
 		logf("%v", err)
 		return ExitFailure
 	}
@@ -153,8 +159,8 @@ func RelayServeMain(args []string, stderr io.Writer) int {
 
 // serve runs DIR's daemon unless another holds DIR's lock (then it
 // returns nil at once: two bridges starting a daemon at once end with
-// one).
-func serve(dir string, logf func(string, ...any)) error {
+// one), until the host's End or idle without a link.
+func serve(dir string, idle time.Duration, logf func(string, ...any)) error {
 	if err := os.MkdirAll(filepath.Join(dir, escrelay.TLSDir), 0o700); err != nil {
 		return fmt.Errorf("session directory: %w", err)
 	}
@@ -175,9 +181,14 @@ func serve(dir string, logf func(string, ...any)) error {
 	if err != nil {
 		return fmt.Errorf("link socket: %w", err)
 	}
-	d := &daemon{dir: dir, relay: escrelay.NewRelay(), logf: logf}
+	d := &daemon{dir: dir, relay: escrelay.NewRelay(), logf: logf, unlinked: time.Now()}
 	go d.acceptLinks(ln)
-	<-d.relay.Ended()
+	select {
+	case <-d.relay.Ended():
+	case <-d.idleFor(idle, d.relay.Ended()):
+		logf("no link for %s: ending", idle)
+		d.relay.Close()
+	}
 	ln.Close()
 	d.mu.Lock()
 	if d.sock != nil {
@@ -199,6 +210,44 @@ type daemon struct {
 	mu   sync.Mutex
 	link net.Conn     // the current bridge's
 	sock net.Listener // DIR/sock, from the first bundle on
+	// links counts the links running; unlinked is when the last ended.
+	links    int
+	unlinked time.Time
+}
+
+// linked counts a link in (+1) or out (-1).
+func (d *daemon) linked(delta int) {
+	d.mu.Lock()
+	d.links += delta
+	if d.links == 0 {
+		d.unlinked = time.Now()
+	}
+	d.mu.Unlock()
+}
+
+// idleFor is closed once no link has run for idle (unless stop closes
+// first).
+func (d *daemon) idleFor(idle time.Duration, stop <-chan struct{}) <-chan struct{} {
+	out := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(min(idle/10, time.Minute))
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			d.mu.Lock()
+			gone := d.links == 0 && time.Since(d.unlinked) >= idle
+			d.mu.Unlock()
+			if gone {
+				close(out)
+				return
+			}
+		}
+	}()
+	return out
 }
 
 // acceptLinks runs each bridge's link; a new one replaces the current.
@@ -214,7 +263,9 @@ func (d *daemon) acceptLinks(ln net.Listener) {
 		}
 		d.link = c
 		d.mu.Unlock()
+		d.linked(+1)
 		go func() {
+			defer d.linked(-1)
 			if err := d.relay.Link(c, c, d.bundle); err != nil {
 				d.logf("link: %v", err)
 			}

@@ -31,7 +31,7 @@ func newInProcess() *inProcess { return &inProcess{served: make(chan error, 4)} 
 func (p *inProcess) start(dir string) error {
 	p.running.Add(1)
 	go func() {
-		err := serve(dir, func(string, ...any) {})
+		err := serve(dir, relayIdle, func(string, ...any) {})
 		p.running.Add(-1)
 		p.served <- err
 	}()
@@ -208,7 +208,7 @@ func TestRelayOneDaemon(t *testing.T) {
 		t.Fatal("no Ready")
 	}
 	second := make(chan error, 1)
-	go func() { second <- serve(dir, func(string, ...any) {}) }()
+	go func() { second <- serve(dir, relayIdle, func(string, ...any) {}) }()
 	select {
 	case err := <-second:
 		if err != nil {
@@ -358,5 +358,48 @@ func TestInstall(t *testing.T) {
 		if err != nil || fi.Mode().Perm() != 0o555 {
 			t.Errorf("%s: %v %v", n, fi, err)
 		}
+	}
+}
+
+// TestRelayIdleEnds: a daemon no host links to for its idle time ends,
+// closing the agent's waiting connections and removing DIR (lazaret-kube
+// is gone for good); while a link runs it stays past that time (the
+// control), and a connection made meanwhile is carried.
+func TestRelayIdleEnds(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "S")
+	const idle = 300 * time.Millisecond
+	served := make(chan error, 1)
+	start := func(dir string) error {
+		go func() { served <- serve(dir, idle, func(string, ...any) {}) }()
+		return nil
+	}
+	h := newHost(t)
+	b := link(h, dir, start)
+	waitReady(t, h)
+	select {
+	case err := <-served:
+		t.Fatalf("control: the daemon ended while linked: %v", err)
+	case <-time.After(4 * idle):
+	}
+	waiting, err := net.Dial("unix", filepath.Join(dir, escrelay.Socket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiting.Close()
+	b.kill(t)
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("daemon: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the daemon did not end without a link")
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("DIR left: %v", err)
+	}
+	_ = waiting.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := waiting.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the waiting connection was not closed: %v", err)
 	}
 }

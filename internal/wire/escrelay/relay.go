@@ -80,5 +80,8 @@ func (r *Relay) end() {
 	})
 }
 
-// Ended is closed at the host's End.
+// Close ends the relay as the host's End does (the daemon gives up).
+func (r *Relay) Close() { r.end() }
+
+// Ended is closed at the host's End or Close.
 func (r *Relay) Ended() <-chan struct{} { return r.ended }
