@@ -80,7 +80,7 @@ func (k *keeperLink) started(s *session) {
 	k.Started(s.link.SessionID(), func(ks clicore.KeptState) {
 		st := ctl.SessionState{Kept: true, Attached: ks.Attached, Attention: ks.Attention}
 		if !st.Attention {
-			setAttached(s, st.Attached)
+			s.link.SetAttached(st.Attached) // a detached session's prompts wait as pending
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), sessionStateWait)
 		err := s.client.SessionState(ctx, st)
@@ -91,11 +91,3 @@ func (k *keeperLink) started(s *session) {
 	})
 }
 
-// setAttached tells the session's link whether a terminal is attached
-// (sessionlink holds a detached session's prompts as pending); through
-// an interface while that method is being added beside this code.
-func setAttached(s *session, attached bool) {
-	if l, ok := any(s.link).(interface{ SetAttached(bool) }); ok {
-		l.SetAttached(attached)
-	}
-}
