@@ -90,4 +90,3 @@ func (k *keeperLink) started(s *session) {
 		}
 	})
 }
-

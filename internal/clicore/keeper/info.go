@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lazaret-dev/lazaret/internal/atomicfile"
 )
 
 // Info describes one kept session: the keeper's info file beside its
@@ -66,21 +68,7 @@ func writeInfo(dir string, i Info) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".info-*")
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(b)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		_ = os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), infoPath(dir, i.ID)); err != nil {
-		_ = os.Remove(f.Name())
-		return err
-	}
-	return nil
+	return atomicfile.Write(infoPath(dir, i.ID), b, 0o600)
 }
 
 // List returns the kept sessions of dir, oldest first. A keeper that no

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lazaret-dev/lazaret/internal/adapter/hostgit"
+	"github.com/lazaret-dev/lazaret/internal/atomicfile"
 	"github.com/lazaret-dev/lazaret/internal/engine/domain"
 	"github.com/lazaret-dev/lazaret/internal/engine/gitrepo"
 	"github.com/lazaret-dev/lazaret/internal/visible"
@@ -203,12 +204,7 @@ func writeMountedFile(path, content string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	_ = os.Remove(tmp)
-	if err := os.WriteFile(tmp, []byte(content), 0o444); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(path, []byte(content), 0o444)
 }
 
 // recreateSideBranches creates, in a clone being built (before any

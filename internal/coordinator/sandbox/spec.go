@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lazaret-dev/lazaret/internal/adapter/podman"
+	"github.com/lazaret-dev/lazaret/internal/atomicfile"
 	"github.com/lazaret-dev/lazaret/internal/cabundle"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/domain"
@@ -201,25 +202,7 @@ func addCABundle(spec *podman.ContainerSpec, p *config.Profile, a *domain.Anchor
 // WriteFileAtomic replaces name with data (temp file, rename): a planted
 // symlink at name is replaced, never followed.
 func WriteFileAtomic(name string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, name)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
+	return atomicfile.Write(name, data, mode)
 }
 
 // Finalize fills in what no component set: the Agent Workspace at

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/lazaret-dev/lazaret/internal/atomicfile"
 )
 
 // Carried is what --with-changes (with_changes in a profile) brought into
@@ -63,11 +65,7 @@ func WriteCarried(domainRoot string, c Carried) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(path, data, 0o600)
 }
 
 // RemoveCarried forgets the record (a clone built without carrying).

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/atomicfile"
 	"github.com/lazaret-dev/lazaret/internal/engine/trust"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe"
 	"github.com/lazaret-dev/lazaret/internal/wire/escrelay"
@@ -308,11 +309,7 @@ func (d *daemon) bundle(b []byte) error {
 
 // writeBundle replaces DIR/tls's bundle atomically.
 func writeBundle(dir string, bundle []byte) error {
-	tmp := filepath.Join(dir, escrelay.TLSDir, "."+trust.BundleFile+".tmp")
-	if err := os.WriteFile(tmp, bundle, 0o600); err != nil {
-		return fmt.Errorf("TLS bundle: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, escrelay.TLSDir, trust.BundleFile)); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, escrelay.TLSDir, trust.BundleFile), bundle, 0o600); err != nil {
 		return fmt.Errorf("TLS bundle: %w", err)
 	}
 	return nil
