@@ -4,6 +4,7 @@ package kube_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -273,5 +274,55 @@ func (p *escProc) ended(t *testing.T, within time.Duration) (int, bool) {
 		return code, true
 	case <-time.After(within):
 		return 0, false
+	}
+}
+
+// TestBackendKeptWithoutEscalation: with [escalation] enabled = false a
+// kept cluster session still runs under the pod's terminal keeper (the
+// in-pod client is installed either way): it goes on through a cut of
+// its link, and attach shows what it printed meanwhile, once. Before,
+// such a session was the exec's own TTY and ended with the cut
+// (TestBackendSessionSurvivesLinkLoss's control is that plain exec).
+func TestBackendKeptWithoutEscalation(t *testing.T) {
+	e := newKeptEnv(t, "allow_unenforced_egress = true\n[escalation]\nenabled = false")
+	pod := e.workspacePod()
+	proxy := e.viaProxy()
+	script := `while [ ! -e /tmp/go-on ]; do sleep 1; done; echo AWAY-$((6*7)); read line; exit 3`
+	id := strings.TrimSpace(e.mustLazaret(nil, "exec", "-t", "--detach", "e2e", "--", "sh", "-c", script))
+	if len(id) != 12 {
+		t.Fatalf("exec --detach printed %q, not a session id", id)
+	}
+	running := func() bool { return strings.Contains(e.inPod(pod, "ps -o args 2>/dev/null || ps"), "go-on") }
+	for end := time.Now().Add(2 * time.Minute); !running(); time.Sleep(time.Second) {
+		if time.Now().After(end) {
+			t.Fatal("the kept command does not run in the pod")
+		}
+	}
+	proxy.setCut(true)
+	time.Sleep(3 * time.Second)
+	e.inPod(pod, "touch /tmp/go-on") // it prints with nobody linked
+	time.Sleep(5 * time.Second)
+	if out, errOut, code := e.lazaret(nil, "ps"); code == 0 || !strings.Contains(out, id) || !strings.Contains(out, "link lost since") {
+		t.Errorf("ps during the cut: exit %d\n%s%s", code, out, errOut)
+	}
+	if !running() {
+		t.Fatal("the kept command did not survive the cut")
+	}
+	proxy.setCut(false)
+	tm := ptytest.Open(t)
+	cmd := exec.Command(e.bin, "--backend", "kubernetes", "--config", e.cfg, "--workspace", e.ws, "attach", id)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tm.TTY, tm.TTY, tm.TTY
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tm.WaitFor(t, "AWAY-42")
+	_, _ = tm.Ptmx.Write([]byte("\r"))
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Errorf("attach did not end with the session's exit 3: %v\n%s", err, tm.Output())
+	}
+	if screen := tm.Output(); strings.Count(screen, "AWAY-42") != 1 || !strings.Contains(screen, "lost the link to pod") {
+		t.Errorf("attach does not show, once, what the command printed while away, and the notice:\n%s", screen)
 	}
 }

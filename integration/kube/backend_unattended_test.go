@@ -75,7 +75,14 @@ func TestBackendDetachedApproval(t *testing.T) {
 // terminal, with the keepers' and sessions' sockets in a directory of
 // this test's, and the workspace's sandbox claimed.
 func newUnattendedEnv(t *testing.T) *backendEnv {
-	e := newBackendEnv(t, "allow_unenforced_egress = true\n[escalation]\nanswer_from = \"any\"")
+	return newKeptEnv(t, "allow_unenforced_egress = true\n[escalation]\nanswer_from = \"any\"")
+}
+
+// newKeptEnv is a backend environment of extra with the keepers' and
+// sessions' sockets in a directory of this test's, and the workspace's
+// sandbox claimed.
+func newKeptEnv(t *testing.T, extra string) *backendEnv {
+	e := newBackendEnv(t, extra)
 	rt, err := os.MkdirTemp("", "lzk")
 	if err != nil {
 		t.Fatal(err)

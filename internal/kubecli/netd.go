@@ -46,7 +46,7 @@ func (g *globals) networkSidecar(ctx context.Context, cfg *config.Config, c *kub
 	}
 	pull := corev1.PullPolicy(cfg.Cluster.ImagePullPolicy)
 	return func(pol netpolicy.Policy, configMap string) (*kubespec.Sidecar, error) {
-		o := netdpod.Options{Image: image, PullPolicy: pull, Policy: pol, Upstreams: ups, Name: configMap, Escalation: cfg.Escalation.Enabled}
+		o := netdpod.Options{Image: image, PullPolicy: pull, Policy: pol, Upstreams: ups, Name: configMap, Client: true}
 		var labels map[string]string
 		if secrets != nil {
 			secrets.options(&o)

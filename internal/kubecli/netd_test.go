@@ -11,6 +11,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/adapter/kube/kubetest"
 	"github.com/lazaret-dev/lazaret/internal/engine/netdimage"
+	"github.com/lazaret-dev/lazaret/internal/engine/netdpod"
 )
 
 // TestTemplateHasNetworkSidecar: a started profile's template carries
@@ -33,12 +34,17 @@ func TestTemplateHasNetworkSidecar(t *testing.T) {
 			t.Fatalf("templates %d, %v", len(ts), err)
 		}
 		pod := ts[0].Spec.PodTemplate.Spec
-		if len(pod.InitContainers) != 1 || pod.InitContainers[0].Image != c.image ||
-			pod.InitContainers[0].RestartPolicy == nil || *pod.InitContainers[0].RestartPolicy != corev1.ContainerRestartPolicyAlways {
-			t.Fatalf("sidecar %+v", pod.InitContainers)
+		// The in-pod client's installer first (always: kept sessions need
+		// its terminal keeper with escalation off too), then netd.
+		if len(pod.InitContainers) != 2 || pod.InitContainers[0].Name != netdpod.InstallerName {
+			t.Fatalf("init containers %+v", pod.InitContainers)
 		}
-		if !slices.Contains(pod.InitContainers[0].Args, c.upstream) {
-			t.Errorf("sidecar args %q, want upstream %s", pod.InitContainers[0].Args, c.upstream)
+		sc := pod.InitContainers[1]
+		if sc.Image != c.image || sc.RestartPolicy == nil || *sc.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+			t.Fatalf("sidecar %+v", sc)
+		}
+		if !slices.Contains(sc.Args, c.upstream) {
+			t.Errorf("sidecar args %q, want upstream %s", sc.Args, c.upstream)
 		}
 		if pod.DNSPolicy != corev1.DNSNone || pod.DNSConfig == nil || !slices.Equal(pod.DNSConfig.Nameservers, []string{"127.0.0.1"}) {
 			t.Errorf("pod DNS %s %+v", pod.DNSPolicy, pod.DNSConfig)

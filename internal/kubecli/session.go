@@ -83,7 +83,7 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 	stop := g.forwardSignals(c, run.pod, pidFile, r.tty, cancel)
 	defer stop()
 	var code int
-	if keeperLink != nil && r.tty && sio.esc != nil {
+	if keeperLink != nil && r.tty {
 		// Kept: the command lives under the pod's terminal keeper and
 		// outlives this machine's link to it (podterm.go).
 		code, err = g.runPodTerm(c, podTermRequest{pod: run.pod, id: sio.sessionID(), command: command,

@@ -7,11 +7,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// TestEscalationInstaller: with Escalation the pod gets the installer
+// TestEscalationInstaller: with Client the pod gets the installer
 // (the netd image, the same hardened context), its volume, and the
 // agent's mount of it at /run/lazaret/bin, read-only; without, none.
 func TestEscalationInstaller(t *testing.T) {
-	o := Options{Image: "localhost/lazaret-netd:test", PullPolicy: corev1.PullNever, Policy: testPolicy(t), Upstreams: upstreams, Name: "n", Escalation: true}
+	o := Options{Image: "localhost/lazaret-netd:test", PullPolicy: corev1.PullNever, Policy: testPolicy(t), Upstreams: upstreams, Name: "n", Client: true}
 	s, err := Sidecar(o)
 	if err != nil {
 		t.Fatal(err)
@@ -31,8 +31,8 @@ func TestEscalationInstaller(t *testing.T) {
 	if !slices.ContainsFunc(s.Volumes, func(v corev1.Volume) bool { return v.Name == EscalateVolume && v.EmptyDir != nil }) {
 		t.Errorf("volumes %+v", s.Volumes)
 	}
-	o.Escalation = false
+	o.Client = false
 	if s, _ := Sidecar(o); len(s.InitContainers) != 0 || slices.ContainsFunc(s.AgentVolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == EscalateVolume }) {
-		t.Errorf("without escalation: %+v %+v", s.InitContainers, s.AgentVolumeMounts)
+		t.Errorf("without the client: %+v %+v", s.InitContainers, s.AgentVolumeMounts)
 	}
 }

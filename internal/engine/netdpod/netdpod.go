@@ -52,9 +52,11 @@ type Options struct {
 	Upstreams []netip.AddrPort
 	// Name is the ConfigMap's name; the Secret is SecretName(Name).
 	Name string
-	// Escalation installs the escalation client from the image into the
-	// agent container, read-only (escalate.go).
-	Escalation bool
+	// Client installs the in-pod client from the image into the agent
+	// container, read-only (escalate.go): the escalation client and
+	// relay, and the terminal keeper of kept sessions, which is needed
+	// with escalation off too.
+	Client bool
 
 	// Secrets (values and placeholders), with SecretEnv naming the
 	// variable under which the agent sees each secret's placeholder
@@ -90,7 +92,7 @@ type Spec struct {
 	AgentVolumeMounts []corev1.VolumeMount
 	AgentEnv          []corev1.EnvVar
 	// InitContainers run before the sidecar: the escalation client's
-	// installer (Options.Escalation).
+	// installer (Options.Client).
 	InitContainers []corev1.Container `json:",omitempty"`
 }
 
@@ -147,7 +149,7 @@ func Sidecar(o Options) (Spec, error) {
 		mounts = append(mounts, smounts...)
 	}
 	s.Container = container(o, args, mounts)
-	if o.Escalation {
+	if o.Client {
 		s.addEscalation(o)
 	}
 	return s, nil
