@@ -16,8 +16,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
 )
 
 // apiProxy stands between lazaret and the API server as the laptop's
@@ -183,12 +181,7 @@ func TestBackendSessionSurvivesLinkLoss(t *testing.T) {
 		t.Fatalf("pending request %+v", p)
 	}
 	e.mustLazaret(nil, "approvals", "answer", p.ID, "approve", "--hash", p.Hash)
-	tm := ptytest.Open(t)
-	cmd := exec.Command(e.bin, "--backend", "kubernetes", "--config", e.cfg, "--workspace", e.ws, "attach", id)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tm.TTY, tm.TTY, tm.TTY
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	tm, cmd := e.attachOnTerminal(id)
 	tm.WaitFor(t, "rc=0")
 	if _, err := os.Stat(filepath.Join(e.ws, "approved-file")); err != nil {
 		t.Errorf("the approved command did not run on the host: %v", err)
@@ -309,12 +302,7 @@ func TestBackendKeptWithoutEscalation(t *testing.T) {
 		t.Fatal("the kept command did not survive the cut")
 	}
 	proxy.setCut(false)
-	tm := ptytest.Open(t)
-	cmd := exec.Command(e.bin, "--backend", "kubernetes", "--config", e.cfg, "--workspace", e.ws, "attach", id)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tm.TTY, tm.TTY, tm.TTY
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	tm, cmd := e.attachOnTerminal(id)
 	tm.WaitFor(t, "AWAY-42")
 	_, _ = tm.Ptmx.Write([]byte("\r"))
 	err := cmd.Wait()

@@ -52,12 +52,7 @@ func TestBackendDetachedApproval(t *testing.T) {
 		t.Fatalf("a stale hash was accepted: %s", errOut)
 	}
 	e.mustLazaret(nil, "approvals", "answer", p.ID, "approve", "--hash", p.Hash)
-	tm := ptytest.Open(t)
-	cmd := exec.Command(e.bin, "--backend", "kubernetes", "--config", e.cfg, "--workspace", e.ws, "attach", id)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tm.TTY, tm.TTY, tm.TTY
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	tm, cmd := e.attachOnTerminal(id)
 	tm.WaitFor(t, "rc=0") // the screen, redrawn
 	if _, err := os.Stat(filepath.Join(e.ws, "approved-file")); err != nil {
 		t.Errorf("the approved command did not run on the host: %v", err)
@@ -91,4 +86,16 @@ func newKeptEnv(t *testing.T, extra string) *backendEnv {
 	t.Setenv("XDG_RUNTIME_DIR", rt)
 	e.mustLazaret(nil, "exec", "e2e", "--", "true") // claim first
 	return e
+}
+
+// attachOnTerminal starts `attach id` on a terminal of the test's.
+func (e *backendEnv) attachOnTerminal(id string) (*ptytest.Terminal, *exec.Cmd) {
+	e.t.Helper()
+	tm := ptytest.Open(e.t)
+	cmd := exec.Command(e.bin, "--backend", "kubernetes", "--config", e.cfg, "--workspace", e.ws, "attach", id)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tm.TTY, tm.TTY, tm.TTY
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	return tm, cmd
 }
