@@ -85,6 +85,10 @@ type keeper struct {
 	pumped    chan struct{}
 }
 
+// afterStartHook, set by a test, runs between the first start and its
+// attach (a keeper descheduled there, as under load).
+var afterStartHook func()
+
 // run serves ln until the session ends; the caller removes the files.
 func (k *keeper) run(ln *net.UnixListener) (int, error) {
 	if !k.o.Detached {
@@ -99,10 +103,18 @@ func (k *keeper) run(ln *net.UnixListener) (int, error) {
 		if err := k.start(); err != nil {
 			return 0, err
 		}
+		if afterStartHook != nil {
+			afterStartHook()
+		}
 		k.attach(conn, size, true)
 	} else if err := k.start(); err != nil {
 		return 0, err
 	}
+	// Read the session's output only now: what it printed before its first
+	// terminal was attached (a fresh attach redraws nothing) waited in the
+	// PTY instead of going to the screen alone (measured: a first line
+	// lost under load).
+	go k.pump()
 	go k.serve(ln)
 	return k.wait(), nil
 }
@@ -189,7 +201,6 @@ func (k *keeper) start() error {
 	k.mu.Unlock()
 	k.tell(StateDetached) // attach says otherwise when a terminal is there
 	k.exited, k.pumped = make(chan int, 1), make(chan struct{})
-	go k.pump()
 	go k.readInner()
 	go func() { k.exited <- execx.ShellExitCode(cmd.Wait()) }()
 	return nil

@@ -162,3 +162,22 @@ func TestSpawnDetachedInterrupted(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestFirstOutputReachesTheFirstTerminal: what the session prints before
+// its first terminal is attached (the keeper slow between the start and
+// the attach, as under load) still reaches that terminal: a fresh attach
+// redraws nothing, so output read before it went to the screen alone
+// (seen in CI: "inner ready" missing). Control: with the output read at
+// once, that line is missing.
+func TestFirstOutputReachesTheFirstTerminal(t *testing.T) {
+	afterStartHook = func() { time.Sleep(500 * time.Millisecond) }
+	t.Cleanup(func() { afterStartHook = nil })
+	tk := startKeeper(t, Options{})
+	if a := tk.answer(t); a != "listening" {
+		t.Fatalf("answer %q", a)
+	}
+	a := tk.attach(t)
+	a.waitFor(t, "inner ready")
+	a.send(t, "exit 0\r")
+	wantResult(t, a, Result{Ended: true, Code: 0})
+}
