@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,17 +92,25 @@ func TestKeeperTerminalClosed(t *testing.T) {
 // listens first and starts the session for the terminal that attaches,
 // which sees all of it; an exit ends the keeper and removes its files.
 func TestKeeperStartsAtFirstAttach(t *testing.T) {
+	if code := firstAttachSession(t, 7); code != 7 {
+		t.Fatalf("keeper returned %d", code)
+	}
+}
+
+// firstAttachSession runs a keeper that starts its session at the first
+// attach, attaches, waits for the session's first line on the terminal
+// and ends it with exit; it returns the keeper's code.
+func firstAttachSession(t *testing.T, exit int) int {
+	t.Helper()
 	tk := startKeeper(t, Options{})
 	if a := tk.answer(t); a != "listening" {
 		t.Fatalf("answer %q", a)
 	}
 	a := tk.attach(t)
 	a.waitFor(t, "inner ready")
-	a.send(t, "exit 7\r")
-	wantResult(t, a, Result{Ended: true, Code: 7})
-	if code := <-tk.code; code != 7 {
-		t.Fatalf("keeper returned %d", code)
-	}
+	a.send(t, fmt.Sprintf("exit %d\r", exit))
+	wantResult(t, a, Result{Ended: true, Code: exit})
+	return <-tk.code
 }
 
 // TestReadAnswer: a session that ends before it started reports
@@ -172,12 +181,5 @@ func TestSpawnDetachedInterrupted(t *testing.T) {
 func TestFirstOutputReachesTheFirstTerminal(t *testing.T) {
 	afterStartHook = func() { time.Sleep(500 * time.Millisecond) }
 	t.Cleanup(func() { afterStartHook = nil })
-	tk := startKeeper(t, Options{})
-	if a := tk.answer(t); a != "listening" {
-		t.Fatalf("answer %q", a)
-	}
-	a := tk.attach(t)
-	a.waitFor(t, "inner ready")
-	a.send(t, "exit 0\r")
-	wantResult(t, a, Result{Ended: true, Code: 0})
+	firstAttachSession(t, 0)
 }
