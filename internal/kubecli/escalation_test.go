@@ -18,6 +18,7 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/cli/ptytest"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/prompt"
+	"github.com/lazaret-dev/lazaret/internal/wire/escrelay"
 )
 
 // escBinaries builds the in-sandbox client (C front end and holder, Go
@@ -43,15 +44,22 @@ func escBinaries(t *testing.T) string {
 	return dir
 }
 
-// localPod runs the "pod's" execs as local processes: the in-sandbox
-// paths map into root, the client's binaries are bin's.
+// localArgv is a pod exec's argv for a local process: the client's
+// binaries are bin's, the session directories under escRunDir are
+// root's.
+func localArgv(command []string, bin, root string) []string {
+	args := make([]string, len(command))
+	for i, a := range command {
+		a = strings.ReplaceAll(a, escrelay.BinDir+"/lazaret-escalate", bin+"/lazaret-escalate")
+		args[i] = strings.ReplaceAll(a, escRunDir+"/", root+"/")
+	}
+	return args
+}
+
+// localPod runs the "pod's" execs as local processes (localArgv).
 func localPod(t *testing.T, bin, root string) func(kube.ExecRequest) (int, error) {
 	return func(r kube.ExecRequest) (int, error) {
-		args := make([]string, len(r.Command))
-		for i, a := range r.Command {
-			a = strings.ReplaceAll(a, "/lazaret/lazaret-escalate", bin+"/lazaret-escalate")
-			args[i] = strings.ReplaceAll(a, "/run/lazaret/kube/", root+"/")
-		}
+		args := localArgv(r.Command, bin, root)
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + root, "LAZARET_ESCALATE_FALLBACK=" + bin + "/lazaret-escalate-go",
 			"LAZARET_ESCALATE_CWD=/workspace", "FE=" + bin + "/lazaret-escalate"}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
+	"github.com/lazaret-dev/lazaret/internal/capped"
 	"github.com/lazaret-dev/lazaret/internal/engine/netdpod"
 	"github.com/lazaret-dev/lazaret/internal/wire/netdapi"
 )
@@ -47,10 +48,9 @@ func (n *podNetd) do(ctx context.Context, req netdapi.Request) (*netdapi.Respons
 	}
 	ctx, cancel := context.WithTimeout(ctx, to)
 	defer cancel()
-	var out, errb limitedBuffer
-	out.max, errb.max = maxCtlAnswer, 4096
+	out, errb := &capped.Buffer{Max: maxCtlAnswer}, &capped.Buffer{Max: 4096}
 	code, err := n.c.ExecIn(ctx, kube.ExecRequest{Pod: n.pod, Container: netdpod.ContainerName, Command: netdCtlCommand,
-		Stdin: bytes.NewReader(append(b, '\n')), Stdout: &out, Stderr: &errb})
+		Stdin: bytes.NewReader(append(b, '\n')), Stdout: out, Stderr: errb})
 	if err == nil && code != 0 {
 		err = fmt.Errorf("exit %d: %s", code, strings.TrimSpace(errb.String()))
 	}
@@ -92,19 +92,6 @@ func (n *podNetd) Allow(ctx context.Context, target string, d time.Duration, rea
 func (n *podNetd) Decide(ctx context.Context, name string, allow bool, reason string) error {
 	_, err := n.do(ctx, netdapi.Request{Op: netdapi.OpDecide, Target: name, Allow: allow, Reason: reason})
 	return err
-}
-
-// limitedBuffer keeps at most max bytes and drops the rest.
-type limitedBuffer struct {
-	bytes.Buffer
-	max int
-}
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.Len(); room > 0 {
-		b.Buffer.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
 }
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

@@ -31,11 +31,7 @@ type cuttablePod struct {
 }
 
 func (p *cuttablePod) Exec(ctx context.Context, r kube.ExecRequest) (int, error) {
-	args := make([]string, len(r.Command))
-	for i, a := range r.Command {
-		a = strings.ReplaceAll(a, "/lazaret/lazaret-escalate", p.bin+"/lazaret-escalate")
-		args[i] = strings.ReplaceAll(a, escRunDir+"/", p.root+"/")
-	}
+	args := localArgv(r.Command, p.bin, p.root)
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + p.root}
 	cmd.Stdout, cmd.Stderr = r.Stdout, r.Stderr

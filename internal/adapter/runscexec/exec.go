@@ -1,7 +1,6 @@
 package runscexec
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lazaret-dev/lazaret/internal/capped"
 	"github.com/lazaret-dev/lazaret/internal/pipedata"
 )
 
@@ -28,7 +28,7 @@ import (
 type Exec struct {
 	Cmd    *exec.Cmd
 	stdio  int // runsc's descriptor that becomes the command's 0
-	stderr *boundedBuffer
+	stderr *capped.Buffer
 
 	mu      sync.Mutex
 	child   []*os.File // this process's copies of runsc's ends
@@ -50,7 +50,7 @@ func (c *Container) Command(ctx context.Context, runsc string, flags []string, o
 		return nil, fmt.Errorf("runsc exec: process spec: %w", err)
 	}
 	specFD := 3 + len(extra)
-	e := &Exec{stdio: specFD + 1, stderr: &boundedBuffer{max: 64 << 10}}
+	e := &Exec{stdio: specFD + 1, stderr: &capped.Buffer{Max: 64 << 10}}
 	args := append(append([]string(nil), flags...), "--root", c.Root, "exec", "--process", "/dev/fd/"+strconv.Itoa(specFD))
 	for i := range extra {
 		args = append(args, fmt.Sprintf("--pass-fd=%d:%d", 3+i, 3+i))
@@ -248,26 +248,4 @@ func classify(msg string) int {
 		}
 	}
 	return ExitExecFailed
-}
-
-// boundedBuffer keeps the first max bytes written to it.
-type boundedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-	max int
-}
-
-func (b *boundedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if room := b.max - b.buf.Len(); room > 0 {
-		b.buf.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (b *boundedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

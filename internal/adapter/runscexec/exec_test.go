@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/lazaret-dev/lazaret/internal/capped"
 )
 
 // fakeRunsc writes a stand-in for runsc: with one extra file (fd 3) the
@@ -166,7 +168,7 @@ func TestResultMapsRunscFailures(t *testing.T) {
 		{"", 128, 128},    // the command's own 128
 		{"warning", 3, 3}, // the command's own code
 	} {
-		e := &Exec{stderr: &boundedBuffer{max: 1 << 10}}
+		e := &Exec{stderr: &capped.Buffer{Max: 1 << 10}}
 		_, _ = e.stderr.Write([]byte(tc.msg))
 		if got, msg := e.Result(tc.code); got != tc.want || msg != tc.msg {
 			t.Errorf("Result(%d) with %q = %d, %q; want %d", tc.code, tc.msg, got, msg, tc.want)

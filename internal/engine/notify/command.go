@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/capped"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
@@ -50,7 +51,7 @@ func (c *command) runOne(ctx context.Context, n Notice) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.argv[0], c.argv[1:]...)
 	cmd.Stdin = strings.NewReader(string(body) + "\n")
-	out := &capped{max: maxCommandOutput}
+	out := &capped.Buffer{Max: maxCommandOutput}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -68,24 +69,6 @@ func (c *command) runOne(ctx context.Context, n Notice) {
 		c.log.Warn("notify: command failed", "command", visible.Line(c.argv[0]), "err", err)
 	}
 	if out.Len() > 0 {
-		c.log.Info("notify: command output", "command", visible.Line(c.argv[0]), "output", visible.Line(out.String()), "truncated", out.over)
+		c.log.Info("notify: command output", "command", visible.Line(c.argv[0]), "output", visible.Line(out.String()), "truncated", out.Truncated())
 	}
-}
-
-// capped keeps the first max bytes written to it.
-type capped struct {
-	strings.Builder
-	max  int
-	over bool
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.Len(); room < len(p) {
-		c.over = true
-		if room > 0 {
-			c.Builder.Write(p[:room])
-		}
-		return len(p), nil
-	}
-	return c.Builder.Write(p)
 }

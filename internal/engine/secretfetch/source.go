@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lazaret-dev/lazaret/internal/capped"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/visible"
 )
@@ -87,11 +88,11 @@ func run(ctx context.Context, argv []string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	var stdout, stderr limitedBuffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdout, stderr := &capped.Buffer{Max: config.MaxSecretSize + 1}, &capped.Buffer{Max: config.MaxSecretSize + 1}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	name := strconv.Quote(argv[0])
 	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(string(stderr.b))
+		msg := strings.TrimSpace(stderr.String())
 		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
 			msg = msg[i+1:]
 		}
@@ -100,20 +101,10 @@ func run(ctx context.Context, argv []string) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("command %s: %w", name, err)
 	}
-	if len(stdout.b) > config.MaxSecretSize {
+	if len(stdout.Bytes()) > config.MaxSecretSize {
 		return nil, fmt.Errorf("command %s: output larger than %d bytes", name, config.MaxSecretSize)
 	}
-	return stdout.b, nil
-}
-
-// limitedBuffer keeps the first MaxSecretSize+1 bytes written.
-type limitedBuffer struct{ b []byte }
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := config.MaxSecretSize + 1 - len(l.b); room > 0 {
-		l.b = append(l.b, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
+	return stdout.Bytes(), nil
 }
 
 // TakeSources removes the host variables p's secrets are read from from

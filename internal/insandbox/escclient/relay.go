@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/atomicfile"
+	"github.com/lazaret-dev/lazaret/internal/capped"
 	"github.com/lazaret-dev/lazaret/internal/engine/trust"
 	"github.com/lazaret-dev/lazaret/internal/fdsafe"
 	"github.com/lazaret-dev/lazaret/internal/wire/escrelay"
@@ -145,7 +146,7 @@ func startDaemon(dir string) error {
 // RelayServeMain runs the relay daemon of DIR until the host's End.
 func RelayServeMain(args []string, stderr io.Writer) int {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
-	lw := &limitWriter{w: stderr, left: relayLogMax}
+	lw := capped.NewWriter(stderr, relayLogMax)
 	logf := func(format string, a ...any) { fmt.Fprintf(lw, "lazaret-escalate: relay daemon: "+format+"\n", a...) }
 	if len(args) != 1 || !filepath.IsAbs(args[0]) {
 		logf("usage: lazaret-escalate-go %s DIR (started by the relay)", RelayServeVerb)
@@ -313,21 +314,4 @@ func writeBundle(dir string, bundle []byte) error {
 		return fmt.Errorf("TLS bundle: %w", err)
 	}
 	return nil
-}
-
-// limitWriter drops what passes its bound: the daemon's log stays small.
-type limitWriter struct {
-	mu   sync.Mutex
-	w    io.Writer
-	left int
-}
-
-func (l *limitWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if n := min(len(p), l.left); n > 0 {
-		l.left -= n
-		_, _ = l.w.Write(p[:n])
-	}
-	return len(p), nil
 }
