@@ -205,26 +205,47 @@ func run(ctx context.Context, getenv func(string) string, r request, stdout, std
 			cwd = "/"
 		}
 	}
-	req := &escwire.Request{
-		RequestID: escwire.RandomID(), SessionID: del.SessionID, Profile: profile, Cwd: cwd,
-		Argv: r.argv, Command: r.command, Justification: r.reason,
-		Kind: r.kind, Proposal: r.proposal, Target: r.target, ProposalID: r.proposalID,
-		Timestamp: time.Now().UnixMilli(), Nonce: escwire.RandomID(), Delegation: del.Delegation,
+	// Signed once the coordinator answered the handshake, not before: a
+	// request made while no coordinator is linked (a cluster session's
+	// relay holds it, the laptop asleep) would otherwise reach it with a
+	// timestamp outside the replay window. A second try gets a fresh id,
+	// nonce and timestamp.
+	sign := func() ([]byte, error) {
+		req := &escwire.Request{
+			RequestID: escwire.RandomID(), SessionID: del.SessionID, Profile: profile, Cwd: cwd,
+			Argv: r.argv, Command: r.command, Justification: r.reason,
+			Kind: r.kind, Proposal: r.proposal, Target: r.target, ProposalID: r.proposalID,
+			Timestamp: time.Now().UnixMilli(), Nonce: escwire.RandomID(), Delegation: del.Delegation,
+		}
+		if err := req.Sign(del.Key); err != nil {
+			return nil, err
+		}
+		tr.mark("sign")
+		return req.Encode()
 	}
-	if err := req.Sign(del.Key); err != nil {
-		return 0, err
+	sock := orDefault(getenv(EnvSocket), DefaultSocket)
+	code, err := exchange(ctx, sock, cfg, sign, stdout, stderr)
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		// The coordinator's certificate is not from the CA loaded above:
+		// a cluster session's coordinator that started again (a new
+		// Trust Anchor) while this request waited, whose bundle its
+		// relay has written since. Once, with that bundle.
+		if cfg2, leaf2, lerr := loadClientConfig(tlsDir); lerr == nil && !leaf2.Equal(leaf) {
+			code, err = exchange(ctx, sock, cfg2, sign, stdout, stderr)
+		}
 	}
-	line, err := req.Encode()
-	if err != nil {
-		return 0, err
-	}
-	tr.mark("sign")
-	return Exchange(ctx, orDefault(getenv(EnvSocket), DefaultSocket), cfg, line, stdout, stderr)
+	return code, err
 }
 
 // Exchange sends one request line over mTLS on the UNIX socket sock and
 // relays the response frames; it returns the exit code to use.
 func Exchange(ctx context.Context, sock string, cfg *tls.Config, line []byte, stdout, stderr io.Writer) (int, error) {
+	return exchange(ctx, sock, cfg, func() ([]byte, error) { return line, nil }, stdout, stderr)
+}
+
+// exchange is Exchange with the request line made by line once the
+// handshake is done.
+func exchange(ctx context.Context, sock string, cfg *tls.Config, line func() ([]byte, error), stdout, stderr io.Writer) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -255,7 +276,11 @@ func Exchange(ctx context.Context, sock string, cfg *tls.Config, line []byte, st
 	}
 	tr.mark("handshake")
 	defer tr.mark("answer")
-	if _, err := conn.Write(line); err != nil {
+	req, err := line()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := conn.Write(req); err != nil {
 		return 0, ctxErr(ctx, fmt.Errorf("sending the request: %w", err))
 	}
 	dec := json.NewDecoder(bufio.NewReader(conn))
