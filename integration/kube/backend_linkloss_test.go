@@ -5,6 +5,7 @@ package kube_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -280,17 +282,7 @@ func TestBackendKeptWithoutEscalation(t *testing.T) {
 	e := newKeptEnv(t, "allow_unenforced_egress = true\n[escalation]\nenabled = false")
 	pod := e.workspacePod()
 	proxy := e.viaProxy()
-	script := `while [ ! -e /tmp/go-on ]; do sleep 1; done; echo AWAY-$((6*7)); read line; exit 3`
-	id := strings.TrimSpace(e.mustLazaret(nil, "exec", "-t", "--detach", "e2e", "--", "sh", "-c", script))
-	if len(id) != 12 {
-		t.Fatalf("exec --detach printed %q, not a session id", id)
-	}
-	running := func() bool { return strings.Contains(e.inPod(pod, "ps -o args 2>/dev/null || ps"), "go-on") }
-	for end := time.Now().Add(2 * time.Minute); !running(); time.Sleep(time.Second) {
-		if time.Now().After(end) {
-			t.Fatal("the kept command does not run in the pod")
-		}
-	}
+	id, running := e.startKeptScript(pod, `echo AWAY-$((6*7)); read line; exit 3`)
 	proxy.setCut(true)
 	time.Sleep(3 * time.Second)
 	e.inPod(pod, "touch /tmp/go-on") // it prints with nobody linked
@@ -313,4 +305,125 @@ func TestBackendKeptWithoutEscalation(t *testing.T) {
 	if screen := tm.Output(); strings.Count(screen, "AWAY-42") != 1 || !strings.Contains(screen, "lost the link to pod") {
 		t.Errorf("attach does not show, once, what the command printed while away, and the notice:\n%s", screen)
 	}
+}
+
+// TestBackendSessionTakenBack: a kept cluster session whose lazaret-kube
+// dies (SIGKILL: what an out-of-memory kill or the laptop's power lost
+// leaves) goes on in the pod, and its escalation request waits in the
+// pod's relay. `ps` says attach takes it back; `attach` does, under a new
+// keeper: what the agent printed meanwhile is on the screen, the request
+// becomes pending (the pod's client retries it under the new Trust
+// Anchor), is approved, runs on the host, and the session's own exit
+// code ends attach. Its record is gone after that.
+//
+// Control: before the kill, the session's lazaret-kube holds it, so ps
+// does not offer it to be taken back.
+func TestBackendSessionTakenBack(t *testing.T) {
+	e := newUnattendedEnv(t)
+	pod := e.workspacePod()
+	id, _ := e.startKeptScript(pod, `echo DEAD-$((6*7)); `+escClient+` --reason "while dead" -- touch resumed-file; echo "rc=$?"; read line; exit 4`)
+	const offered = "attach takes it back"
+	if out := e.mustLazaret(nil, "ps"); !strings.Contains(out, id) || strings.Contains(out, offered) {
+		t.Fatalf("control: ps before the kill:\n%s", out)
+	}
+
+	keeperPID := e.keeperPID(id)
+	// Each thread of the keeper lists the children it started.
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", keeperPID))
+	var children []string
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		children = append(children, strings.Fields(string(b))...)
+	}
+	var inner int
+	if len(children) == 1 {
+		inner, _ = strconv.Atoi(children[0])
+	}
+	if inner == 0 {
+		t.Fatalf("the keeper's lazaret-kube: children %q", children)
+	}
+	if err := syscall.Kill(inner, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(30 * time.Second); syscall.Kill(keeperPID, 0) == nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the keeper stayed after its lazaret-kube died")
+		}
+	}
+	e.inPod(pod, "touch /tmp/go-on") // it prints and asks with no lazaret-kube
+	time.Sleep(4 * time.Second)
+	if !strings.Contains(e.inPod(pod, "ps -o args 2>/dev/null || ps"), "while dead") {
+		t.Fatal("the command did not go on in the pod")
+	}
+	if out := e.mustLazaret(nil, "ps"); !strings.Contains(out, id) || !strings.Contains(out, offered) {
+		t.Fatalf("ps does not offer the session to be taken back:\n%s", out)
+	}
+
+	tm, cmd := e.attachOnTerminal(id)
+	// A hang shows the screen (the resumed lazaret-kube writes there).
+	watchdog := time.AfterFunc(4*time.Minute, func() {
+		t.Errorf("attach still runs after 4 min; its screen:\n%s", tm.Output())
+		_ = cmd.Process.Kill()
+	})
+	defer watchdog.Stop()
+	p := waitPending(t, e, id)
+	if !strings.Contains(p.Detail, "resumed-file") {
+		t.Fatalf("pending request %+v", p)
+	}
+	e.mustLazaret(nil, "approvals", "answer", p.ID, "approve", "--hash", p.Hash)
+	tm.WaitFor(t, "rc=0")
+	if _, err := os.Stat(filepath.Join(e.ws, "resumed-file")); err != nil {
+		t.Errorf("the approved command did not run on the host: %v", err)
+	}
+	// The prompt was on this terminal when another one answered: the keys
+	// of the next second are dropped (prompt.MinReadable), by design.
+	time.Sleep(2 * time.Second)
+	_, _ = tm.Ptmx.Write([]byte("\r"))
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 4 {
+		t.Errorf("attach did not end with the session's exit 4: %v\n%s", err, tm.Output())
+	}
+	if screen := tm.Output(); strings.Count(screen, "DEAD-42") != 1 || !strings.Contains(screen, "taking session") {
+		t.Errorf("attach does not show, once, what the command printed meanwhile:\n%s", screen)
+	}
+	if out := e.mustLazaret(nil, "ps"); strings.Contains(out, id) {
+		t.Errorf("the ended session is still listed:\n%s", out)
+	}
+}
+
+// keeperPID is the pid of the keeper of the kept session id.
+func (e *backendEnv) keeperPID(id string) int {
+	e.t.Helper()
+	files, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "lazaret", "keep", "*.json"))
+	for _, f := range files {
+		var info struct {
+			Session string `json:"session"`
+			PID     int    `json:"pid"`
+		}
+		if data, err := os.ReadFile(f); err == nil && json.Unmarshal(data, &info) == nil && strings.HasPrefix(info.Session, id) {
+			return info.PID
+		}
+	}
+	e.t.Fatalf("no keeper holds session %s (%d info files)", id, len(files))
+	return 0
+}
+
+// startKeptScript starts a detached kept session in pod that waits for
+// /tmp/go-on there, then runs then; it returns the session's id once the
+// command runs, and the check that it still does.
+func (e *backendEnv) startKeptScript(pod, then string) (string, func() bool) {
+	e.t.Helper()
+	script := `while [ ! -e /tmp/go-on ]; do sleep 1; done; ` + then
+	id := strings.TrimSpace(e.mustLazaret(nil, "exec", "-t", "--detach", "e2e", "--", "sh", "-c", script))
+	if len(id) != 12 {
+		e.t.Fatalf("exec --detach printed %q, not a session id", id)
+	}
+	running := func() bool { return strings.Contains(e.inPod(pod, "ps -o args 2>/dev/null || ps"), "go-on") }
+	for end := time.Now().Add(2 * time.Minute); !running(); time.Sleep(time.Second) {
+		if time.Now().After(end) {
+			e.t.Fatal("the kept command does not run in the pod")
+		}
+	}
+	return id, running
 }

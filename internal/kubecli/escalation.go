@@ -2,6 +2,7 @@ package kubecli
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"os"
 	"path"
@@ -39,6 +40,10 @@ type escSession struct {
 	id    string
 	dir   string
 	frame []byte
+	// public is the Session Anchor's public key; resumed is a session
+	// taken back, whose holder has its delegation (no frame).
+	public  ed25519.PublicKey
+	resumed bool
 	// ready is closed when the holder's HolderReady marker was seen.
 	ready  chan struct{}
 	cancel context.CancelFunc
@@ -51,10 +56,12 @@ type escSession struct {
 }
 
 // startEscalation sets Host Escalation up for one session in pod, or
-// returns nil when the configuration turns it off. Nothing it started
-// outlives an error.
-func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *kube.Client, t *target, pod string, command []string, ask escprompt.Prompter, id string, hub *sessionHub) (*escSession, error) {
-	if !cfg.Escalation.Enabled {
+// returns nil when the configuration turns it off. A resumed session's
+// (resumed non-nil) keeps its id and public key: its holder in the pod
+// has its delegation already, and has it only when the record has a key.
+// Nothing it started outlives an error.
+func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *kube.Client, t *target, pod string, command []string, ask escprompt.Prompter, id string, hub *sessionHub, resumed *resumeRecord) (*escSession, error) {
+	if !cfg.Escalation.Enabled || (resumed != nil && len(resumed.Public) == 0) {
 		return nil, nil
 	}
 	began := time.Now()
@@ -62,26 +69,30 @@ func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *ku
 	if err != nil {
 		return nil, err
 	}
-	sess, err := session.New()
-	if err != nil {
-		return nil, err
-	}
-	if id != "" {
+	var public ed25519.PublicKey
+	var frame []byte
+	if resumed != nil {
+		public = resumed.Public
+	} else {
+		sess, err := session.New()
+		if err != nil {
+			return nil, err
+		}
 		sess.ID = id // the session's own id (its control socket's, ps's), before any delegation names it
+		del, err := sess.Delegate(t.hash, session.DefaultDelegationTTL, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		if frame, err = del.StdinFrame(); err != nil {
+			return nil, err
+		}
+		public = sess.Public
 	}
 	reg := eschost.NewRegistry()
 	// Without a terminal (ask nil) a request that is not auto-approved is
 	// denied and audited, as locally.
-	if _, err := reg.Register(&eschost.Session{ID: sess.ID, Public: sess.Public, Prompt: ask,
+	if _, err := reg.Register(&eschost.Session{ID: id, Public: public, Prompt: ask,
 		Command: command, PID: os.Getpid(), Started: time.Now()}); err != nil {
-		return nil, err
-	}
-	del, err := sess.Delegate(t.hash, session.DefaultDelegationTTL, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	frame, err := del.StdinFrame()
-	if err != nil {
 		return nil, err
 	}
 	home, _ := os.UserHomeDir()
@@ -93,7 +104,7 @@ func (g *globals) startEscalation(ctx context.Context, cfg *config.Config, c *ku
 		Auditor:  eschost.EntryAuditor(g.auditTo(cfg, t)), Log: g.log,
 		Proposals: g.sessionProposals(sctx, cfg, t, policy, c, pod, hub),
 	}, anchor.ServerConfig())
-	e := &escSession{id: sess.ID, dir: path.Join(escRunDir, sess.ID), frame: frame, ready: make(chan struct{}), done: make(chan struct{}),
+	e := &escSession{id: id, public: public, resumed: resumed != nil, dir: path.Join(escRunDir, id), frame: frame, ready: make(chan struct{}), done: make(chan struct{}),
 		stop: make(chan struct{}), links: make(chan struct{})}
 	e.cancel = cancel
 	host, err := g.startRelay(sctx, c, pod, e.dir, anchor, e.stop, e.links)

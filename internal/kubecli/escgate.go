@@ -63,8 +63,11 @@ type sessionIO struct {
 // Escalation (a failure of either leaves the session without it, as
 // locally) and assembles its streams: the holder's handshake, and with a
 // terminal the prompt's gate.
-func (g *globals) startSessionIO(ctx context.Context, cfg *config.Config, c *kube.Client, t *target, pod string, command []string, tty bool, abort func()) *sessionIO {
+func (g *globals) startSessionIO(ctx context.Context, cfg *config.Config, c *kube.Client, t *target, pod string, command []string, tty bool, abort func(), resumed *resumeRecord) *sessionIO {
 	s := &sessionIO{stdin: g.io.In, stdout: g.io.Out, id: newSessionID()}
+	if resumed != nil {
+		s.id = resumed.Session
+	}
 	hub, err := g.openSessionHub(cfg, t, s.id, command, tty)
 	if err != nil {
 		g.log.Warn("pending approvals and events are unavailable in this session", "err", err)
@@ -79,7 +82,7 @@ func (g *globals) startSessionIO(ctx context.Context, cfg *config.Config, c *kub
 			gate = nil
 		}
 	}
-	esc, err := g.startEscalation(ctx, cfg, c, t, pod, command, s.prompter(), s.id, s.hub)
+	esc, err := g.startEscalation(ctx, cfg, c, t, pod, command, s.prompter(), s.id, s.hub, resumed)
 	if err != nil {
 		g.log.Warn("host escalation is unavailable in this session", "err", err)
 		return s

@@ -19,6 +19,11 @@ func (e *escSession) streams(in io.Reader, out io.Writer) (io.Reader, io.Writer)
 	if e == nil {
 		return in, out
 	}
+	if e.resumed {
+		// The holder took its delegation at the start; its marker, at the
+		// start of the output the pod's keeper replays, is still taken out.
+		return in, &markerStrip{w: out, ready: make(chan struct{})}
+	}
 	gate := &gatedFrame{ready: e.ready, frame: e.frame}
 	e.frame = nil
 	var r io.Reader = gate

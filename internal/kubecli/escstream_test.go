@@ -102,3 +102,33 @@ func TestSessionCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestResumedStreams: a session taken back sends no frame (its holder
+// has its delegation) and waits for no marker: the user's keys go
+// straight on, while the marker at the start of the replayed output is
+// still taken out. Control: a new session's stdin waits for the marker.
+func TestResumedStreams(t *testing.T) {
+	e := newEscTest("")
+	e.resumed = true
+	var out bytes.Buffer
+	in, w := e.streams(strings.NewReader("typed"), &out)
+	if b, _ := io.ReadAll(in); string(b) != "typed" {
+		t.Fatalf("stdin = %q", b)
+	}
+	_, _ = w.Write([]byte(session.HolderReady + "replayed"))
+	if out.String() != "replayed" {
+		t.Fatalf("output = %q", out.String())
+	}
+
+	control := newEscTest("0004key\n")
+	cin, _ := control.streams(strings.NewReader("typed"), io.Discard)
+	got := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(cin); got <- b }()
+	select {
+	case b := <-got:
+		t.Fatalf("control: a new session's stdin read %q before the marker", b)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(control.ready)
+	<-got
+}

@@ -41,11 +41,11 @@ func newAttachCmd(g *globals) *cobra.Command {
 	return clicore.Verb("attach", &cobra.Command{
 		Short: "Attach this terminal to a kept cluster session (a detached shell)",
 		Long:  clicore.AttachLong,
-		RunE:  func(cmd *cobra.Command, args []string) error { return g.runAttach(args) },
+		RunE:  func(cmd *cobra.Command, args []string) error { return g.runAttach(cmd.Context(), args) },
 	})
 }
 
-func (g *globals) runAttach(args []string) error {
+func (g *globals) runAttach(ctx context.Context, args []string) error {
 	cfg, err := g.loadConfig()
 	if err != nil {
 		return err
@@ -63,9 +63,24 @@ func (g *globals) runAttach(args []string) error {
 		}
 		profile, workspace = t.profile.Name, t.workspace
 	}
+	// A session whose lazaret-kube died is offered too: attaching takes
+	// it back under a new keeper (resume.go).
+	recs, err := resumables(cfg, list)
+	if err != nil {
+		return err
+	}
+	byID := map[string]*resumeRecord{}
+	for _, r := range recs {
+		list = append(list, r.info())
+		byID[r.Session] = r
+	}
 	i, err := clicore.ChooseKept(list, invocation, profile, workspace, prefix)
 	if err != nil {
 		return err
+	}
+	if r := byID[i.Session]; r != nil && i.Socket == "" {
+		return clicore.RunKept(ctx, clicore.KeepRequest{IO: g.io, Config: cfg, Profile: r.Profile, Workspace: r.Workspace,
+			Backend: backendName, Invocation: invocation, Inner: r.innerArgs()})
 	}
 	return clicore.AttachKept(g.io, invocation, cfg, i)
 }
@@ -75,10 +90,20 @@ func (g *globals) runAttach(args []string) error {
 // socket).
 func (g *globals) printKept(ctx context.Context) error {
 	list, err := clicore.KeptList(backendName)
-	if err != nil || len(list) == 0 {
+	if err != nil {
 		return err
 	}
 	pending := map[string][]string{}
+	if cfg, err := g.loadConfig(); err == nil {
+		recs, _ := resumables(cfg, list)
+		for _, r := range recs {
+			list = append(list, r.info())
+			pending[r.Session] = []string{"(its lazaret-kube ended: attach takes it back)"}
+		}
+	}
+	if len(list) == 0 {
+		return nil
+	}
 	socks, err := clicore.ControlSockets()
 	if err != nil {
 		return err

@@ -101,6 +101,9 @@ func (g *globals) runPodTerm(c *kube.Client, r podTermRequest) (int, error) {
 	go readKeys(in, p.keys)
 	go convertSizes(r.sizes, p.sizes)
 	argv := podkeep.RunArgv(escrelay.BinGoClient, p.dir, r.command)
+	if r.resume {
+		argv = podkeep.AttachArgv(escrelay.BinGoClient, p.dir)
+	}
 	told := false
 	var backoff relinkBackoff
 	for {
@@ -146,10 +149,14 @@ func (g *globals) runPodTerm(c *kube.Client, r podTermRequest) (int, error) {
 type podTermRequest struct {
 	pod, id string
 	command []string
-	in      io.Reader
-	out     io.Writer
-	sizes   <-chan kube.TermSize
-	hangup  <-chan struct{}
+	// resume links to the keeper already running the session (a
+	// session taken back) from its first kept byte, instead of starting
+	// command.
+	resume bool
+	in     io.Reader
+	out    io.Writer
+	sizes  <-chan kube.TermSize
+	hangup <-chan struct{}
 	// linkState, when set, is told when the link is lost and when a
 	// new one carries the session again (ps shows it).
 	linkState func(lost bool)

@@ -93,7 +93,7 @@ It is what ` + "`lazaret --backend kubernetes VERB`" + ` (or LAZARET_BACKEND=kub
 	pf.StringVar(&g.kubeconfig, "kubeconfig", "", "kubeconfig file (default [cluster].kubeconfig, $KUBECONFIG, ~/.kube/config)")
 	pf.StringVar(&g.context, "context", "", "kubeconfig context (default [cluster].context, else the current one)")
 	pf.StringVarP(&g.namespace, "namespace", "n", "", "namespace (default [cluster].namespace, else the context's)")
-	root.AddCommand(newExecCmd(g), newShellCmd(g), newStatusCmd(g), newPsCmd(g), newStopCmd(g), newDoctorCmd(g), newSyncCmd(g), newStateCmd(g), newProposalsCmd(g), newAttachCmd(g), newApprovalsCmd(g), newEventsCmd(g), clicore.NewPolicyCmd(&g.io), newNetCmd(g),
+	root.AddCommand(newExecCmd(g), newShellCmd(g), newStatusCmd(g), newPsCmd(g), newStopCmd(g), newDoctorCmd(g), newSyncCmd(g), newStateCmd(g), newProposalsCmd(g), newAttachCmd(g), newResumeCmd(g), newApprovalsCmd(g), newEventsCmd(g), clicore.NewPolicyCmd(&g.io), newNetCmd(g),
 		clicore.NewForkCmd(g.attemptsSpec()), clicore.NewAttemptsCmd(g.attemptsSpec()),
 		newReviewCmd(g, "diff", "Show what the agent changed on its branch"),
 		newReviewCmd(g, "log", "List the agent's commits"),

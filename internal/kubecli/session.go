@@ -14,6 +14,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
 	"github.com/lazaret-dev/lazaret/internal/clicore"
+	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/kubespec"
 	"github.com/lazaret-dev/lazaret/internal/engine/secretfetch"
 )
@@ -60,43 +61,83 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 			return err
 		}
 	}
-	in, out, _ := g.io.Files()
 	command := r.command
 	if r.shell {
 		command = clicore.InteractiveShell
 	}
+	return g.runOnPod(ctx, podSession{cfg: cfg, c: c, t: t, pod: run.pod, command: command, tty: r.tty, gt: gt, keeperLink: keeperLink})
+}
+
+// podSession is one session's command in a running pod: a new one or,
+// with resume, a kept one taken back after its lazaret-kube died
+// (resume.go).
+type podSession struct {
+	cfg *config.Config
+	c   *kube.Client
+	t   *target
+	pod string
+	// command is the user's (the shell, for `shell`), before any wrapping.
+	command    []string
+	tty        bool
+	gt         *gitTarget
+	keeperLink *clicore.KeeperLink
+	resume     *resumeHold
+}
+
+// runOnPod runs s and returns lazaret's exit code for it. A kept session
+// is recorded while it runs, so that a new lazaret-kube can take it back
+// if this one dies.
+func (g *globals) runOnPod(ctx context.Context, s podSession) error {
+	in, out, _ := g.io.Files()
+	c := s.c
 	pidFile := "/tmp/.lazaret-kube-" + randomID() + ".pid"
 	// Not ctx: SIGINT is the command's, not lazaret's.
 	ectx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sio := g.startSessionIO(ctx, cfg, c, t, run.pod, command, r.tty, cancel)
-	defer sio.close()
-	command = sessionCommand(sio.esc, command, pidFile, r.tty)
-	if keeperLink != nil {
-		keeperLink.Started(sio.sessionID(), sio.keptState)
+	var resumed *resumeRecord
+	if s.resume != nil {
+		resumed = s.resume.rec
 	}
-	tm, err := openTerminal(in, out, r.tty)
+	sio := g.startSessionIO(ctx, s.cfg, c, s.t, s.pod, s.command, s.tty, cancel, resumed)
+	defer sio.close()
+	kept := s.keeperLink != nil && s.tty
+	hold := s.resume
+	if kept && hold == nil {
+		hold = g.recordKept(s, sio)
+	}
+	// A new session's record goes with any early error (its command never
+	// started); a resumed one's stays for another try.
+	final := s.resume == nil
+	defer func() { hold.release(final) }()
+	command := sessionCommand(sio.esc, s.command, pidFile, s.tty)
+	if s.keeperLink != nil {
+		s.keeperLink.Started(sio.sessionID(), sio.keptState)
+	}
+	tm, err := openTerminal(in, out, s.tty)
 	if err != nil {
 		return err
 	}
 	defer tm.close()
-	stop := g.forwardSignals(c, run.pod, pidFile, r.tty, cancel)
+	stop := g.forwardSignals(c, s.pod, pidFile, s.tty, cancel)
 	defer stop()
 	var code int
-	if keeperLink != nil && r.tty {
+	if kept {
 		// Kept: the command lives under the pod's terminal keeper and
 		// outlives this machine's link to it (podterm.go).
-		code, err = g.runPodTerm(c, podTermRequest{pod: run.pod, id: sio.sessionID(), command: command,
+		code, err = g.runPodTerm(c, podTermRequest{pod: s.pod, id: sio.sessionID(), command: command, resume: s.resume != nil,
 			in: sio.stdin, out: sio.stdout, sizes: tm.Sizes(), hangup: ectx.Done(), linkState: sio.hub.linkState})
+		// Hung up without its end seen, the command may run on: the
+		// record stays.
+		final = !errors.Is(err, context.Canceled)
 	} else {
 		code, err = c.ExecIn(ectx, kube.ExecRequest{
-			Pod: run.pod, Container: kubespec.ContainerName, Command: command,
-			Stdin: sio.stdin, Stdout: sio.stdout, Stderr: g.io.ErrOut, TTY: r.tty, Sizes: tm.Sizes(),
+			Pod: s.pod, Container: kubespec.ContainerName, Command: command,
+			Stdin: sio.stdin, Stdout: sio.stdout, Stderr: g.io.ErrOut, TTY: s.tty, Sizes: tm.Sizes(),
 		})
 	}
 	sio.close() // the prompt, if one is up, before the terminal's modes
 	tm.close()
-	g.syncAfter(c, run.pod, gt)
+	g.syncAfter(c, s.pod, s.gt)
 	var se *kube.StartError
 	switch {
 	case ectx.Err() != nil:
@@ -104,7 +145,7 @@ func (g *globals) runSession(ctx context.Context, r sessionRequest) error {
 	case errors.As(err, &se):
 		return err
 	case err != nil:
-		return execFailed{fmt.Errorf("exec in pod %s: %w", run.pod, err)}
+		return execFailed{fmt.Errorf("exec in pod %s: %w", s.pod, err)}
 	case code != 0:
 		return clicore.ExitError{Code: code}
 	}

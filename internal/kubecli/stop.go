@@ -88,6 +88,7 @@ func (g *globals) runStop(ctx context.Context, profile string, o stopOptions) er
 		}
 		fmt.Fprintf(g.io.Out, "stopped %s\n", visible.Line(n))
 	}
+	dropResumables(cfg, names)
 	if !o.purge {
 		return nil
 	}

@@ -309,6 +309,20 @@ func KubeSessionSocket(runtimeDir, id string) string {
 	return filepath.Join(KubeSessionDir(runtimeDir), "session-"+id+".sock")
 }
 
+// KubeResumeDir holds a record and a lock per kept cluster session of
+// this domain, which a new lazaret-kube takes back when the one that ran
+// it died (internal/kubecli/resume.go): in the Domain Root, which a
+// reboot keeps.
+func (a *Anchor) KubeResumeDir() string { return filepath.Join(a.Root(), kubeResumeDirName) }
+
+// KubeResumeRecords is the pattern of every domain's kept cluster
+// session records under dataRoot.
+func KubeResumeRecords(dataRoot string) string {
+	return filepath.Join(dataRoot, DomainsDirName, "*", kubeResumeDirName, "*.json")
+}
+
+const kubeResumeDirName = "kube-sessions"
+
 // RuntimeDir returns the per-user runtime directory: $XDG_RUNTIME_DIR/lazaret,
 // else /tmp/lazaret-<uid>. It is created 0700 and its owner is checked, so a
 // directory planted by another user in a shared /tmp is refused.
