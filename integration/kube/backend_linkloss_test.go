@@ -307,49 +307,54 @@ func TestBackendKeptWithoutEscalation(t *testing.T) {
 	}
 }
 
-// TestBackendSessionTakenBack: a kept cluster session whose lazaret-kube
-// dies (SIGKILL: what an out-of-memory kill or the laptop's power lost
-// leaves) goes on in the pod, and its escalation request waits in the
-// pod's relay. `ps` says attach takes it back; `attach` does, under a new
-// keeper: what the agent printed meanwhile is on the screen, the request
-// becomes pending (the pod's client retries it under the new Trust
-// Anchor), is approved, runs on the host, and the session's own exit
-// code ends attach. Its record is gone after that.
+// TestBackendSessionTakenBack: a kept cluster session outlives its
+// lazaret-kube on this machine, and `attach` takes it back.
 //
-// Control: before the kill, the session's lazaret-kube holds it, so ps
-// does not offer it to be taken back.
+//  1. A shutdown: SIGTERM to the keeper, which passes it to its
+//     lazaret-kube. The session goes on in the pod, ps offers it, attach
+//     takes it back; closing that terminal detaches.
+//  2. A death: SIGKILL of the lazaret-kube that took it back (what the
+//     out-of-memory killer or a power loss leaves). The command prints
+//     and asks with nobody here: the request waits in the pod's relay.
+//     attach takes it back again: what was printed is on the screen, the
+//     request becomes pending (the pod's client retries it under the new
+//     Trust Anchor), is approved, runs on the host, and the session's own
+//     exit code ends attach. Its record is gone after that.
+//
+// Control: while its lazaret-kube lives, ps does not offer the session to
+// be taken back. (Run by hand: with the keeper hanging the session up on
+// SIGTERM, as it does for a local one, step 1 fails: "a shutdown ended
+// the session in the pod".)
 func TestBackendSessionTakenBack(t *testing.T) {
 	e := newUnattendedEnv(t)
 	pod := e.workspacePod()
-	id, _ := e.startKeptScript(pod, `echo DEAD-$((6*7)); `+escClient+` --reason "while dead" -- touch resumed-file; echo "rc=$?"; read line; exit 4`)
+	id, running := e.startKeptScript(pod, `echo DEAD-$((6*7)); `+escClient+` --reason "while dead" -- touch resumed-file; echo "rc=$?"; read line; exit 4`)
 	const offered = "attach takes it back"
 	if out := e.mustLazaret(nil, "ps"); !strings.Contains(out, id) || strings.Contains(out, offered) {
 		t.Fatalf("control: ps before the kill:\n%s", out)
 	}
 
-	keeperPID := e.keeperPID(id)
-	// Each thread of the keeper lists the children it started.
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", keeperPID))
-	var children []string
-	for _, f := range tasks {
-		b, _ := os.ReadFile(f)
-		children = append(children, strings.Fields(string(b))...)
+	// SIGTERM to the keeper alone: at a shutdown its lazaret-kube gets one
+	// too, but the keeper's own must not hang the session up first.
+	keeper := e.keeperPID(id)
+	_ = syscall.Kill(keeper, syscall.SIGTERM)
+	waitGone(t, keeper)
+	if !running() {
+		t.Fatal("a shutdown ended the session in the pod")
 	}
-	var inner int
-	if len(children) == 1 {
-		inner, _ = strconv.Atoi(children[0])
+	if out := e.mustLazaret(nil, "ps"); !strings.Contains(out, id) || !strings.Contains(out, offered) {
+		t.Fatalf("ps after a shutdown does not offer the session to be taken back:\n%s", out)
 	}
-	if inner == 0 {
-		t.Fatalf("the keeper's lazaret-kube: children %q", children)
-	}
-	if err := syscall.Kill(inner, syscall.SIGKILL); err != nil {
+	tm, cmd := e.attachOnTerminal(id)
+	tm.WaitFor(t, "taking session")
+	_ = cmd.Process.Kill() // the terminal closes: the session is detached
+	_ = cmd.Wait()
+
+	keeper = e.keeperPID(id)
+	if err := syscall.Kill(innerOf(t, keeper), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(30 * time.Second); syscall.Kill(keeperPID, 0) == nil; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatal("the keeper stayed after its lazaret-kube died")
-		}
-	}
+	waitGone(t, keeper)
 	e.inPod(pod, "touch /tmp/go-on") // it prints and asks with no lazaret-kube
 	time.Sleep(4 * time.Second)
 	if !strings.Contains(e.inPod(pod, "ps -o args 2>/dev/null || ps"), "while dead") {
@@ -359,7 +364,7 @@ func TestBackendSessionTakenBack(t *testing.T) {
 		t.Fatalf("ps does not offer the session to be taken back:\n%s", out)
 	}
 
-	tm, cmd := e.attachOnTerminal(id)
+	tm, cmd = e.attachOnTerminal(id)
 	// A hang shows the screen (the resumed lazaret-kube writes there).
 	watchdog := time.AfterFunc(4*time.Minute, func() {
 		t.Errorf("attach still runs after 4 min; its screen:\n%s", tm.Output())
@@ -392,20 +397,52 @@ func TestBackendSessionTakenBack(t *testing.T) {
 	}
 }
 
-// keeperPID is the pid of the keeper of the kept session id.
-func (e *backendEnv) keeperPID(id string) int {
-	e.t.Helper()
-	files, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "lazaret", "keep", "*.json"))
-	for _, f := range files {
-		var info struct {
-			Session string `json:"session"`
-			PID     int    `json:"pid"`
-		}
-		if data, err := os.ReadFile(f); err == nil && json.Unmarshal(data, &info) == nil && strings.HasPrefix(info.Session, id) {
-			return info.PID
+// innerOf is the pid of the lazaret-kube a keeper runs.
+func innerOf(t *testing.T, keeper int) int {
+	t.Helper()
+	// Each thread of the keeper lists the children it started.
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", keeper))
+	var children []string
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		children = append(children, strings.Fields(string(b))...)
+	}
+	if len(children) == 1 {
+		if pid, err := strconv.Atoi(children[0]); err == nil {
+			return pid
 		}
 	}
-	e.t.Fatalf("no keeper holds session %s (%d info files)", id, len(files))
+	t.Fatalf("the keeper's lazaret-kube: children %q", children)
+	return 0
+}
+
+// waitGone waits for the process pid to end.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("process %d is still there", pid)
+		}
+	}
+}
+
+// keeperPID is the pid of the keeper of the kept session id, once its
+// lazaret-kube has told it the session's id.
+func (e *backendEnv) keeperPID(id string) int {
+	e.t.Helper()
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		files, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "lazaret", "keep", "*.json"))
+		for _, f := range files {
+			var info struct {
+				Session string `json:"session"`
+				PID     int    `json:"pid"`
+			}
+			if data, err := os.ReadFile(f); err == nil && json.Unmarshal(data, &info) == nil && strings.HasPrefix(info.Session, id) {
+				return info.PID
+			}
+		}
+	}
+	e.t.Fatalf("no keeper holds session %s", id)
 	return 0
 }
 

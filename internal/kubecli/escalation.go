@@ -178,19 +178,22 @@ func (e *escSession) wrap(command []string) []string {
 	return append(append(argv, "--"), command...)
 }
 
-// close stops the relay and the server (commands in flight are killed).
-func (e *escSession) close() {
+// close stops the server (commands in flight are killed) and, with
+// relay, the relay in the pod.
+func (e *escSession) close(relay bool) {
 	if e == nil {
 		return
 	}
-	// End first, on the link that is up: the relay in the pod removes
-	// its directory and exits. Without a link it waits there until the
-	// pod goes.
 	close(e.stop)
-	e.host.End()
-	select {
-	case <-e.links:
-	case <-time.After(endWait):
+	if relay {
+		// End first, on the link that is up: the relay in the pod removes
+		// its directory and exits. Without a link it waits there until the
+		// pod goes.
+		e.host.End()
+		select {
+		case <-e.links:
+		case <-time.After(endWait):
+		}
 	}
 	e.cancel()
 	<-e.done

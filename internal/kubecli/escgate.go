@@ -141,12 +141,18 @@ func (s *sessionIO) keptState(st clicore.KeptState) {
 }
 
 // close ends the prompt (denying what waits) and Host Escalation.
-func (s *sessionIO) close() {
+func (s *sessionIO) close() { s.end(true) }
+
+// leave is close for a session left running in its pod: the relay there
+// stays, holding what the agent asks until a new lazaret-kube links.
+func (s *sessionIO) leave() { s.end(false) }
+
+func (s *sessionIO) end(relay bool) {
 	s.once.Do(func() {
 		if s.runner != nil {
 			s.runner.Close()
 		}
-		s.esc.close()
+		s.esc.close(relay)
 		s.hub.close()
 	})
 }

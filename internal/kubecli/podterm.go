@@ -47,6 +47,20 @@ func (b *relinkBackoff) next(held bool) time.Duration {
 	return b.wait
 }
 
+// errLeft is a kept session this process left running in its pod
+// (SIGTERM), to be taken back (resume.go).
+var errLeft = errors.New("left running in the pod")
+
+// isClosed reports whether c is closed (false for nil).
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 // errKeeperGone is the pod's keeper gone with the command's exit unknown
 // (the pod restarted, or the agent killed it).
 var errKeeperGone = errors.New("the session's terminal keeper in the pod is gone")
@@ -88,6 +102,9 @@ func (g *globals) runPodTerm(c *kube.Client, r podTermRequest) (int, error) {
 	go func() {
 		select {
 		case <-hangup:
+		case <-r.leave:
+			cancel()
+			return
 		case <-ctx.Done():
 			return
 		}
@@ -121,6 +138,8 @@ func (g *globals) runPodTerm(c *kube.Client, r podTermRequest) (int, error) {
 			return code, nil
 		case errors.Is(err, errKeeperGone):
 			return 0, err
+		case isClosed(r.leave):
+			return 0, errLeft
 		case ctx.Err() != nil:
 			return 0, context.Canceled // hung up, its end not seen
 		}
@@ -157,6 +176,9 @@ type podTermRequest struct {
 	out    io.Writer
 	sizes  <-chan kube.TermSize
 	hangup <-chan struct{}
+	// leave, closed, ends this process's part and leaves the command
+	// running under the pod's keeper (errLeft).
+	leave <-chan struct{}
 	// linkState, when set, is told when the link is lost and when a
 	// new one carries the session again (ps shows it).
 	linkState func(lost bool)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/kubespec"
 	"github.com/lazaret-dev/lazaret/internal/engine/secretfetch"
+	"github.com/lazaret-dev/lazaret/internal/exitcode"
+	"github.com/lazaret-dev/lazaret/internal/visible"
 )
 
 // sessionRequest is one `shell` or `exec`.
@@ -118,17 +121,32 @@ func (g *globals) runOnPod(ctx context.Context, s podSession) error {
 		return err
 	}
 	defer tm.close()
-	stop := g.forwardSignals(c, s.pod, pidFile, s.tty, cancel)
+	// SIGTERM (a shutdown, a kill) leaves a kept session running in its
+	// pod, to be taken back; SIGHUP (its terminal gone) ends it.
+	var leave func()
+	left := make(chan struct{})
+	if kept {
+		var once sync.Once
+		leave = func() { once.Do(func() { close(left) }) }
+	}
+	stop := g.forwardSignals(c, s.pod, pidFile, s.tty, cancel, leave)
 	defer stop()
 	var code int
 	if kept {
 		// Kept: the command lives under the pod's terminal keeper and
 		// outlives this machine's link to it (podterm.go).
 		code, err = g.runPodTerm(c, podTermRequest{pod: s.pod, id: sio.sessionID(), command: command, resume: s.resume != nil,
-			in: sio.stdin, out: sio.stdout, sizes: tm.Sizes(), hangup: ectx.Done(), linkState: sio.hub.linkState})
-		// Hung up without its end seen, the command may run on: the
-		// record stays.
-		final = !errors.Is(err, context.Canceled)
+			in: sio.stdin, out: sio.stdout, sizes: tm.Sizes(), hangup: ectx.Done(), leave: left, linkState: sio.hub.linkState})
+		// Hung up without its end seen, or left, the command may run
+		// on: the record stays.
+		final = !errors.Is(err, context.Canceled) && !errors.Is(err, errLeft)
+		if errors.Is(err, errLeft) {
+			sio.leave()
+			tm.close()
+			short := sio.sessionID()[:12]
+			return clicore.WithHint(fmt.Errorf("lazaret-kube was told to end (SIGTERM); session %s goes on in pod %s", short, visible.Line(s.pod)),
+				exitcode.Failure, "`"+invocation+" attach "+short+"` takes it back")
+		}
 	} else {
 		code, err = c.ExecIn(ectx, kube.ExecRequest{
 			Pod: s.pod, Container: kubespec.ContainerName, Command: command,
@@ -162,9 +180,10 @@ func (e execFailed) Unwrap() error { return e.err }
 // forwardSignals passes signals lazaret receives on to the command (plain
 // mode) with a second exec that kills the pid it recorded. With a
 // terminal the keys travel as bytes; SIGTERM and SIGHUP (the terminal
-// went away) end the session by closing its stream (cancel). The
-// returned function stops it.
-func (g *globals) forwardSignals(c *kube.Client, pod, pidFile string, tty bool, cancel func()) func() {
+// went away) end the session by closing its stream (cancel), except that
+// SIGTERM calls leave when it is set (a kept session). The returned
+// function stops it.
+func (g *globals) forwardSignals(c *kube.Client, pod, pidFile string, tty bool, cancel, leave func()) func() {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, forwarded...)
 	done := make(chan struct{})
@@ -177,6 +196,8 @@ func (g *globals) forwardSignals(c *kube.Client, pod, pidFile string, tty bool, 
 				switch {
 				case !tty:
 					go g.signalInPod(c, pod, pidFile, s)
+				case s == syscall.SIGTERM && leave != nil:
+					leave()
 				case s == syscall.SIGTERM || s == syscall.SIGHUP:
 					cancel()
 				}

@@ -73,9 +73,11 @@ type keeper struct {
 	log   *slog.Logger
 	ready *os.File // the spawner's pipe, nil once answered
 
-	mu        sync.Mutex
-	scr       *screen
-	ptmx      *os.File
+	mu   sync.Mutex
+	scr  *screen
+	ptmx *os.File
+	// inner is the session's CLI once started.
+	inner     *os.Process
 	state     *os.File // the inner's descriptor 3, our end
 	client    *peer
 	info      Info
@@ -196,7 +198,7 @@ func (k *keeper) start() error {
 		return err
 	}
 	k.mu.Lock()
-	k.ptmx, k.state, k.scr = pollable, mine, newScreen(k.o.Size, k.rang)
+	k.ptmx, k.state, k.scr, k.inner = pollable, mine, newScreen(k.o.Size, k.rang), cmd.Process
 	k.info.Started = time.Now()
 	k.mu.Unlock()
 	k.tell(StateDetached) // attach says otherwise when a terminal is there

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,6 +49,13 @@ func innerMain() int {
 				detached <- struct{}{}
 			}
 		}
+	}()
+	terms := make(chan os.Signal, 1)
+	signal.Notify(terms, syscall.SIGTERM)
+	go func() {
+		<-terms // a cluster CLI leaving its session running
+		fmt.Print("left on SIGTERM\r\n")
+		os.Exit(7)
 	}()
 	fmt.Print("inner ready\r\n")
 	sc := bufio.NewScanner(os.Stdin)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"syscall"
+	"time"
 
 	"github.com/lazaret-dev/lazaret/internal/unixsock"
 )
@@ -94,15 +95,52 @@ func Main(args []string) int {
 
 // onSignals ends the session as a hang-up would on SIGTERM, SIGHUP or
 // SIGINT (the keeper then exits once the inner did); before the session
-// started, the keeper leaves at once.
+// started, the keeper leaves at once. A session that goes on without this
+// machine (another backend's: a cluster session, in its pod) is not ended
+// by SIGTERM, the signal of a shutdown: its CLI gets it and leaves the
+// session running there, to be taken back (docs/KUBERNETES.md).
 func (k *keeper) onSignals(cleanup func()) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
 	for sig := range sigs {
-		k.log.Info("signal: ending the session", "signal", sig.String())
-		if !k.hangUp() {
+		if !k.onSignal(sig) {
 			cleanup()
 			os.Exit(1)
 		}
 	}
+}
+
+// onSignal handles one signal; false when no session runs yet (the
+// keeper then leaves at once).
+func (k *keeper) onSignal(sig os.Signal) bool {
+	if sig == syscall.SIGTERM && k.o.Backend != "" && k.leave() {
+		k.log.Info("signal: the session's CLI leaves it running", "signal", sig.String(), "backend", k.o.Backend)
+		return true
+	}
+	k.log.Info("signal: ending the session", "signal", sig.String())
+	return k.hangUp()
+}
+
+// leaveWait bounds the wait for the inner to leave on SIGTERM; the
+// session is then hung up.
+const leaveWait = 10 * time.Second
+
+// leave passes SIGTERM on to the inner; false when no session runs yet.
+func (k *keeper) leave() bool {
+	k.mu.Lock()
+	p := k.inner
+	k.mu.Unlock()
+	if p == nil || p.Signal(syscall.SIGTERM) != nil {
+		return false
+	}
+	time.AfterFunc(leaveWait, func() {
+		k.mu.Lock()
+		ended := k.ended
+		k.mu.Unlock()
+		if !ended {
+			k.log.Warn("the session's CLI did not leave: ending the session")
+			k.hangUp()
+		}
+	})
+	return true
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -182,4 +183,30 @@ func TestFirstOutputReachesTheFirstTerminal(t *testing.T) {
 	afterStartHook = func() { time.Sleep(500 * time.Millisecond) }
 	t.Cleanup(func() { afterStartHook = nil })
 	firstAttachSession(t, 0)
+}
+
+// TestKeeperTermLeavesRemoteSession: SIGTERM (a shutdown) to the keeper
+// of a session that goes on without this machine (a cluster one) is
+// passed to its CLI, which leaves the session running; the keeper ends
+// with it. Control: a local session's keeper hangs it up instead.
+func TestKeeperTermLeavesRemoteSession(t *testing.T) {
+	for _, c := range []struct {
+		backend string
+		code    int
+	}{{"kubernetes", 7}, {"", 129}} {
+		tk := startKeeper(t, Options{Backend: c.backend})
+		cl := tk.attach(t)
+		cl.waitFor(t, "inner ready")
+		if !tk.k.onSignal(syscall.SIGTERM) {
+			t.Fatalf("backend %q: SIGTERM with a session running: keeper leaves at once", c.backend)
+		}
+		select {
+		case code := <-tk.code:
+			if code != c.code {
+				t.Errorf("backend %q: the session ended %d, want %d\n%s", c.backend, code, c.code, cl.output())
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("backend %q: the session did not end after SIGTERM", c.backend)
+		}
+	}
 }
