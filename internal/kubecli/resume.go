@@ -321,7 +321,7 @@ func (g *globals) runResume(ctx context.Context, profile, id string) error {
 	if rt, err := domain.RuntimeDir(); err == nil {
 		_ = os.Remove(domain.KubeSessionSocket(rt, id))
 	}
-	fmt.Fprintf(g.io.ErrOut, "lazaret: taking session %s back from pod %s (its lazaret-kube ended)\r\n", id[:12], visible.Line(h.rec.Pod))
+	fmt.Fprintf(g.io.ErrOut, "lazaret: taking session %s back from pod %s (its lazaret-kube ended)\r\n", h.rec.info().ShortID(), visible.Line(h.rec.Pod))
 	return g.runOnPod(ctx, podSession{cfg: cfg, c: c, t: t, pod: h.rec.Pod, command: h.rec.Command, tty: true, gt: gt,
 		keeperLink: keeperLink, resume: h})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lazaret-dev/lazaret/internal/adapter/kube"
 	"github.com/lazaret-dev/lazaret/internal/clicore"
+	"github.com/lazaret-dev/lazaret/internal/clicore/keeper"
 	"github.com/lazaret-dev/lazaret/internal/engine/config"
 	"github.com/lazaret-dev/lazaret/internal/engine/kubespec"
 	"github.com/lazaret-dev/lazaret/internal/engine/secretfetch"
@@ -143,9 +144,9 @@ func (g *globals) runOnPod(ctx context.Context, s podSession) error {
 		if errors.Is(err, errLeft) {
 			sio.leave()
 			tm.close()
-			short := sio.sessionID()[:12]
-			return clicore.WithHint(fmt.Errorf("lazaret-kube was told to end (SIGTERM); session %s goes on in pod %s", short, visible.Line(s.pod)),
-				exitcode.Failure, "`"+invocation+" attach "+short+"` takes it back")
+			i := keeper.Info{Session: sio.sessionID(), Profile: s.t.profile.Name}
+			return clicore.WithHint(fmt.Errorf("lazaret-kube was told to end (SIGTERM); session %s goes on in pod %s", i.ShortID(), visible.Line(s.pod)),
+				exitcode.Failure, clicore.AttachLine(invocation, i)+" takes it back")
 		}
 	} else {
 		code, err = c.ExecIn(ectx, kube.ExecRequest{
